@@ -1,0 +1,51 @@
+// The cluster client handed to every resource and data source.
+package k8sops
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Client bundles the typed, dynamic and discovery clients for one cluster, and the settings
+// that shape how the provider writes to it. Building it contacts nothing.
+type Client struct {
+	Kube      kubernetes.Interface
+	Dynamic   dynamic.Interface
+	Discovery discovery.DiscoveryInterface
+
+	// FieldManager names the provider in managedFields.
+	FieldManager string
+	// CalicoAPIGroup is the configured preference: CalicoAuto or one of the Calico groups.
+	CalicoAPIGroup string
+}
+
+// NewClient builds a Client from a REST configuration.
+func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the dynamic client: %w", err)
+	}
+	if fieldManager == "" {
+		fieldManager = DefaultFieldManager
+	}
+	if calicoAPIGroup == "" {
+		calicoAPIGroup = CalicoAuto
+	}
+	return &Client{
+		Kube: kube,
+		// Discovery answers are cached for the provider process: one plan asks many times.
+		Discovery:      memory.NewMemCacheClient(kube.Discovery()),
+		Dynamic:        dyn,
+		FieldManager:   fieldManager,
+		CalicoAPIGroup: calicoAPIGroup,
+	}, nil
+}

@@ -1,0 +1,87 @@
+// Data source k8scidr_cluster_info: what the cluster runs and serves.
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+var _ datasource.DataSourceWithConfigure = (*clusterInfoDataSource)(nil)
+
+type clusterInfoDataSource struct {
+	data *providerData
+}
+
+func newClusterInfoDataSource() datasource.DataSource { return &clusterInfoDataSource{} }
+
+func (d *clusterInfoDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_cluster_info"
+}
+
+func (d *clusterInfoDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "What the cluster runs and serves: the facts every migration stage depends on.",
+		Attributes: map[string]schema.Attribute{
+			"server_version": schema.StringAttribute{Computed: true, MarkdownDescription: "Kubernetes version of the API server, e.g. `v1.34.4`."},
+			"service_cidr_api_version": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "Served ServiceCIDR API (`networking.k8s.io/v1`, `v1beta1` or `v1alpha1`); null when none is served."},
+			"calico_api_group": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "Calico API group the provider uses (`projectcalico.org/v3` or `crd.projectcalico.org/v1`, per `calico_api_group`); null without Calico."},
+			"node_count": schema.Int64Attribute{Computed: true, MarkdownDescription: "Number of nodes."},
+			"default_service_cidrs": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "CIDRs of the apiserver's default `kubernetes` ServiceCIDR (from `--service-cluster-ip-range`); null when it does not exist."},
+		},
+	}
+}
+
+func (d *clusterInfoDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *clusterInfoDataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *datasource.ReadResponse) {
+	client, diags := d.data.Client()
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
+	info, err := k8sops.ReadClusterInfo(ctx, client)
+	if err != nil {
+		resp.Diagnostics.AddError("Cluster Not Readable", "Reading what the cluster serves failed: "+err.Error())
+		return
+	}
+	if info.CalicoWarning != "" {
+		resp.Diagnostics.AddWarning("Calico API Group Not Served", info.CalicoWarning)
+	}
+	m := clusterInfoModel{
+		ServerVersion:         types.StringValue(info.ServerVersion),
+		ServiceCIDRAPIVersion: nullableString(info.ServiceCIDRVersion),
+		CalicoAPIGroup:        nullableString(info.CalicoAPIGroup),
+		NodeCount:             types.Int64Value(int64(info.NodeCount)),
+		DefaultServiceCIDRs:   types.ListNull(types.StringType),
+	}
+	if info.DefaultServiceCIDRs != nil {
+		m.DefaultServiceCIDRs, diags = types.ListValueFrom(ctx, types.StringType, info.DefaultServiceCIDRs)
+		resp.Diagnostics.Append(diags...)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// nullableString maps "" (not present) to null.
+func nullableString(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
+}
+
+type clusterInfoModel struct {
+	ServerVersion         types.String `tfsdk:"server_version"`
+	ServiceCIDRAPIVersion types.String `tfsdk:"service_cidr_api_version"`
+	CalicoAPIGroup        types.String `tfsdk:"calico_api_group"`
+	NodeCount             types.Int64  `tfsdk:"node_count"`
+	DefaultServiceCIDRs   types.List   `tfsdk:"default_service_cidrs"`
+}

@@ -1,0 +1,286 @@
+// The k8scidr provider: schema, configuration and the client handed to resources.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+var (
+	_ provider.Provider                   = (*k8scidrProvider)(nil)
+	_ provider.ProviderWithValidateConfig = (*k8scidrProvider)(nil)
+)
+
+type k8scidrProvider struct {
+	version string
+}
+
+// New returns the provider factory that providerserver.Serve and the tests use.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &k8scidrProvider{version: version} }
+}
+
+func (p *k8scidrProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "k8scidr"
+	resp.Version = p.version
+}
+
+func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	str := func(desc string, sensitive bool) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, Sensitive: sensitive, MarkdownDescription: desc}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Moves a live Kubernetes cluster's Service and pod CIDRs, stage by stage. " +
+			"The connection attributes and `KUBE_*` environment variables are those of the `hashicorp/kubernetes` provider, " +
+			"so an existing `kubernetes` provider block can be copied unchanged.",
+		Attributes: map[string]schema.Attribute{
+			"config_path": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Path to the kubeconfig file. Environment: `KUBE_CONFIG_PATH`. No kubeconfig is read unless named here or in `config_paths`.",
+				Validators:          []validator.String{stringvalidator.ConflictsWith(path.MatchRoot("config_paths"))},
+			},
+			"config_paths": schema.ListAttribute{
+				ElementType:         types.StringType,
+				Optional:            true,
+				MarkdownDescription: "Paths to kubeconfig files, merged as `KUBECONFIG` would be. Environment: `KUBE_CONFIG_PATHS` (separated like `PATH`).",
+				Validators:          []validator.List{listvalidator.SizeAtLeast(1)},
+			},
+			"config_context":           str("Context to use from the kubeconfig. Environment: `KUBE_CTX`.", false),
+			"config_context_auth_info": str("User (auth info) to use from the kubeconfig. Environment: `KUBE_CTX_AUTH_INFO`.", false),
+			"config_context_cluster":   str("Cluster to use from the kubeconfig. Environment: `KUBE_CTX_CLUSTER`.", false),
+			"host":                     str("API server address (`https://host:port`). Overrides the kubeconfig. Environment: `KUBE_HOST`.", false),
+			"username":                 str("Username for HTTP basic authentication. Environment: `KUBE_USER`.", false),
+			"password":                 str("Password for HTTP basic authentication. Environment: `KUBE_PASSWORD`.", true),
+			"token":                    str("Bearer token. Environment: `KUBE_TOKEN`.", true),
+			"client_certificate":       str("PEM-encoded client certificate. Environment: `KUBE_CLIENT_CERT_DATA`.", false),
+			"client_key":               str("PEM-encoded client certificate key. Environment: `KUBE_CLIENT_KEY_DATA`.", true),
+			"cluster_ca_certificate":   str("PEM-encoded root certificates for the API server. Environment: `KUBE_CLUSTER_CA_CERT_DATA`.", false),
+			"insecure": schema.BoolAttribute{
+				Optional:            true,
+				MarkdownDescription: "Skip verification of the API server's certificate. Environment: `KUBE_INSECURE`.",
+			},
+			"tls_server_name": str("Server name for SNI and certificate verification. Environment: `KUBE_TLS_SERVER_NAME`.", false),
+			"proxy_url":       str("URL of the proxy for all API requests. Environment: `KUBE_PROXY_URL`.", false),
+			"qps": schema.Float64Attribute{
+				Optional:            true,
+				MarkdownDescription: fmt.Sprintf("Client-side rate limit, in requests per second. Default `%d`.", k8sops.DefaultQPS),
+				Validators:          []validator.Float64{float64validator.AtLeast(0.01)},
+			},
+			"burst": schema.Int64Attribute{
+				Optional:            true,
+				MarkdownDescription: fmt.Sprintf("Client-side burst above `qps`. Default `%d`.", k8sops.DefaultBurst),
+				Validators:          []validator.Int64{int64validator.AtLeast(1)},
+			},
+			"calico_api_group": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Calico API group: `auto` (default: `projectcalico.org/v3` when served, else the " +
+					"`crd.projectcalico.org/v1` CRDs), `projectcalico.org/v3` or `crd.projectcalico.org/v1`.",
+				Validators: []validator.String{stringvalidator.OneOf(k8sops.CalicoAPIGroups...)},
+			},
+			"field_manager": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: fmt.Sprintf("Field manager name written to `managedFields`. Default `%s`.", k8sops.DefaultFieldManager),
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, 128)},
+			},
+		},
+		Blocks: map[string]schema.Block{
+			"exec": schema.SingleNestedBlock{
+				MarkdownDescription: "Credential plugin, as in a kubeconfig `exec` section.",
+				Attributes: map[string]schema.Attribute{
+					"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "API version of the ExecCredential, e.g. `client.authentication.k8s.io/v1beta1`."},
+					"command":     schema.StringAttribute{Required: true, MarkdownDescription: "Command to run."},
+					"args":        schema.ListAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Arguments."},
+					"env":         schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Extra environment variables."},
+				},
+			},
+		},
+	}
+}
+
+// ValidateConfig checks what can be checked without a cluster, so mistakes show at plan.
+func (p *k8scidrProvider) ValidateConfig(ctx context.Context, req provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
+	var m providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !m.Host.IsNull() && !m.Host.IsUnknown() {
+		if _, err := k8sops.ParseHost(m.Host.ValueString(), false); err != nil {
+			addConfigError(&resp.Diagnostics, err)
+		}
+	}
+	if m.Exec != nil && m.Exec.APIVersion.ValueString() == "client.authentication.k8s.io/v1alpha1" {
+		resp.Diagnostics.AddAttributeWarning(path.Root("exec").AtName("api_version"), "Deprecated Exec API Version",
+			"client.authentication.k8s.io/v1alpha1 is no longer supported by client-go: use client.authentication.k8s.io/v1beta1 or v1.")
+	}
+}
+
+func (p *k8scidrProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var m providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	data := &providerData{}
+	resp.DataSourceData, resp.ResourceData = data, data
+	if !req.Config.Raw.IsFullyKnown() {
+		data.err = errors.New("the provider configuration depends on values that are not known until apply; " +
+			"apply the resources it depends on first (e.g. with -target)")
+		return
+	}
+	conn, diags := m.connectionConfig(ctx)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := conn.ApplyEnv(os.LookupEnv); err != nil {
+		addConfigError(&resp.Diagnostics, err)
+		return
+	}
+	cfg, err := conn.RESTConfig()
+	if errors.Is(err, k8sops.ErrNoConfiguration) {
+		data.err = err
+		return
+	}
+	if err != nil {
+		addConfigError(&resp.Diagnostics, err)
+		return
+	}
+	cfg.UserAgent = "terraform-provider-k8scidr/" + p.version
+	data.client, err = k8sops.NewClient(cfg, m.FieldManager.ValueString(), m.CalicoAPIGroup.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("Kubernetes Client Not Built", err.Error())
+		return
+	}
+	tflog.Debug(ctx, "configured Kubernetes client", map[string]any{"host": cfg.Host, "qps": cfg.QPS, "burst": cfg.Burst})
+}
+
+func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource {
+	return nil
+}
+
+func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{
+		newClusterInfoDataSource,
+	}
+}
+
+// providerData is what resources and data sources receive. A provider block that names no
+// cluster still configures, so that plans needing no cluster work; err says why there is no client.
+type providerData struct {
+	client *k8sops.Client
+	err    error
+}
+
+// Client returns the cluster client, or a diagnostic saying why there is none.
+func (d *providerData) Client() (*k8sops.Client, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	if d.client == nil {
+		diags.AddError("Kubernetes Cluster Not Configured", "This operation needs the cluster, but "+d.err.Error()+".")
+	}
+	return d.client, diags
+}
+
+// providerDataFrom is the checked type assertion every resource's Configure makes.
+func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
+	if data == nil {
+		return nil // The provider is not configured yet (validation, early plan).
+	}
+	pd, ok := data.(*providerData)
+	if !ok {
+		diags.AddError("Unexpected Resource Configure Type",
+			fmt.Sprintf("Expected *providerData, got: %T. Please report this issue to the provider developers.", data))
+	}
+	return pd
+}
+
+// addConfigError turns a k8sops configuration error into a diagnostic on its attribute.
+func addConfigError(diags *diag.Diagnostics, err error) {
+	var ce *k8sops.ConfigError
+	if !errors.As(err, &ce) {
+		diags.AddError("Invalid Provider Configuration", err.Error())
+		return
+	}
+	p := path.Root(ce.Attribute)
+	if ce.Index >= 0 {
+		p = p.AtListIndex(ce.Index)
+	}
+	diags.AddAttributeError(p, ce.Summary, ce.Detail)
+}
+
+func (m providerModel) connectionConfig(ctx context.Context) (k8sops.ConnectionConfig, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	c := k8sops.ConnectionConfig{
+		ConfigPath:            m.ConfigPath.ValueString(),
+		ConfigContext:         m.ConfigContext.ValueString(),
+		ConfigContextAuthInfo: m.ConfigContextAuthInfo.ValueString(),
+		ConfigContextCluster:  m.ConfigContextCluster.ValueString(),
+		Host:                  m.Host.ValueString(),
+		Username:              m.Username.ValueString(),
+		Password:              m.Password.ValueString(),
+		Token:                 m.Token.ValueString(),
+		ClientCertificate:     m.ClientCertificate.ValueString(),
+		ClientKey:             m.ClientKey.ValueString(),
+		ClusterCACertificate:  m.ClusterCACertificate.ValueString(),
+		Insecure:              m.Insecure.ValueBoolPointer(),
+		TLSServerName:         m.TLSServerName.ValueString(),
+		ProxyURL:              m.ProxyURL.ValueString(),
+		QPS:                   float32(m.QPS.ValueFloat64()),
+		Burst:                 int(m.Burst.ValueInt64()),
+	}
+	diags.Append(m.ConfigPaths.ElementsAs(ctx, &c.ConfigPaths, false)...)
+	if m.Exec != nil {
+		c.Exec = &k8sops.ExecConfig{APIVersion: m.Exec.APIVersion.ValueString(), Command: m.Exec.Command.ValueString()}
+		diags.Append(m.Exec.Args.ElementsAs(ctx, &c.Exec.Args, false)...)
+		diags.Append(m.Exec.Env.ElementsAs(ctx, &c.Exec.Env, false)...)
+	}
+	return c, diags
+}
+
+type providerModel struct {
+	ConfigPath            types.String  `tfsdk:"config_path"`
+	ConfigPaths           types.List    `tfsdk:"config_paths"`
+	ConfigContext         types.String  `tfsdk:"config_context"`
+	ConfigContextAuthInfo types.String  `tfsdk:"config_context_auth_info"`
+	ConfigContextCluster  types.String  `tfsdk:"config_context_cluster"`
+	Host                  types.String  `tfsdk:"host"`
+	Username              types.String  `tfsdk:"username"`
+	Password              types.String  `tfsdk:"password"`
+	Token                 types.String  `tfsdk:"token"`
+	ClientCertificate     types.String  `tfsdk:"client_certificate"`
+	ClientKey             types.String  `tfsdk:"client_key"`
+	ClusterCACertificate  types.String  `tfsdk:"cluster_ca_certificate"`
+	Insecure              types.Bool    `tfsdk:"insecure"`
+	TLSServerName         types.String  `tfsdk:"tls_server_name"`
+	ProxyURL              types.String  `tfsdk:"proxy_url"`
+	QPS                   types.Float64 `tfsdk:"qps"`
+	Burst                 types.Int64   `tfsdk:"burst"`
+	CalicoAPIGroup        types.String  `tfsdk:"calico_api_group"`
+	FieldManager          types.String  `tfsdk:"field_manager"`
+	Exec                  *execModel    `tfsdk:"exec"`
+}
+
+type execModel struct {
+	APIVersion types.String `tfsdk:"api_version"`
+	Command    types.String `tfsdk:"command"`
+	Args       types.List   `tfsdk:"args"`
+	Env        types.Map    `tfsdk:"env"`
+}

@@ -1,0 +1,63 @@
+// Command k8scidr-cluster starts and stops a detached loopback test cluster for humans and the demo.
+//
+//	k8scidr-cluster up   -dir DIR   # starts it, prints the KUBECONFIG path
+//	k8scidr-cluster down -dir DIR   # stops exactly the processes "up" started, removes DIR
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fail(fmt.Errorf("usage: k8scidr-cluster up|down -dir DIR [-nodes N] [-service-cidrs A,B]"))
+	}
+	fset := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	dir := fset.String("dir", ".cluster", "work directory of the cluster")
+	nodes := fset.Int("nodes", 2, "number of fake nodes")
+	serviceCIDRs := fset.String("service-cidrs", "100.64.0.0/13", "--service-cluster-ip-range, comma-separated")
+	_ = fset.Parse(os.Args[2:])
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		fail(err)
+	}
+	switch os.Args[1] {
+	case "up":
+		if _, err := os.Stat(filepath.Join(abs, "cluster.json")); err == nil {
+			fail(fmt.Errorf("a cluster is already running in %s: run `make cluster-down` first", abs))
+		}
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			fail(err)
+		}
+		start := time.Now()
+		c, err := testcluster.Start(context.Background(), testcluster.Options{
+			Dir: abs, Detached: true, Nodes: *nodes, ServiceCIDRs: strings.Split(*serviceCIDRs, ","),
+		})
+		if err != nil {
+			_ = testcluster.StopDir(abs)
+			fail(err)
+		}
+		fmt.Fprintf(os.Stderr, "cluster ready in %.1fs (%s, %d nodes); stop it with `make cluster-down`\n",
+			time.Since(start).Seconds(), c.Host, *nodes)
+		fmt.Println(c.Kubeconfig)
+	case "down":
+		if err := testcluster.StopDir(abs); err != nil {
+			fail(err)
+		}
+	default:
+		fail(fmt.Errorf("unknown command %q: use up or down", os.Args[1]))
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "k8scidr-cluster:", err)
+	os.Exit(1)
+}

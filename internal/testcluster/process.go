@@ -1,0 +1,145 @@
+// Starting and ending the control plane's processes, and only those.
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// process is one control-plane component this package started.
+type process struct {
+	Name string `json:"name"`
+	Bin  string `json:"bin"`
+	PID  int    `json:"pid"`
+	Log  string `json:"log"`
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited (attached mode only)
+}
+
+// spawner starts every attached child from one goroutine locked to its OS thread, which lives
+// as long as the package does: Pdeathsig fires when the *thread* that forked the child exits,
+// so children must not be forked from threads the Go runtime may retire.
+var spawner = sync.OnceValue(func() chan func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread()
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+})
+
+// startProcess runs bin with args, output to logDir/name.log. Attached children get SIGKILL
+// when the test process dies, so a killed `go test` leaves nothing behind; detached children
+// (cluster-up) run in their own session and outlive the caller.
+func startProcess(name, bin string, args []string, logDir string, detached bool) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if detached {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	errc := make(chan error, 1)
+	spawner() <- func() { errc <- cmd.Start() }
+	if err := <-errc; err != nil {
+		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
+	}
+	p := &process{Name: name, Bin: bin, PID: cmd.Process.Pid, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether an attached process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after grace.
+func (p *process) stop(grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// stopByPID ends a detached process recorded in a state file. It signals the PID only while it
+// still runs the recorded binary, so a reused PID is never touched.
+func stopByPID(p process, grace time.Duration) error {
+	running := func() bool {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID))
+		if err != nil {
+			return false
+		}
+		want, err := filepath.EvalSymlinks(p.Bin)
+		return err == nil && strings.TrimSuffix(exe, " (deleted)") == want && !isZombie(p.PID)
+	}
+	if !running() {
+		return nil
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("stopping %s (pid %d): %w", p.Name, p.PID, err)
+	}
+	gone := func(context.Context) (bool, error) { return !running(), nil }
+	if wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, grace, true, gone) != nil {
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	return nil
+}
+
+func isZombie(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name: "pid (comm) S ...".
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
+}
+
+// logTail returns the last lines of a process's log, for error messages.
+func logTail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds the binaries the tests and the demo need, from pinned versions, into a per-user cache,
+# and links them into bin/. A warm cache makes this a no-op; a cold one builds once (~6 min).
+#
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (tools/testbin/kube/go.mod)
+#   etcd                                                                (tools/testbin/etcd/go.mod)
+#   kwok                                                                (KWOK_VERSION below)
+#   terraform: the one on PATH if >= 1.8, else built (TERRAFORM_VERSION below)
+set -euo pipefail
+
+KWOK_VERSION=v0.8.0
+TERRAFORM_VERSION=v1.8.5
+TERRAFORM_MIN_MINOR=8
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${K8SCIDR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/k8scidr}
+bin=$root/bin
+mkdir -p "$cache" "$bin"
+
+log() { printf 'testbin: %s\n' "$*" >&2; }
+
+# module_version DIR MODULE prints the version DIR/go.mod requires for MODULE.
+module_version() { awk -v m="$2" '$1=="require" && $2==m {print $3} $1==m && NF==2 {print $2}' "$1/go.mod" | head -1; }
+
+# build_into NAME VERSION CMD...: runs CMD with $out set to a fresh directory, then publishes it
+# as $cache/NAME-VERSION. Publishing is a rename, so an interrupted build leaves no half cache.
+build_into() {
+	local name=$1 version=$2; shift 2
+	local dest=$cache/$name-$version
+	if [ -f "$dest/.complete" ]; then return 0; fi
+	log "building $name $version into $dest"
+	local start=$SECONDS
+	out=$(mktemp -d "$cache/.$name-$version.XXXXXX")
+	if ! "$@"; then rm -rf "$out"; log "building $name $version failed"; return 1; fi
+	touch "$out/.complete"
+	rm -rf "$dest"
+	mv "$out" "$dest"
+	log "built $name $version in $((SECONDS - start))s"
+}
+
+link() { ln -sfn "$1" "$bin/$(basename "$1")"; }
+
+stamp_kube() {
+	local v=$1 major minor
+	major=${v#v}; major=${major%%.*}
+	minor=${v#v*.}; minor=${minor%%.*}
+	local flags=""
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags="$flags -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+	done
+	echo "-s -w$flags"
+}
+
+build_kube() {
+	(cd "$root/tools/testbin/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$(stamp_kube "$KUBE_VERSION")" -o "$out/" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+	(cd "$root/tools/testbin/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+	(cd "$out" && CGO_ENABLED=0 GOBIN="$out" GOFLAGS=-trimpath go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+}
+
+build_terraform() {
+	(cd "$out" && CGO_ENABLED=0 GOBIN="$out" GOFLAGS=-trimpath go install \
+		-ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" "github.com/hashicorp/terraform@$TERRAFORM_VERSION")
+}
+
+# usable_terraform prints the path of a terraform on PATH whose version is >= 1.TERRAFORM_MIN_MINOR.
+usable_terraform() {
+	local tf version minor
+	tf=$(command -v terraform 2>/dev/null) || return 1
+	# An empty CLI config keeps a missing TF_CLI_CONFIG_FILE from adding warnings to the output.
+	version=$(TF_CLI_CONFIG_FILE=/dev/null "$tf" version -json 2>/dev/null | sed -n 's/.*"terraform_version": *"\([0-9.]*\)".*/\1/p')
+	[ -n "$version" ] || return 1
+	minor=${version#1.}; minor=${minor%%.*}
+	[ "${version%%.*}" = 1 ] && [ "$minor" -ge "$TERRAFORM_MIN_MINOR" ] || return 1
+	echo "$tf"
+}
+
+KUBE_VERSION=$(module_version "$root/tools/testbin/kube" k8s.io/kubernetes)
+ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/v3)
+
+build_into kube "$KUBE_VERSION" build_kube
+build_into etcd "$ETCD_VERSION" build_etcd
+build_into kwok "$KWOK_VERSION" build_kwok
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
+link "$cache/etcd-$ETCD_VERSION/etcd"
+link "$cache/kwok-$KWOK_VERSION/kwok"
+
+if [ -z "${K8SCIDR_BUILD_TERRAFORM:-}" ] && tf=$(usable_terraform); then
+	ln -sfn "$tf" "$bin/terraform"
+else
+	build_into terraform "$TERRAFORM_VERSION" build_terraform
+	link "$cache/terraform-$TERRAFORM_VERSION/terraform"
+fi
+log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"
