@@ -102,14 +102,17 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			},
 		},
 		Blocks: map[string]schema.Block{
-			"exec": schema.SingleNestedBlock{
+			// A list of at most one, as in hashicorp/kubernetes, so that its required attributes
+			// are required only when the block is written.
+			"exec": schema.ListNestedBlock{
 				MarkdownDescription: "Credential plugin, as in a kubeconfig `exec` section.",
-				Attributes: map[string]schema.Attribute{
+				Validators:          []validator.List{listvalidator.SizeAtMost(1)},
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "API version of the ExecCredential, e.g. `client.authentication.k8s.io/v1beta1`."},
 					"command":     schema.StringAttribute{Required: true, MarkdownDescription: "Command to run."},
 					"args":        schema.ListAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Arguments."},
 					"env":         schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Extra environment variables."},
-				},
+				}},
 			},
 		},
 	}
@@ -127,8 +130,8 @@ func (p *k8scidrProvider) ValidateConfig(ctx context.Context, req provider.Valid
 			addConfigError(&resp.Diagnostics, err)
 		}
 	}
-	if m.Exec != nil && m.Exec.APIVersion.ValueString() == "client.authentication.k8s.io/v1alpha1" {
-		resp.Diagnostics.AddAttributeWarning(path.Root("exec").AtName("api_version"), "Deprecated Exec API Version",
+	if len(m.Exec) == 1 && m.Exec[0].APIVersion.ValueString() == "client.authentication.k8s.io/v1alpha1" {
+		resp.Diagnostics.AddAttributeWarning(path.Root("exec").AtListIndex(0).AtName("api_version"), "Deprecated Exec API Version",
 			"client.authentication.k8s.io/v1alpha1 is no longer supported by client-go: use client.authentication.k8s.io/v1beta1 or v1.")
 	}
 }
@@ -247,10 +250,10 @@ func (m providerModel) connectionConfig(ctx context.Context) (k8sops.ConnectionC
 		Burst:                 int(m.Burst.ValueInt64()),
 	}
 	diags.Append(m.ConfigPaths.ElementsAs(ctx, &c.ConfigPaths, false)...)
-	if m.Exec != nil {
-		c.Exec = &k8sops.ExecConfig{APIVersion: m.Exec.APIVersion.ValueString(), Command: m.Exec.Command.ValueString()}
-		diags.Append(m.Exec.Args.ElementsAs(ctx, &c.Exec.Args, false)...)
-		diags.Append(m.Exec.Env.ElementsAs(ctx, &c.Exec.Env, false)...)
+	for _, e := range m.Exec {
+		c.Exec = &k8sops.ExecConfig{APIVersion: e.APIVersion.ValueString(), Command: e.Command.ValueString()}
+		diags.Append(e.Args.ElementsAs(ctx, &c.Exec.Args, false)...)
+		diags.Append(e.Env.ElementsAs(ctx, &c.Exec.Env, false)...)
 	}
 	return c, diags
 }
@@ -275,7 +278,7 @@ type providerModel struct {
 	Burst                 types.Int64   `tfsdk:"burst"`
 	CalicoAPIGroup        types.String  `tfsdk:"calico_api_group"`
 	FieldManager          types.String  `tfsdk:"field_manager"`
-	Exec                  *execModel    `tfsdk:"exec"`
+	Exec                  []execModel   `tfsdk:"exec"`
 }
 
 type execModel struct {

@@ -94,26 +94,23 @@ const stateFile = "cluster.json"
 
 // Start brings up the cluster and waits until nodes are Ready and the default ServiceCIDR is
 // Ready. On error, everything already started is stopped.
-func Start(ctx context.Context, o Options) (c *Cluster, err error) {
+func Start(ctx context.Context, o Options) (*Cluster, error) {
 	o.defaults()
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
-	c = &Cluster{ServiceCIDRs: o.ServiceCIDRs, Dir: o.Dir}
-	if c.NodePodCIDRs, err = o.nodePodCIDRs(); err != nil {
+	podCIDRs, err := o.nodePodCIDRs()
+	if err != nil {
 		return nil, err
 	}
+	c := &Cluster{ServiceCIDRs: o.ServiceCIDRs, NodePodCIDRs: podCIDRs, Dir: o.Dir}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "k8scidr-cluster-"); err != nil {
 			return nil, err
 		}
 		c.ownDir = true
 	}
-	defer func() {
-		if err != nil {
-			c.Stop()
-		}
-	}()
-	if err = c.start(ctx, o); err != nil {
+	if err := c.start(ctx, o); err != nil {
+		c.Stop()
 		return nil, err
 	}
 	return c, nil

@@ -96,7 +96,9 @@ func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, subject pkix
 	return der, key, err
 }
 
-func pemBlock(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
 
 func keyPEM(k *ecdsa.PrivateKey) []byte {
 	der, err := x509.MarshalECPrivateKey(k)

@@ -1,0 +1,146 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+const clusterInfoAddr = "data.k8scidr_cluster_info.this"
+
+func TestAccClusterInfoDataSource_basic(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	nodes, err := testAccCluster.Kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: testAccProviderConfig() + clusterInfoConfig,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v1\.34\.\d+$`))),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("service_cidr_api_version"), knownvalue.StringExact("networking.k8s.io/v1")),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("calico_api_group"), knownvalue.Null()),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("node_count"), knownvalue.Int64Exact(int64(len(nodes.Items)))),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("default_service_cidrs"),
+					knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(testAccCluster.ServiceCIDRs[0])})),
+			},
+		}},
+	})
+}
+
+// TestAccClusterInfoDataSource_calicoAndDualStack runs on a cluster of its own: dual-stack
+// Service ranges, three nodes, and Calico's API groups appearing one after the other.
+func TestAccClusterInfoDataSource_calicoAndDualStack(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c, err := testcluster.Start(context.Background(), testcluster.Options{
+		Nodes: 3, ServiceCIDRs: []string{"100.64.0.0/13", "fd00:10:96::/108"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := func(group string) string {
+		return fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n  calico_api_group = %q\n}\n", c.Kubeconfig, group) + clusterInfoConfig
+	}
+	calico := func(want knownvalue.Check) []statecheck.StateCheck {
+		return []statecheck.StateCheck{statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("calico_api_group"), want)}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: provider("auto"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("node_count"), knownvalue.Int64Exact(3)),
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("default_service_cidrs"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.StringExact("100.64.0.0/13"), knownvalue.StringExact("fd00:10:96::/108"),
+					})),
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("calico_api_group"), knownvalue.Null()),
+				},
+			},
+			{
+				// kOps and manifest installs: only the crd.projectcalico.org/v1 CRDs.
+				PreConfig:         func() { installIPPoolCRD(t, dyn, "crd.projectcalico.org", "v1") },
+				Config:            provider("auto"),
+				ConfigStateChecks: calico(knownvalue.StringExact("crd.projectcalico.org/v1")),
+			},
+			{
+				// Asking for v3 where it is not served: a warning, and no group.
+				Config:            provider("projectcalico.org/v3"),
+				ConfigStateChecks: calico(knownvalue.Null()),
+			},
+			{
+				// The Calico API server (or 3.32's native v3 CRDs) serves projectcalico.org/v3: auto prefers it.
+				PreConfig:         func() { installIPPoolCRD(t, dyn, "projectcalico.org", "v3") },
+				Config:            provider("auto"),
+				ConfigStateChecks: calico(knownvalue.StringExact("projectcalico.org/v3")),
+			},
+			{
+				Config:            provider("crd.projectcalico.org/v1"),
+				ConfigStateChecks: calico(knownvalue.StringExact("crd.projectcalico.org/v1")),
+			},
+		},
+	})
+}
+
+// installIPPoolCRD serves a minimal IPPool CRD in group/version and waits until it is Established.
+func installIPPoolCRD(t *testing.T, dyn dynamic.Interface, group, version string) {
+	t.Helper()
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": "ippools." + group},
+		"spec": map[string]any{
+			"group": group,
+			"scope": "Cluster",
+			"names": map[string]any{"kind": "IPPool", "listKind": "IPPoolList", "plural": "ippools", "singular": "ippool"},
+			"versions": []any{map[string]any{
+				"name": version, "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+	ctx := context.Background()
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, "ippools."+group, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("CRD ippools.%s not established: %v", group, err)
+	}
+}
