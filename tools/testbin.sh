@@ -6,6 +6,9 @@
 #   etcd                                                                (tools/testbin/etcd/go.mod)
 #   kwok                                                                (KWOK_VERSION below)
 #   terraform: the one on PATH if >= 1.8, else built (TERRAFORM_VERSION below)
+#
+# `testbin.sh legacy` builds the optional older control plane (tools/testbin/kube-legacy/go.mod,
+# Kubernetes 1.32: ServiceCIDR as v1beta1 only) into bin/legacy/, with the same etcd and kwok.
 set -euo pipefail
 
 KWOK_VERSION=v0.8.0
@@ -51,8 +54,9 @@ stamp_kube() {
 	echo "-s -w$flags"
 }
 
+# build_kube MODULE_DIR VERSION
 build_kube() {
-	(cd "$root/tools/testbin/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$(stamp_kube "$KUBE_VERSION")" -o "$out/" \
+	(cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "$(stamp_kube "$2")" -o "$out/" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
 }
@@ -85,9 +89,23 @@ usable_terraform() {
 KUBE_VERSION=$(module_version "$root/tools/testbin/kube" k8s.io/kubernetes)
 ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/v3)
 
-build_into kube "$KUBE_VERSION" build_kube
 build_into etcd "$ETCD_VERSION" build_etcd
 build_into kwok "$KWOK_VERSION" build_kwok
+
+if [ "${1:-}" = legacy ]; then
+	dir=$root/tools/testbin/kube-legacy
+	version=$(module_version "$dir" k8s.io/kubernetes)
+	build_into kube "$version" build_kube "$dir" "$version"
+	bin=$bin/legacy
+	mkdir -p "$bin"
+	for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do link "$cache/kube-$version/$b"; done
+	link "$cache/etcd-$ETCD_VERSION/etcd"
+	link "$cache/kwok-$KWOK_VERSION/kwok"
+	log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"
+	exit 0
+fi
+
+build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
 link "$cache/etcd-$ETCD_VERSION/etcd"
 link "$cache/kwok-$KWOK_VERSION/kwok"

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -132,15 +135,36 @@ func installIPPoolCRD(t *testing.T, dyn dynamic.Interface, group, version string
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
+		return k8sops.ConditionTrue(got, "Established"), nil
 	})
 	if err != nil {
 		t.Fatalf("CRD ippools.%s not established: %v", group, err)
 	}
+}
+
+// TestAccClusterInfoDataSource_legacyBeta runs against the optional 1.32 control plane, where
+// ServiceCIDR is served only as v1beta1. Its binaries come from `make testbin-legacy`.
+func TestAccClusterInfoDataSource_legacyBeta(t *testing.T) {
+	testAccPreCheck(t)
+	opts := testcluster.LegacyOptions()
+	if _, err := os.Stat(filepath.Join(opts.BinDir, "kube-apiserver")); err != nil {
+		t.Skipf("optional 1.32 control plane not built (make testbin-legacy): %v", err)
+	}
+	c, err := testcluster.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n}\n", c.Kubeconfig) + clusterInfoConfig,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v1\.32\.\d+$`))),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("service_cidr_api_version"), knownvalue.StringExact("networking.k8s.io/v1beta1")),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("default_service_cidrs"),
+					knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(c.ServiceCIDRs[0])})),
+			},
+		}},
+	})
 }

@@ -61,7 +61,9 @@ func prepareTerraform() error {
 		if _, err := os.Stat(tf); err != nil {
 			return fmt.Errorf("no terraform binary: set TF_ACC_TERRAFORM_PATH or run make testbin (%w)", err)
 		}
-		os.Setenv("TF_ACC_TERRAFORM_PATH", tf)
+		if err := os.Setenv("TF_ACC_TERRAFORM_PATH", tf); err != nil {
+			return err
+		}
 	}
 	if f := os.Getenv("TF_CLI_CONFIG_FILE"); f != "" {
 		if _, err := os.Stat(f); err != nil {
@@ -70,7 +72,7 @@ func prepareTerraform() error {
 				return err
 			}
 			empty.Close()
-			os.Setenv("TF_CLI_CONFIG_FILE", empty.Name())
+			return os.Setenv("TF_CLI_CONFIG_FILE", empty.Name())
 		}
 	}
 	return nil
@@ -210,8 +212,10 @@ func TestAccProvider_mistakes(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			for _, v := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_HOST", "KUBE_CTX"} {
-				t.Setenv(v, "")
-				os.Unsetenv(v)
+				t.Setenv(v, "") // Restores the variable after the test.
+				if err := os.Unsetenv(v); err != nil {
+					t.Fatal(err)
+				}
 			}
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,

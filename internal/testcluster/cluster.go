@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +56,8 @@ type Options struct {
 	NodePodCIDRs []string
 	// APIServerFlags are appended to kube-apiserver's command line, e.g. --runtime-config=….
 	APIServerFlags []string
+	// ControllerManagerFlags are appended to kube-controller-manager's command line.
+	ControllerManagerFlags []string
 	// BinDir holds the binaries; default $K8SCIDR_TESTBIN, else the repository's bin/.
 	BinDir string
 	// Dir is the work directory; default a new temporary directory, removed by Stop.
@@ -281,9 +283,9 @@ func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, e
 		name string
 		args []string
 	}{
-		{"kube-controller-manager", []string{kc, "--secure-port=0", "--leader-elect=false", "--controllers=*",
+		{"kube-controller-manager", append([]string{kc, "--secure-port=0", "--leader-elect=false", "--controllers=*",
 			"--service-account-private-key-file=" + files["sa.key"], "--root-ca-file=" + files["ca.crt"],
-			"--allocate-node-cidrs=false"}},
+			"--allocate-node-cidrs=false"}, o.ControllerManagerFlags...)},
 		{"kube-scheduler", []string{kc, "--secure-port=0", "--leader-elect=false"}},
 		{"kwok", append([]string{kc, "--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
@@ -336,15 +338,8 @@ func nodeResources() corev1.ResourceList {
 func (c *Cluster) waitSettled(ctx context.Context, procs []*process) error {
 	err := waitFor(ctx, "nodes to be Ready", procs, func(ctx context.Context) (bool, error) {
 		nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeLabel})
-		if err != nil || len(nodes.Items) != len(c.NodePodCIDRs) {
-			return false, nil
-		}
-		for _, n := range nodes.Items {
-			if !nodeReady(n) {
-				return false, nil
-			}
-		}
-		return true, nil
+		// Errors are retried: the cluster is still coming up.
+		return err == nil && len(nodes.Items) == len(c.NodePodCIDRs) && !slices.ContainsFunc(nodes.Items, notReady), nil
 	})
 	if err != nil {
 		return err
@@ -366,27 +361,14 @@ func (c *Cluster) waitSettled(ctx context.Context, procs []*process) error {
 	}
 	return waitFor(ctx, "the default ServiceCIDR to be Ready", procs, func(ctx context.Context) (bool, error) {
 		obj, err := dyn.Resource(gvr).Get(ctx, k8sops.DefaultServiceCIDRName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-		for _, cond := range conds {
-			m, _ := cond.(map[string]any)
-			if m["type"] == "Ready" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
+		return err == nil && k8sops.ConditionTrue(obj, "Ready"), nil
 	})
 }
 
-func nodeReady(n corev1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+func notReady(n corev1.Node) bool {
+	return !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
 }
 
 func (c *Cluster) run(o Options, name string, args ...string) (*process, error) {
@@ -452,7 +434,11 @@ func freePorts(n int) ([]int, error) {
 			return nil, err
 		}
 		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		addr, err := netip.ParseAddrPort(l.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, int(addr.Port()))
 	}
 	return ports, nil
 }
@@ -502,4 +488,17 @@ func StopDir(dir string) error {
 		return err
 	}
 	return os.RemoveAll(dir)
+}
+
+// LegacyOptions start the optional Kubernetes 1.32 control plane from bin/legacy (make
+// testbin-legacy), which serves ServiceCIDR only as networking.k8s.io/v1beta1, behind the
+// MultiCIDRServiceAllocator gate. A 1.34 apiserver cannot stand in: with networking.k8s.io/v1
+// servicecidrs disabled it never becomes ready, because it runs on that API itself.
+func LegacyOptions() Options {
+	gate := "--feature-gates=MultiCIDRServiceAllocator=true"
+	return Options{
+		BinDir:                 filepath.Join(DefaultBinDir(), "legacy"),
+		APIServerFlags:         []string{gate, "--runtime-config=networking.k8s.io/v1beta1=true"},
+		ControllerManagerFlags: []string{gate},
+	}
 }
