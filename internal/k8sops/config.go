@@ -59,7 +59,7 @@ type ExecConfig struct {
 
 // ConfigError is a configuration mistake attributable to one provider attribute.
 type ConfigError struct {
-	Attribute string // provider attribute, e.g. "config_context"
+	Attribute string // provider attribute, e.g. "config_context"; "" when no single one is at fault
 	Index     int    // list index within Attribute, or -1
 	Summary   string
 	Detail    string
@@ -139,8 +139,9 @@ func (c *ConnectionConfig) RESTConfig() (*rest.Config, error) {
 		if clientcmd.IsEmptyConfig(err) {
 			return nil, ErrNoConfiguration
 		}
-		return nil, &ConfigError{Attribute: "config_path", Index: -1, Summary: "Invalid Kubernetes Client Configuration",
-			Detail: "The kubeconfig and provider settings do not form a usable client configuration: " + err.Error()}
+		return nil, &ConfigError{Index: -1, Summary: "Invalid Kubernetes Client Configuration",
+			Detail: "The kubeconfig and provider settings together do not form a usable client configuration: " + err.Error() +
+				". Check the kubeconfig entry in use and the connection attributes that override it."}
 	}
 	cfg.QPS, cfg.Burst = c.QPS, c.Burst
 	if cfg.QPS == 0 {

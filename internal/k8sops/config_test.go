@@ -173,3 +173,12 @@ func TestApplyEnv_explicitWins(t *testing.T) {
 		t.Errorf("got host %q insecure %v token %q", c.Host, *c.Insecure, c.Token)
 	}
 }
+
+func TestRESTConfig_incompleteCredentialsNameNoSingleAttribute(t *testing.T) {
+	c := ConnectionConfig{Host: "https://127.0.0.1:6443", ClientCertificate: "cert without a key"}
+	_, err := c.RESTConfig()
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Attribute != "" || !strings.Contains(ce.Detail, "client-key") {
+		t.Fatalf("got %#v, want a ConfigError on no single attribute that mentions the missing key", err)
+	}
+}

@@ -95,6 +95,8 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"`crd.projectcalico.org/v1` CRDs), `projectcalico.org/v3` or `crd.projectcalico.org/v1`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.CalicoAPIGroups...)},
 			},
+			"ignore_annotations": compatibilityList("ignore_annotations"),
+			"ignore_labels":      compatibilityList("ignore_labels"),
 			"field_manager": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: fmt.Sprintf("Field manager name written to `managedFields`. Default `%s`.", k8sops.DefaultFieldManager),
@@ -115,6 +117,17 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				}},
 			},
 		},
+	}
+}
+
+// compatibilityList accepts a hashicorp/kubernetes setting that has no meaning here, so that a
+// copied provider block works unchanged.
+func compatibilityList(name string) schema.ListAttribute {
+	return schema.ListAttribute{
+		ElementType: types.StringType,
+		Optional:    true,
+		MarkdownDescription: fmt.Sprintf("Accepted so that a `hashicorp/kubernetes` provider block can be copied unchanged. "+
+			"This provider manages no labels or annotations that could be ignored, so `%s` has no effect.", name),
 	}
 }
 
@@ -196,7 +209,12 @@ type providerData struct {
 // Client returns the cluster client, or a diagnostic saying why there is none.
 func (d *providerData) Client() (*k8sops.Client, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	if d.client == nil {
+	switch {
+	case d == nil:
+		diags.AddError("Provider Not Configured", "The k8scidr provider was not configured before this operation. "+
+			"Please report this issue to the provider developers.")
+		return nil, diags
+	case d.client == nil:
 		diags.AddError("Kubernetes Cluster Not Configured", "This operation needs the cluster, but "+d.err.Error()+".")
 	}
 	return d.client, diags
@@ -218,8 +236,12 @@ func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
 // addConfigError turns a k8sops configuration error into a diagnostic on its attribute.
 func addConfigError(diags *diag.Diagnostics, err error) {
 	var ce *k8sops.ConfigError
-	if !errors.As(err, &ce) {
+	switch {
+	case !errors.As(err, &ce):
 		diags.AddError("Invalid Provider Configuration", err.Error())
+		return
+	case ce.Attribute == "":
+		diags.AddError(ce.Summary, ce.Detail)
 		return
 	}
 	p := path.Root(ce.Attribute)
@@ -278,6 +300,8 @@ type providerModel struct {
 	Burst                 types.Int64   `tfsdk:"burst"`
 	CalicoAPIGroup        types.String  `tfsdk:"calico_api_group"`
 	FieldManager          types.String  `tfsdk:"field_manager"`
+	IgnoreAnnotations     types.List    `tfsdk:"ignore_annotations"`
+	IgnoreLabels          types.List    `tfsdk:"ignore_labels"`
 	Exec                  []execModel   `tfsdk:"exec"`
 }
 

@@ -113,9 +113,12 @@ func TestAccProvider_connectionSettings(t *testing.T) {
 	c := testAccCluster
 	execPlugin := writeExecPlugin(t, c.Token)
 	configs := map[string]string{
-		"kubeconfig context with client certificate": fmt.Sprintf(`provider "k8scidr" {
-  config_path    = %q
-  config_context = %q
+		"kubeconfig context with client certificate, as copied from a kubernetes provider block": fmt.Sprintf(`provider "k8scidr" {
+  config_path            = %q
+  config_context         = %q
+  config_context_cluster = "k8scidr-test"
+  ignore_annotations     = ["^example\\.com/.*"]
+  ignore_labels          = ["^team$"]
 }`, c.Kubeconfig, testcluster.ContextCert),
 		"config_paths": fmt.Sprintf(`provider "k8scidr" {
   config_paths = [%q]

@@ -217,7 +217,7 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, "etcd to be healthy", etcd, func(ctx context.Context) (bool, error) {
+	if err := waitFor(ctx, "etcd to be healthy", []*process{etcd}, func(ctx context.Context) (bool, error) {
 		return httpOK(ctx, etcdURL+"/health"), nil
 	}); err != nil {
 		return err
@@ -243,7 +243,7 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, "kube-apiserver to be ready", apiserver, func(ctx context.Context) (bool, error) {
+	if err := waitFor(ctx, "kube-apiserver to be ready", []*process{apiserver}, func(ctx context.Context) (bool, error) {
 		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil, nil
 	}); err != nil {
@@ -384,14 +384,7 @@ func (c *Cluster) run(o Options, name string, args ...string) (*process, error) 
 }
 
 // waitFor polls cond until it holds, failing early (with the log tail) if a watched process exits.
-func waitFor[P *process | []*process](ctx context.Context, what string, watched P, cond wait.ConditionWithContextFunc) error {
-	var procs []*process
-	switch w := any(watched).(type) {
-	case *process:
-		procs = []*process{w}
-	case []*process:
-		procs = w
-	}
+func waitFor(ctx context.Context, what string, procs []*process, cond wait.ConditionWithContextFunc) error {
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, p := range procs {
 			if p.exited() {
