@@ -190,7 +190,9 @@ func (p *k8scidrProvider) Configure(ctx context.Context, req provider.ConfigureR
 }
 
 func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource {
-	return nil
+	return []func() resource.Resource{
+		newServiceCIDRResource,
+	}
 }
 
 func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataSource {

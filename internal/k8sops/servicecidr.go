@@ -1,0 +1,300 @@
+// ServiceCIDR objects through whichever API version the cluster serves: find, create, wait, delete.
+package k8sops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+)
+
+// ServiceCIDR is the provider's view of a ServiceCIDR object.
+type ServiceCIDR struct {
+	Name        string
+	UID         types.UID
+	APIVersion  string
+	CIDRs       []string
+	Ready       bool
+	Terminating bool
+	Conditions  []Condition
+	// Capacity is the number of allocatable addresses over all of CIDRs.
+	Capacity *big.Int
+	// Allocated counts IPAddress objects inside CIDRs; -1 when not counted.
+	Allocated int
+}
+
+// Condition is one status condition.
+type Condition struct {
+	Type, Status, Reason, Message string
+}
+
+// IPAddressRef is an allocated Service IP and the object holding it.
+type IPAddressRef struct {
+	IP     netip.Addr
+	Parent string // "namespace/name" of the Service, or "resource namespace/name" for others
+}
+
+// serviceCIDRs returns the dynamic client for ServiceCIDRs in the served version.
+func serviceCIDRs(c *Client) (dynamic.ResourceInterface, Capabilities, error) {
+	caps, err := Probe(c.Discovery)
+	if err != nil {
+		return nil, caps, err
+	}
+	gvr, err := caps.ServiceCIDRResource()
+	if err != nil {
+		return nil, caps, err
+	}
+	return c.Dynamic.Resource(gvr), caps, nil
+}
+
+// GetServiceCIDR reads a ServiceCIDR and counts the IPAddresses inside it. A missing object
+// gives an error for which apierrors.IsNotFound is true.
+func GetServiceCIDR(ctx context.Context, c *Client, name string) (*ServiceCIDR, error) {
+	api, caps, err := serviceCIDRs(c)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading ServiceCIDR %q: %w", name, err)
+	}
+	sc, err := serviceCIDRFrom(obj)
+	if err != nil {
+		return nil, err
+	}
+	ips, err := IPAddressesIn(ctx, c, caps, sc.CIDRs)
+	if err != nil {
+		return nil, err
+	}
+	sc.Allocated = len(ips)
+	return sc, nil
+}
+
+func serviceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
+	cidrs, _, err := unstructured.NestedStringSlice(obj.Object, "spec", "cidrs")
+	if err != nil {
+		return nil, fmt.Errorf("reading spec.cidrs of ServiceCIDR %q: %w", obj.GetName(), err)
+	}
+	sc := &ServiceCIDR{
+		Name: obj.GetName(), UID: obj.GetUID(), APIVersion: obj.GetAPIVersion(), CIDRs: cidrs,
+		Terminating: obj.GetDeletionTimestamp() != nil, Capacity: new(big.Int), Allocated: -1,
+	}
+	for _, s := range cidrs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			sc.Capacity.Add(sc.Capacity, Capacity(p))
+		}
+	}
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, raw := range conds {
+		m, _ := raw.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		cond := Condition{Type: str("type"), Status: str("status"), Reason: str("reason"), Message: str("message")}
+		sc.Conditions = append(sc.Conditions, cond)
+		if cond.Type == "Ready" && cond.Status == "True" {
+			sc.Ready = true
+		}
+	}
+	return sc, nil
+}
+
+// CreateServiceCIDR creates the ServiceCIDR and waits until it is Ready.
+func CreateServiceCIDR(ctx context.Context, c *Client, name string, cidrs []string) (*ServiceCIDR, error) {
+	api, caps, err := serviceCIDRs(c)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": caps.ServiceCIDRVersion,
+		"kind":       "ServiceCIDR",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"cidrs": toAny(cidrs)},
+	}}
+	if _, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.FieldManager}); err != nil {
+		return nil, fmt.Errorf("creating ServiceCIDR %q: %w", name, err)
+	}
+	return WaitServiceCIDRReady(ctx, c, name)
+}
+
+// AppendServiceCIDRFamily adds the second IP family's range in place (Kubernetes 1.33+).
+func AppendServiceCIDRFamily(ctx context.Context, c *Client, name string, cidrs []string) (*ServiceCIDR, error) {
+	api, _, err := serviceCIDRs(c)
+	if err != nil {
+		return nil, err
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedStringSlice(obj.Object, cidrs, "spec", "cidrs"); err != nil {
+			return err
+		}
+		_, err = api.Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.FieldManager})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding a range to ServiceCIDR %q: %w", name, err)
+	}
+	return WaitServiceCIDRReady(ctx, c, name)
+}
+
+// WaitServiceCIDRReady waits for Ready=True; the controller-manager sets it.
+func WaitServiceCIDRReady(ctx context.Context, c *Client, name string) (*ServiceCIDR, error) {
+	api, _, err := serviceCIDRs(c)
+	if err != nil {
+		return nil, err
+	}
+	var last *ServiceCIDR
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		obj, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last, err = serviceCIDRFrom(obj)
+		return err == nil && last.Ready, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for ServiceCIDR %q to become Ready (conditions: %s): %w", name, describeConditions(last), err)
+	}
+	return GetServiceCIDR(ctx, c, name)
+}
+
+func describeConditions(sc *ServiceCIDR) string {
+	if sc == nil || len(sc.Conditions) == 0 {
+		return "none yet; is kube-controller-manager running?"
+	}
+	var parts []string
+	for _, c := range sc.Conditions {
+		parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s=%s %s %s", c.Type, c.Status, c.Reason, c.Message)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ErrServiceCIDRHeld means a deleted ServiceCIDR is still held by its finalizer because
+// IPAddresses depend on it.
+var ErrServiceCIDRHeld = errors.New("ServiceCIDR still held by IP addresses")
+
+// DeleteServiceCIDR deletes the ServiceCIDR with uid. With waitGone it waits until the object is
+// gone — or replaced by a new object of the same name, as the apiserver recreates the default
+// range — else only until it is Terminating. When the context ends first, the error wraps
+// ErrServiceCIDRHeld and lists the IPAddresses still inside.
+func DeleteServiceCIDR(ctx context.Context, c *Client, name string, uid types.UID, waitGone bool) error {
+	api, caps, err := serviceCIDRs(c)
+	if err != nil {
+		return err
+	}
+	err = api.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) { // Conflict: the UID precondition failed, ours is gone.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting ServiceCIDR %q: %w", name, err)
+	}
+	if !waitGone {
+		return nil // The finalizer keeps it Terminating; deletionTimestamp is set once Delete returns.
+	}
+	var cidrs []string
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		obj, err := api.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		cidrs, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "cidrs")
+		return obj.GetUID() != uid, nil
+	})
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	// The caller's deadline passed: report what holds the range, with a fresh context.
+	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	ips, listErr := IPAddressesIn(listCtx, c, caps, cidrs)
+	if listErr != nil {
+		return fmt.Errorf("%w: ServiceCIDR %q is Terminating (listing its IP addresses failed: %v)", ErrServiceCIDRHeld, name, listErr)
+	}
+	return fmt.Errorf("%w: ServiceCIDR %q (%s) is Terminating and cannot be removed while %d IP address(es) depend on it only: %s",
+		ErrServiceCIDRHeld, name, strings.Join(cidrs, ", "), len(ips), describeIPs(ips, 20))
+}
+
+func describeIPs(ips []IPAddressRef, limit int) string {
+	var parts []string
+	for i, ip := range ips {
+		if i == limit {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ips)-limit))
+			break
+		}
+		parts = append(parts, ip.IP.String()+" ("+ip.Parent+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// IPAddressesIn lists, in one paginated pass, the IPAddress objects allocatable inside any of
+// cidrs, sorted by IP.
+func IPAddressesIn(ctx context.Context, c *Client, caps Capabilities, cidrs []string) ([]IPAddressRef, error) {
+	var prefixes []netip.Prefix
+	for _, s := range cidrs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			prefixes = append(prefixes, p)
+		}
+	}
+	gv, err := schema.ParseGroupVersion(caps.ServiceCIDRVersion)
+	if err != nil || len(prefixes) == 0 {
+		return nil, err
+	}
+	api := c.Dynamic.Resource(gv.WithResource("ipaddresses"))
+	var out []IPAddressRef
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, opts) })
+	err = p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("unexpected IPAddress list item %T", o)
+		}
+		ip, err := netip.ParseAddr(u.GetName())
+		if err != nil || !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return Allocatable(p, ip) }) {
+			return nil //nolint:nilerr // Not an address in these ranges.
+		}
+		out = append(out, IPAddressRef{IP: ip, Parent: parentRef(u)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing IPAddresses: %w", err)
+	}
+	slices.SortFunc(out, func(a, b IPAddressRef) int { return a.IP.Compare(b.IP) })
+	return out, nil
+}
+
+func parentRef(u *unstructured.Unstructured) string {
+	ref, _, _ := unstructured.NestedStringMap(u.Object, "spec", "parentRef")
+	name := ref["namespace"] + "/" + ref["name"]
+	if ref["resource"] != "services" {
+		name = ref["resource"] + " " + name
+	}
+	return name
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}

@@ -1,0 +1,237 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+func testAccServiceCIDRConfig(name string, cidrs ...string) string {
+	return testAccProviderConfig() + fmt.Sprintf(`
+resource "k8scidr_service_cidr" "this" {
+  name  = %q
+  cidrs = [%s]
+}
+`, name, quoteJoin(cidrs))
+}
+
+func quoteJoin(s []string) string {
+	q := make([]string, len(s))
+	for i, v := range s {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	return strings.Join(q, ", ")
+}
+
+// testAccServiceCIDRDestroyed checks in the cluster that no ServiceCIDR of the state remains.
+func testAccServiceCIDRDestroyed(s *terraform.State) error {
+	client := testAccClient()
+	for _, rs := range s.RootModule().Resources {
+		if rs.Type != "k8scidr_service_cidr" {
+			continue
+		}
+		_, err := k8sops.GetServiceCIDR(context.Background(), client, rs.Primary.Attributes["name"])
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ServiceCIDR %s still exists (or cannot be read: %v)", rs.Primary.Attributes["name"], err)
+		}
+	}
+	return nil
+}
+
+func testAccClient() *k8sops.Client {
+	c, err := k8sops.NewClient(testAccCluster.RESTConfig, "", "")
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+const serviceCIDRAddr = "k8scidr_service_cidr.this"
+
+// TestAccServiceCIDR_basic creates a range, imports it, replaces it on a CIDR change, and
+// re-plans empty after each apply.
+func TestAccServiceCIDR_basic(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             testAccServiceCIDRDestroyed,
+		Steps: []resource.TestStep{
+			{
+				Config: testAccServiceCIDRConfig("acc-basic", "172.24.0.0/15"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("ready"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("api_version"), knownvalue.StringExact("networking.k8s.io/v1")),
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("capacity"), knownvalue.Int64Exact(131070)),
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("allocated"), knownvalue.Int64Exact(0)),
+				},
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+			{
+				ResourceName:                         serviceCIDRAddr,
+				ImportState:                          true,
+				ImportStateId:                        "acc-basic",
+				ImportStateVerify:                    true,
+				ImportStateVerifyIdentifierAttribute: "name",
+			},
+			{
+				Config: testAccServiceCIDRConfig("acc-basic", "172.26.0.0/24"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("capacity"), knownvalue.Int64Exact(254)),
+				},
+			},
+		},
+	})
+}
+
+// TestAccServiceCIDR_importDefault imports the apiserver's own range.
+func TestAccServiceCIDR_importDefault(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:             testAccServiceCIDRConfig("kubernetes", testAccCluster.ServiceCIDRs...),
+			ResourceName:       serviceCIDRAddr,
+			ImportState:        true,
+			ImportStateId:      "kubernetes",
+			ImportStatePersist: false,
+			ImportStateCheck: func(states []*terraform.InstanceState) error {
+				if len(states) != 1 || states[0].Attributes["cidrs.0"] != testAccCluster.ServiceCIDRs[0] || states[0].Attributes["ready"] != "true" {
+					return fmt.Errorf("imported default range: %v", states)
+				}
+				return nil
+			},
+		}},
+	})
+}
+
+// TestAccServiceCIDR_invalid: every bad input is a plan-time error on the attribute.
+func TestAccServiceCIDR_invalid(t *testing.T) {
+	testAccPreCheck(t)
+	tests := map[string]struct {
+		name  string
+		cidrs []string
+		want  string
+	}{
+		"not a CIDR":         {"bad", []string{"172.24.0.0"}, `Invalid CIDR.*not a CIDR prefix`},
+		"host bits":          {"bad", []string{"172.25.0.0/15"}, `CIDR Has Host Bits Set.*172\.24\.0\.0/15`},
+		"two of one family":  {"bad", []string{"172.24.0.0/15", "10.0.0.0/24"}, `Two CIDRs of One Family`},
+		"three":              {"bad", []string{"172.24.0.0/15", "fd00::/108", "10.0.0.0/24"}, `Wrong Number of CIDRs`},
+		"IPv4 /32":           {"bad", []string{"100.64.0.10/32"}, `Unusable Service Range.*ClusterIPOutOfRange`},
+		"IPv4 /31":           {"bad", []string{"100.64.0.10/31"}, `Unusable Service Range.*use /30 or wider`},
+		"IPv6 /128":          {"bad", []string{"fd00::1/128"}, `Unusable Service Range.*IPv6 /128`},
+		"IPv6 wider than 64": {"bad", []string{"fd00::/48"}, `Unusable Service Range.*wider than /64`},
+		"create kubernetes":  {"kubernetes", []string{"172.24.0.0/15"}, `Cannot Create the Default ServiceCIDR.*Import it instead`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{{
+					Config:      testAccServiceCIDRConfig(tt.name, tt.cidrs...),
+					PlanOnly:    true,
+					ExpectError: regexp.MustCompile(`(?s)` + tt.want),
+				}},
+			})
+		})
+	}
+}
+
+// TestAccServiceCIDR_heldByServices: a range that holds Service IPs cannot be destroyed; the
+// error names the addresses and their Services. With wait_for_deletion = false the range is
+// left Terminating and takes no new allocations; once its Services go, it disappears.
+func TestAccServiceCIDR_heldByServices(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	ctx := context.Background()
+	kube := testAccCluster.Kube
+	ns := createNamespace(t, "acc-held")
+	config := func(wait bool) string {
+		return testAccProviderConfig() + fmt.Sprintf(`
+resource "k8scidr_service_cidr" "this" {
+  name              = "acc-held"
+  cidrs             = ["172.28.0.0/29"]
+  wait_for_deletion = %t
+  timeouts = {
+    delete = "3s"
+  }
+}
+`, wait)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config(true),
+				Check: func(*terraform.State) error {
+					_, err := kube.CoreV1().Services(ns).Create(ctx, clusterIPService("held", "172.28.0.3"), metav1.CreateOptions{})
+					return err
+				},
+			},
+			{
+				Config:      config(true),
+				Destroy:     true,
+				ExpectError: regexp.MustCompile(`(?s)ServiceCIDR Not Deleted.*172\.28\.0\.3 \(` + ns + `/held\)`),
+			},
+			{
+				// Destroy failed, so it is still in state: let the final destroy leave it Terminating.
+				Config: config(false),
+			},
+		},
+		CheckDestroy: func(*terraform.State) error {
+			sc, err := k8sops.GetServiceCIDR(ctx, testAccClient(), "acc-held")
+			if err != nil || !sc.Terminating || sc.Allocated != 1 {
+				return fmt.Errorf("want acc-held Terminating with its one IP, got %+v, %v", sc, err)
+			}
+			_, err = kube.CoreV1().Services(ns).Create(ctx, clusterIPService("refused", "172.28.0.4"), metav1.CreateOptions{})
+			if err == nil {
+				return fmt.Errorf("a Terminating range still accepted 172.28.0.4")
+			}
+			return nil
+		},
+	})
+}
+
+func createNamespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
+	got, err := testAccCluster.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = testAccCluster.Kube.CoreV1().Namespaces().Delete(context.Background(), got.Name, metav1.DeleteOptions{})
+	})
+	return got.Name
+}
+
+func clusterIPService(name, ip string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports:    []corev1.ServicePort{{Port: 80}},
+			Selector: map[string]string{"app": name},
+		},
+	}
+}
