@@ -53,13 +53,7 @@ func TestAccClusterInfoDataSource_basic(t *testing.T) {
 func TestAccClusterInfoDataSource_calicoAndDualStack(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
-	c, err := testcluster.Start(context.Background(), testcluster.Options{
-		Nodes: 3, ServiceCIDRs: []string{"100.64.0.0/13", "fd00:10:96::/108"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startCluster(t, testcluster.Options{Nodes: 3, ServiceCIDRs: []string{"100.64.0.0/13", "fd00:10:96::/108"}})
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -150,15 +144,11 @@ func TestAccClusterInfoDataSource_legacyBeta(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(opts.BinDir, "kube-apiserver")); err != nil {
 		t.Skipf("optional 1.32 control plane not built (make testbin-legacy): %v", err)
 	}
-	c, err := testcluster.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startCluster(t, opts)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n}\n", c.Kubeconfig) + clusterInfoConfig,
+			Config: providerBlock(c.Kubeconfig) + clusterInfoConfig,
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v1\.32\.\d+$`))),
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("service_cidr_api_version"), knownvalue.StringExact("networking.k8s.io/v1beta1")),

@@ -86,8 +86,22 @@ func testAccPreCheck(t *testing.T) {
 }
 
 // testAccProviderConfig is a provider block for the test cluster.
-func testAccProviderConfig() string {
-	return fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n}\n", testAccCluster.Kubeconfig)
+func testAccProviderConfig() string { return providerBlock(testAccCluster.Kubeconfig) }
+
+// providerBlock is a provider block for the cluster of a kubeconfig.
+func providerBlock(kubeconfig string) string {
+	return fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n}\n", kubeconfig)
+}
+
+// startCluster starts a cluster of the test's own, stopped when the test ends.
+func startCluster(t *testing.T, opts testcluster.Options) *testcluster.Cluster {
+	t.Helper()
+	c, err := testcluster.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
 }
 
 // requireOwnCluster skips tests that need credentials of a cluster started by TestMain.

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,10 +20,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
 func testAccServiceCIDRConfig(name string, cidrs ...string) string {
-	return testAccProviderConfig() + fmt.Sprintf(`
+	return testAccProviderConfig() + serviceCIDRBlock(name, cidrs...)
+}
+
+func serviceCIDRBlock(name string, cidrs ...string) string {
+	return fmt.Sprintf(`
 resource "k8scidr_service_cidr" "this" {
   name  = %q
   cidrs = [%s]
@@ -52,12 +59,14 @@ func testAccServiceCIDRDestroyed(s *terraform.State) error {
 	return nil
 }
 
-func testAccClient() *k8sops.Client {
-	c, err := k8sops.NewClient(testAccCluster.RESTConfig, "", "")
+func testAccClient() *k8sops.Client { return clientFor(testAccCluster) }
+
+func clientFor(c *testcluster.Cluster) *k8sops.Client {
+	client, err := k8sops.NewClient(c.RESTConfig, "", "")
 	if err != nil {
 		panic(err)
 	}
-	return c
+	return client
 }
 
 const serviceCIDRAddr = "k8scidr_service_cidr.this"
@@ -234,4 +243,78 @@ func clusterIPService(name, ip string) *corev1.Service {
 			Selector: map[string]string{"app": name},
 		},
 	}
+}
+
+// TestAccServiceCIDR_appendFamilyInPlace adds the IPv6 range to an IPv4 ServiceCIDR without
+// replacing it (Kubernetes 1.33+), on a dual-stack cluster.
+func TestAccServiceCIDR_appendFamilyInPlace(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{ServiceCIDRs: []string{"100.64.0.0/13", "fd00:10:96::/108"}})
+	config := func(cidrs ...string) string {
+		return providerBlock(c.Kubeconfig) + serviceCIDRBlock("acc-dual", cidrs...)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config("172.24.0.0/15")},
+			{
+				Config: config("172.24.0.0/15", "fd00:24::/108"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("capacity"), knownvalue.Int64Exact(131070+1048575)),
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("ready"), knownvalue.Bool(true)),
+				},
+			},
+			{
+				// Changing a range that is already there replaces the object.
+				Config: config("172.24.0.0/16", "fd00:24::/108"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},
+				},
+			},
+		},
+	})
+}
+
+// TestAccServiceCIDR_v1beta1 runs the same lifecycle against the optional Kubernetes 1.32
+// control plane, which serves ServiceCIDR only as v1beta1 and cannot append a family in place.
+func TestAccServiceCIDR_v1beta1(t *testing.T) {
+	testAccPreCheck(t)
+	opts := testcluster.LegacyOptions()
+	if _, err := os.Stat(filepath.Join(opts.BinDir, "kube-apiserver")); err != nil {
+		t.Skipf("optional 1.32 control plane not built (make testbin-legacy): %v", err)
+	}
+	opts.ServiceCIDRs = []string{"100.64.0.0/13", "fd00:10:96::/108"}
+	c := startCluster(t, opts)
+	config := func(cidrs ...string) string {
+		return providerBlock(c.Kubeconfig) + serviceCIDRBlock("acc-beta", cidrs...)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config("172.24.0.0/15"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("api_version"), knownvalue.StringExact("networking.k8s.io/v1beta1")),
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("ready"), knownvalue.Bool(true)),
+				},
+				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+			{
+				ResourceName: serviceCIDRAddr, ImportState: true, ImportStateId: "acc-beta",
+				ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "name",
+			},
+			{
+				Config: config("172.24.0.0/15", "fd00:24::/108"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+		},
+	})
 }
