@@ -95,10 +95,8 @@ func serviceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
 		Name: obj.GetName(), UID: obj.GetUID(), APIVersion: obj.GetAPIVersion(), CIDRs: cidrs,
 		Terminating: obj.GetDeletionTimestamp() != nil, Capacity: new(big.Int), Allocated: -1,
 	}
-	for _, s := range cidrs {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			sc.Capacity.Add(sc.Capacity, Capacity(p))
-		}
+	for _, p := range parsePrefixes(cidrs) {
+		sc.Capacity.Add(sc.Capacity, Capacity(p))
 	}
 	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	for _, raw := range conds {
@@ -250,14 +248,21 @@ func describeIPs(ips []IPAddressRef, limit int) string {
 // IPAddressesIn lists, in one paginated pass, the IPAddress objects allocatable inside any of
 // cidrs, sorted by IP.
 func IPAddressesIn(ctx context.Context, c *Client, caps Capabilities, cidrs []string) ([]IPAddressRef, error) {
-	var prefixes []netip.Prefix
-	for _, s := range cidrs {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			prefixes = append(prefixes, p)
-		}
+	prefixes := parsePrefixes(cidrs)
+	if len(prefixes) == 0 {
+		return nil, nil
 	}
+	all, err := ListIPAddresses(ctx, c, caps)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(ip IPAddressRef) bool { return !inAny(prefixes, ip.IP) }), nil
+}
+
+// ListIPAddresses lists every IPAddress object in one paginated pass, sorted by IP.
+func ListIPAddresses(ctx context.Context, c *Client, caps Capabilities) ([]IPAddressRef, error) {
 	gv, err := schema.ParseGroupVersion(caps.ServiceCIDRVersion)
-	if err != nil || len(prefixes) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	api := c.Dynamic.Resource(gv.WithResource("ipaddresses"))
@@ -268,11 +273,9 @@ func IPAddressesIn(ctx context.Context, c *Client, caps Capabilities, cidrs []st
 		if !ok {
 			return fmt.Errorf("unexpected IPAddress list item %T", o)
 		}
-		ip, err := netip.ParseAddr(u.GetName())
-		if err != nil || !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return Allocatable(p, ip) }) {
-			return nil //nolint:nilerr // Not an address in these ranges.
+		if ip, err := netip.ParseAddr(u.GetName()); err == nil {
+			out = append(out, IPAddressRef{IP: ip, Parent: parentRef(u)})
 		}
-		out = append(out, IPAddressRef{IP: ip, Parent: parentRef(u)})
 		return nil
 	})
 	if err != nil {
@@ -280,6 +283,60 @@ func IPAddressesIn(ctx context.Context, c *Client, caps Capabilities, cidrs []st
 	}
 	slices.SortFunc(out, func(a, b IPAddressRef) int { return a.IP.Compare(b.IP) })
 	return out, nil
+}
+
+// ListServiceCIDRs reads every ServiceCIDR and counts the IPAddresses inside each, with one
+// list of each kind.
+func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
+	api, caps, err := serviceCIDRs(c)
+	if err != nil {
+		return nil, err
+	}
+	var out []ServiceCIDR
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, opts) })
+	err = p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("unexpected ServiceCIDR list item %T", o)
+		}
+		sc, err := serviceCIDRFrom(u)
+		if err == nil {
+			out = append(out, *sc)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing ServiceCIDRs: %w", err)
+	}
+	ips, err := ListIPAddresses(ctx, c, caps)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		prefixes := parsePrefixes(out[i].CIDRs)
+		out[i].Allocated = 0
+		for _, ip := range ips {
+			if inAny(prefixes, ip.IP) {
+				out[i].Allocated++
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ServiceCIDR) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func parsePrefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range cidrs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
+	return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return Allocatable(p, ip) })
 }
 
 func parentRef(u *unstructured.Unstructured) string {

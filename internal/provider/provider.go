@@ -198,6 +198,7 @@ func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource 
 func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{
 		newClusterInfoDataSource,
+		newServiceCIDRsDataSource,
 	}
 }
 
