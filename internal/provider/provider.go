@@ -199,6 +199,7 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 	return []func() datasource.DataSource{
 		newClusterInfoDataSource,
 		newServiceCIDRsDataSource,
+		newServiceAllocationsDataSource,
 	}
 }
 

@@ -1,0 +1,215 @@
+// Where Service IPs stand relative to given ranges, and which ranges keep the staying IPs valid.
+package k8sops
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/big"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/pager"
+)
+
+// DNSBridgeLabel marks the Service that keeps kube-dns's old IP answering during a move.
+const DNSBridgeLabel = "k8scidr.io/dns-bridge"
+
+// Allocations is the report of k8scidr_service_allocations.
+type Allocations struct {
+	Ranges   []RangeUsage
+	Services []ServiceIPs
+	// Outside lists "namespace/name" of Services with an IP in none of the ranges.
+	Outside []string
+	// Covering are the narrowest valid Service ranges that keep the staying IPs outside the
+	// ranges allocatable: LoadBalancer Services, the DNS bridge, and the ones asked for.
+	Covering []netip.Prefix
+}
+
+// RangeUsage is how full one range is.
+type RangeUsage struct {
+	Prefix   netip.Prefix
+	Capacity *big.Int
+	Used     int
+}
+
+// Free is Capacity − Used.
+func (r RangeUsage) Free() *big.Int { return new(big.Int).Sub(r.Capacity, big.NewInt(int64(r.Used))) }
+
+// ServiceIPs is one Service with a ClusterIP and the range holding each of its IPs.
+type ServiceIPs struct {
+	Namespace, Name, Type string
+	ClusterIPs            []netip.Addr
+	// Ranges[i] holds ClusterIPs[i]; the zero Prefix when no range does.
+	Ranges []netip.Prefix
+	Stays  bool // its IPs must stay valid where they are
+}
+
+// ReadAllocations lists Services (and IPAddresses where served) once each and reports them
+// against ranges; with no ranges given, against every ServiceCIDR's ranges.
+func ReadAllocations(ctx context.Context, c *Client, ranges []string, alsoKeep []string) (Allocations, error) {
+	caps, err := Probe(c.Discovery)
+	if err != nil {
+		return Allocations{}, err
+	}
+	if len(ranges) == 0 && caps.ServiceCIDRVersion != "" {
+		all, err := ListServiceCIDRs(ctx, c)
+		if err != nil {
+			return Allocations{}, err
+		}
+		for _, sc := range all {
+			ranges = append(ranges, sc.CIDRs...)
+		}
+	}
+	var services []corev1.Service
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return c.Kube.CoreV1().Services("").List(ctx, opts)
+	})
+	err = p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		if svc, ok := o.(*corev1.Service); ok {
+			services = append(services, *svc)
+		}
+		return nil
+	})
+	if err != nil {
+		return Allocations{}, fmt.Errorf("listing Services: %w", err)
+	}
+	var used []netip.Addr
+	if caps.ServiceCIDRVersion != "" {
+		ips, err := ListIPAddresses(ctx, c, caps)
+		if err != nil {
+			return Allocations{}, err
+		}
+		for _, ip := range ips {
+			used = append(used, ip.IP)
+		}
+	}
+	return PlanAllocations(parsePrefixes(dedupe(ranges)), services, used, alsoKeep)
+}
+
+// PlanAllocations is the pure part of ReadAllocations. used holds the IPAddress objects'
+// addresses; when nil (no IPAddress API), the Services' ClusterIPs are counted instead.
+func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []netip.Addr, alsoKeep []string) (Allocations, error) {
+	keep := map[string]bool{}
+	for _, k := range alsoKeep {
+		keep[k] = true
+	}
+	var a Allocations
+	var staying []netip.Addr
+	countServices := used == nil
+	for _, svc := range services {
+		s, ok := serviceIPs(svc, ranges)
+		if !ok {
+			continue
+		}
+		key := svc.Namespace + "/" + svc.Name
+		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Labels[DNSBridgeLabel] == "true" || keep[key]
+		delete(keep, key)
+		outside := false
+		for i, ip := range s.ClusterIPs {
+			if s.Ranges[i].IsValid() {
+				continue
+			}
+			outside = true
+			if s.Stays {
+				staying = append(staying, ip)
+			}
+		}
+		if outside {
+			a.Outside = append(a.Outside, key)
+		}
+		if countServices {
+			used = append(used, s.ClusterIPs...)
+		}
+		a.Services = append(a.Services, s)
+	}
+	if len(keep) > 0 {
+		return a, fmt.Errorf("also_keep names Services that do not exist or have no ClusterIP: %v", slices.Sorted(maps.Keys(keep)))
+	}
+	for _, r := range ranges {
+		u := RangeUsage{Prefix: r, Capacity: Capacity(r)}
+		for _, ip := range used {
+			if Allocatable(r, ip) {
+				u.Used++
+			}
+		}
+		a.Ranges = append(a.Ranges, u)
+	}
+	var err error
+	a.Covering, err = coveringSet(staying)
+	slices.SortFunc(a.Services, func(x, y ServiceIPs) int { return strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name) })
+	slices.Sort(a.Outside)
+	return a, err
+}
+
+// serviceIPs reads a Service's ClusterIPs; headless and ExternalName Services have none.
+func serviceIPs(svc corev1.Service, ranges []netip.Prefix) (ServiceIPs, bool) {
+	s := ServiceIPs{Namespace: svc.Namespace, Name: svc.Name, Type: string(svc.Spec.Type)}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, raw := range ips {
+		ip, err := netip.ParseAddr(raw)
+		if err != nil {
+			continue // "None" (headless)
+		}
+		s.ClusterIPs = append(s.ClusterIPs, ip)
+		holder := netip.Prefix{}
+		for _, r := range ranges {
+			if Allocatable(r, ip) {
+				holder = r
+				break
+			}
+		}
+		s.Ranges = append(s.Ranges, holder)
+	}
+	return s, len(s.ClusterIPs) > 0
+}
+
+// coveringSet groups the staying IPs by /24 (IPv4) or /120 (IPv6) and covers each group with
+// its narrowest valid Service range, then drops ranges contained in others. Grouping bounds the
+// result: one prefix per family could swallow the whole old range, one per IP multiplies
+// ServiceCIDR objects.
+func coveringSet(ips []netip.Addr) ([]netip.Prefix, error) {
+	groups := map[netip.Prefix][]netip.Addr{}
+	for _, ip := range ips {
+		bits := 24
+		if ip.Is6() {
+			bits = 120
+		}
+		g := netip.PrefixFrom(ip, bits).Masked()
+		groups[g] = append(groups[g], ip)
+	}
+	var out []netip.Prefix
+	for _, g := range groups {
+		p, err := CoveringPrefix(g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return slices.DeleteFunc(slices.Clone(out), func(p netip.Prefix) bool {
+		return slices.ContainsFunc(out, func(q netip.Prefix) bool { return q != p && q.Bits() < p.Bits() && q.Contains(p.Addr()) })
+	}), nil
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
