@@ -184,6 +184,17 @@ func describeConditions(sc *ServiceCIDR) string {
 	return strings.Join(parts, "; ")
 }
 
+// DefaultRangeDeletionRisk explains what deleting the default "kubernetes" range does on this
+// server that an operator would not expect, or returns "".
+func DefaultRangeDeletionRisk(caps Capabilities) string {
+	if caps.ServerMinor == 33 {
+		return "On Kubernetes 1.33 the allocator writes to the --service-cluster-ip-range range first (DisableAllocatorDualWrite " +
+			"is off by default): while the default ServiceCIDR is Terminating, every dynamic ClusterIP allocation in the " +
+			"cluster fails (\"the provided network does not match the current range\"). Move the apiserver flags first."
+	}
+	return ""
+}
+
 // ErrServiceCIDRHeld means a deleted ServiceCIDR is still held by its finalizer because
 // IPAddresses depend on it.
 var ErrServiceCIDRHeld = errors.New("ServiceCIDR still held by IP addresses")

@@ -122,7 +122,8 @@ func (r *serviceCIDRResource) Configure(_ context.Context, req resource.Configur
 // cidrs is an in-place append of the second family or a replacement.
 func (r *serviceCIDRResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
-		return // Destroy.
+		r.warnDefaultRangeDeletion(ctx, req, resp)
+		return
 	}
 	var plan, state serviceCIDRModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -156,6 +157,22 @@ func (r *serviceCIDRResource) ModifyPlan(ctx context.Context, req resource.Modif
 		resp.Diagnostics.AddAttributeWarning(path.Root("cidrs"), "ServiceCIDR Will Be Replaced",
 			fmt.Sprintf("Kubernetes %s cannot add a second IP family to an existing ServiceCIDR (1.33+ can), so it is replaced.", caps.ServerVersion))
 		resp.RequiresReplace = append(resp.RequiresReplace, path.Root("cidrs"))
+	}
+}
+
+// warnDefaultRangeDeletion warns at plan when destroying the default range would break the cluster.
+func (r *serviceCIDRResource) warnDefaultRangeDeletion(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	var name types.String
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("name"), &name)...)
+	if name.ValueString() != k8sops.DefaultServiceCIDRName || r.data == nil || r.data.client == nil {
+		return
+	}
+	caps, err := k8sops.Probe(r.data.client.Discovery)
+	if err != nil {
+		return // Destroy reports cluster errors itself.
+	}
+	if risk := k8sops.DefaultRangeDeletionRisk(caps); risk != "" {
+		resp.Diagnostics.AddWarning("Deleting the Default ServiceCIDR Stops Service Creation", risk)
 	}
 }
 

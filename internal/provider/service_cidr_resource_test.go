@@ -46,7 +46,14 @@ func quoteJoin(s []string) string {
 
 // testAccServiceCIDRDestroyed checks in the cluster that no ServiceCIDR of the state remains.
 func testAccServiceCIDRDestroyed(s *terraform.State) error {
-	client := testAccClient()
+	return serviceCIDRsDestroyedIn(testAccCluster)(s)
+}
+
+func serviceCIDRsDestroyedIn(c *testcluster.Cluster) resource.TestCheckFunc {
+	return func(s *terraform.State) error { return checkServiceCIDRsGone(clientFor(c), s) }
+}
+
+func checkServiceCIDRsGone(client *k8sops.Client, s *terraform.State) error {
 	for _, rs := range s.RootModule().Resources {
 		if rs.Type != "k8scidr_service_cidr" {
 			continue
@@ -199,7 +206,7 @@ resource "k8scidr_service_cidr" "this" {
 			{
 				Config:      config(true),
 				Destroy:     true,
-				ExpectError: regexp.MustCompile(`(?s)ServiceCIDR Not Deleted.*172\.28\.0\.3 \(` + ns + `/held\)`),
+				ExpectError: regexp.MustCompile(`(?s)ServiceCIDR Not Deleted.*172\.28\.0\.3\s+\(` + ns + `/held\)`),
 			},
 			{
 				// Destroy failed, so it is still in state: let the final destroy leave it Terminating.
@@ -273,7 +280,8 @@ func TestAccServiceCIDR_appendFamilyInPlace(t *testing.T) {
 				// Changing a range that is already there replaces the object.
 				Config: config("172.24.0.0/16", "fd00:24::/108"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
 			},
 		},
@@ -315,6 +323,40 @@ func TestAccServiceCIDR_v1beta1(t *testing.T) {
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 				},
 			},
+		},
+	})
+}
+
+// TestAccServiceCIDR_destroyDefaultRange: the imported default range cannot go while the
+// apiserver flags still name it (default/kubernetes holds its first IP); destroy says so.
+func TestAccServiceCIDR_destroyDefaultRange(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	config := func(wait bool) string {
+		return providerBlock(c.Kubeconfig) + fmt.Sprintf(`
+resource "k8scidr_service_cidr" "this" {
+  name              = "kubernetes"
+  cidrs             = [%q]
+  wait_for_deletion = %t
+  timeouts = {
+    delete = "3s"
+  }
+}
+`, c.ServiceCIDRs[0], wait)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config(true), ResourceName: serviceCIDRAddr, ImportState: true, ImportStateId: "kubernetes", ImportStatePersist: true},
+			{Config: config(true)}, // Stores the configured timeouts.
+			{
+				Config:  config(true),
+				Destroy: true,
+				ExpectError: regexp.MustCompile(`(?s)ServiceCIDR Not Deleted.*100\.64\.0\.1\s+\(default/kubernetes\).*` +
+					`change\s+the\s+apiserver\s+flags\s+first\s+\(KEP-1880\s+procedure\)`),
+			},
+			{Config: config(false)}, // The final destroy then leaves it Terminating in this throwaway cluster.
 		},
 	})
 }

@@ -54,6 +54,8 @@ data "k8scidr_service_cidrs" "all" {
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		// Once svc-14 is gone, nothing holds the new range and destroy completes.
+		CheckDestroy: serviceCIDRsDestroyedIn(c),
 		Steps: []resource.TestStep{
 			{
 				PreConfig: func() {
@@ -83,7 +85,7 @@ data "k8scidr_service_cidrs" "all" {
 				ConfigStateChecks: []statecheck.StateCheck{usage(1, 14)},
 			},
 			{
-				// Destroy of the new range is refused while svc-14 holds it; remove svc-14 first.
+				// Nothing but svc-14 holds the new range: remove it so the final destroy can finish.
 				PreConfig:         func() { deleteService(t, c.Kube, "default", "svc-14") },
 				Config:            config,
 				ConfigStateChecks: []statecheck.StateCheck{usage(0, 14)},
