@@ -11,9 +11,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/pager"
 )
 
 // DNSBridgeLabel marks the Service that keeps kube-dns's old IP answering during a move.
@@ -66,13 +63,8 @@ func ReadAllocations(ctx context.Context, c *Client, ranges []string, alsoKeep [
 		}
 	}
 	var services []corev1.Service
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return c.Kube.CoreV1().Services("").List(ctx, opts)
-	})
-	err = p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		if svc, ok := o.(*corev1.Service); ok {
-			services = append(services, *svc)
-		}
+	err = eachItem(ctx, listPages(c.Kube.CoreV1().Services("").List), func(svc *corev1.Service) error {
+		services = append(services, *svc)
 		return nil
 	})
 	if err != nil {

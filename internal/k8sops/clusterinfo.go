@@ -5,11 +5,10 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/pager"
 )
 
 // DefaultServiceCIDRName is the ServiceCIDR the apiserver creates from --service-cluster-ip-range.
@@ -51,10 +50,7 @@ func ReadClusterInfo(ctx context.Context, c *Client) (ClusterInfo, error) {
 
 func countNodes(ctx context.Context, c *Client) (int, error) {
 	n := 0
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return c.Kube.CoreV1().Nodes().List(ctx, opts)
-	})
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(runtime.Object) error { n++; return nil })
+	err := eachItem(ctx, listPages(c.Kube.CoreV1().Nodes().List), func(*corev1.Node) error { n++; return nil })
 	if err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}

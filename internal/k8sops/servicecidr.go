@@ -14,12 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
@@ -278,12 +276,7 @@ func ListIPAddresses(ctx context.Context, c *Client, caps Capabilities) ([]IPAdd
 	}
 	api := c.Dynamic.Resource(gv.WithResource("ipaddresses"))
 	var out []IPAddressRef
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, opts) })
-	err = p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("unexpected IPAddress list item %T", o)
-		}
+	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
 		if ip, err := netip.ParseAddr(u.GetName()); err == nil {
 			out = append(out, IPAddressRef{IP: ip, Parent: parentRef(u)})
 		}
@@ -304,12 +297,7 @@ func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
 		return nil, err
 	}
 	var out []ServiceCIDR
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, opts) })
-	err = p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("unexpected ServiceCIDR list item %T", o)
-		}
+	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
 		sc, err := serviceCIDRFrom(u)
 		if err == nil {
 			out = append(out, *sc)
