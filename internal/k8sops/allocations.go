@@ -49,7 +49,7 @@ type ServiceIPs struct {
 // ReadAllocations lists Services (and IPAddresses where served) once each and reports them
 // against ranges; with no ranges given, against every ServiceCIDR's ranges.
 func ReadAllocations(ctx context.Context, c *Client, ranges []string, alsoKeep []string) (Allocations, error) {
-	caps, err := Probe(c.Discovery)
+	caps, err := c.Capabilities()
 	if err != nil {
 		return Allocations{}, err
 	}

@@ -3,6 +3,7 @@ package k8sops
 
 import (
 	"fmt"
+	"sync"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -22,6 +23,25 @@ type Client struct {
 	FieldManager string
 	// CalicoAPIGroup is the configured preference: CalicoAuto or one of the Calico groups.
 	CalicoAPIGroup string
+
+	capsMu sync.Mutex
+	caps   *Capabilities
+}
+
+// Capabilities probes the cluster once per Client (one provider configuration) and remembers
+// a successful answer: every operation needs it, and the server does not change under a plan.
+func (c *Client) Capabilities() (Capabilities, error) {
+	c.capsMu.Lock()
+	defer c.capsMu.Unlock()
+	if c.caps != nil {
+		return *c.caps, nil
+	}
+	caps, err := Probe(c.Discovery)
+	if err != nil {
+		return caps, err
+	}
+	c.caps = &caps
+	return caps, nil
 }
 
 // NewClient builds a Client from a REST configuration.

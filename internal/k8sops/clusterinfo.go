@@ -29,7 +29,7 @@ type ClusterInfo struct {
 
 // ReadClusterInfo probes the cluster and counts its nodes.
 func ReadClusterInfo(ctx context.Context, c *Client) (ClusterInfo, error) {
-	caps, err := Probe(c.Discovery)
+	caps, err := c.Capabilities()
 	if err != nil {
 		return ClusterInfo{}, err
 	}

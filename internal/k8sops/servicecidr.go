@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
@@ -25,7 +24,6 @@ import (
 // ServiceCIDR is the provider's view of a ServiceCIDR object.
 type ServiceCIDR struct {
 	Name        string
-	UID         types.UID
 	APIVersion  string
 	CIDRs       []string
 	Ready       bool
@@ -50,7 +48,7 @@ type IPAddressRef struct {
 
 // serviceCIDRs returns the dynamic client for ServiceCIDRs in the served version.
 func serviceCIDRs(c *Client) (dynamic.ResourceInterface, Capabilities, error) {
-	caps, err := Probe(c.Discovery)
+	caps, err := c.Capabilities()
 	if err != nil {
 		return nil, caps, err
 	}
@@ -90,7 +88,7 @@ func serviceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
 		return nil, fmt.Errorf("reading spec.cidrs of ServiceCIDR %q: %w", obj.GetName(), err)
 	}
 	sc := &ServiceCIDR{
-		Name: obj.GetName(), UID: obj.GetUID(), APIVersion: obj.GetAPIVersion(), CIDRs: cidrs,
+		Name: obj.GetName(), APIVersion: obj.GetAPIVersion(), CIDRs: cidrs,
 		Terminating: obj.GetDeletionTimestamp() != nil, Capacity: new(big.Int), Allocated: -1,
 	}
 	for _, p := range parsePrefixes(cidrs) {
@@ -197,15 +195,25 @@ func DefaultRangeDeletionRisk(caps Capabilities) string {
 // IPAddresses depend on it.
 var ErrServiceCIDRHeld = errors.New("ServiceCIDR still held by IP addresses")
 
-// DeleteServiceCIDR deletes the ServiceCIDR with uid. With waitGone it waits until the object is
-// gone — or replaced by a new object of the same name, as the apiserver recreates the default
-// range — else only until it is Terminating. When the context ends first, the error wraps
-// ErrServiceCIDRHeld and lists the IPAddresses still inside.
-func DeleteServiceCIDR(ctx context.Context, c *Client, name string, uid types.UID, waitGone bool) error {
+// DeleteServiceCIDR deletes the ServiceCIDR as it is now (UID precondition). With waitGone it
+// waits until that object is gone — or replaced by a new object of the same name, as the
+// apiserver recreates the default range — else only until it is Terminating. A missing object
+// is not an error. When the context ends first, the error wraps ErrServiceCIDRHeld and lists
+// the IPAddresses still inside.
+func DeleteServiceCIDR(ctx context.Context, c *Client, name string, waitGone bool) error {
 	api, caps, err := serviceCIDRs(c)
 	if err != nil {
 		return err
 	}
+	obj, err := api.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading ServiceCIDR %q: %w", name, err)
+	}
+	uid := obj.GetUID()
+	cidrs, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "cidrs")
 	err = api.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(uid)}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) { // Conflict: the UID precondition failed, ours is gone.
 		return nil
@@ -216,17 +224,12 @@ func DeleteServiceCIDR(ctx context.Context, c *Client, name string, uid types.UI
 	if !waitGone {
 		return nil // The finalizer keeps it Terminating; deletionTimestamp is set once Delete returns.
 	}
-	var cidrs []string
 	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		obj, err := api.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		if err != nil {
-			return false, err
-		}
-		cidrs, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "cidrs")
-		return obj.GetUID() != uid, nil
+		return err == nil && obj.GetUID() != uid, err
 	})
 	if err == nil || ctx.Err() == nil {
 		return err

@@ -148,7 +148,7 @@ func (r *serviceCIDRResource) ModifyPlan(ctx context.Context, req resource.Modif
 	if resp.Diagnostics.Append(diags...); diags.HasError() {
 		return
 	}
-	caps, err := k8sops.Probe(client.Discovery)
+	caps, err := client.Capabilities()
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", err.Error())
 		return
@@ -167,7 +167,7 @@ func (r *serviceCIDRResource) warnDefaultRangeDeletion(ctx context.Context, req 
 	if name.ValueString() != k8sops.DefaultServiceCIDRName || r.data == nil || r.data.client == nil {
 		return
 	}
-	caps, err := k8sops.Probe(r.data.client.Discovery)
+	caps, err := r.data.client.Capabilities()
 	if err != nil {
 		return // Destroy reports cluster errors itself.
 	}
@@ -186,19 +186,28 @@ func appendsOtherFamily(prev, next []string) bool {
 	return errA == nil && errB == nil && a.Addr().Is4() != b.Addr().Is4()
 }
 
+// begin returns the client and ctx bounded by the operation's timeout; nil client on error.
+func (r *serviceCIDRResource) begin(ctx context.Context, timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics),
+	diags *diag.Diagnostics) (*k8sops.Client, context.Context, context.CancelFunc) {
+	client, d := r.data.Client()
+	diags.Append(d...)
+	t, d := timeout(ctx, serviceCIDRTimeout)
+	diags.Append(d...)
+	if diags.HasError() {
+		return nil, ctx, func() {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	return client, ctx, cancel
+}
+
 func (r *serviceCIDRResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan serviceCIDRModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	client, diags := r.data.Client()
-	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Create(ctx, serviceCIDRTimeout)
-	if resp.Diagnostics.Append(diags...); diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	client, ctx, cancel := r.begin(ctx, plan.Timeouts.Create, &resp.Diagnostics)
 	defer cancel()
+	if client == nil {
+		return
+	}
 	sc, err := k8sops.CreateServiceCIDR(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
 	if err != nil {
 		resp.Diagnostics.AddError("ServiceCIDR Not Created", err.Error()+
@@ -234,16 +243,11 @@ func (r *serviceCIDRResource) Update(ctx context.Context, req resource.UpdateReq
 	var plan, state serviceCIDRModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	client, diags := r.data.Client()
-	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := plan.Timeouts.Update(ctx, serviceCIDRTimeout)
-	if resp.Diagnostics.Append(diags...); diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	client, ctx, cancel := r.begin(ctx, plan.Timeouts.Update, &resp.Diagnostics)
 	defer cancel()
+	if client == nil {
+		return
+	}
 	var sc *k8sops.ServiceCIDR
 	var err error
 	if plan.CIDRs.Equal(state.CIDRs) {
@@ -262,25 +266,13 @@ func (r *serviceCIDRResource) Update(ctx context.Context, req resource.UpdateReq
 func (r *serviceCIDRResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state serviceCIDRModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	client, diags := r.data.Client()
-	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := state.Timeouts.Delete(ctx, serviceCIDRTimeout)
-	if resp.Diagnostics.Append(diags...); diags.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	client, ctx, cancel := r.begin(ctx, state.Timeouts.Delete, &resp.Diagnostics)
 	defer cancel()
-	name := state.Name.ValueString()
-	// The UID is not kept in state; read it so a recreated object of the same name is told apart.
-	sc, err := k8sops.GetServiceCIDR(ctx, client, name)
-	if apierrors.IsNotFound(err) {
+	if client == nil {
 		return
 	}
-	if err == nil {
-		err = k8sops.DeleteServiceCIDR(ctx, client, name, sc.UID, state.WaitForDeletion.ValueBool())
-	}
+	name := state.Name.ValueString()
+	err := k8sops.DeleteServiceCIDR(ctx, client, name, state.WaitForDeletion.ValueBool())
 	if err == nil {
 		return
 	}
