@@ -295,20 +295,9 @@ func ListIPAddresses(ctx context.Context, c *Client, caps Capabilities) ([]IPAdd
 // ListServiceCIDRs reads every ServiceCIDR and counts the IPAddresses inside each, with one
 // list of each kind.
 func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
-	api, caps, err := serviceCIDRs(c)
+	out, caps, err := listServiceCIDRObjects(ctx, c)
 	if err != nil {
 		return nil, err
-	}
-	var out []ServiceCIDR
-	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
-		sc, err := serviceCIDRFrom(u)
-		if err == nil {
-			out = append(out, *sc)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing ServiceCIDRs: %w", err)
 	}
 	ips, err := ListIPAddresses(ctx, c, caps)
 	if err != nil {
@@ -325,6 +314,26 @@ func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
 	}
 	slices.SortFunc(out, func(a, b ServiceCIDR) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// listServiceCIDRObjects reads every ServiceCIDR, without counting allocations.
+func listServiceCIDRObjects(ctx context.Context, c *Client) ([]ServiceCIDR, Capabilities, error) {
+	api, caps, err := serviceCIDRs(c)
+	if err != nil {
+		return nil, caps, err
+	}
+	var out []ServiceCIDR
+	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
+		sc, err := serviceCIDRFrom(u)
+		if err == nil {
+			out = append(out, *sc)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, caps, fmt.Errorf("listing ServiceCIDRs: %w", err)
+	}
+	return out, caps, nil
 }
 
 func parsePrefixes(cidrs []string) []netip.Prefix {

@@ -1,0 +1,114 @@
+// The recreation journal: what a Service move must not lose, written to the cluster before the
+// delete and removed once the new Service is verified.
+package k8sops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// JournalLabel marks journal ConfigMaps.
+const (
+	JournalLabel      = "k8scidr.io/journal"
+	journalLabelValue = "service-recreation"
+	journalKey        = "entries.json"
+	// journalMaxBytes keeps one journal ConfigMap well under the 1 MiB object limit.
+	journalMaxBytes = 768 << 10
+)
+
+// JournalEntry is one Service being moved: the object to create (already carrying its target
+// IPs), and what its deletion takes with it.
+type JournalEntry struct {
+	Key     string         `json:"key"`
+	OldIPs  []string       `json:"oldIPs"`
+	Service corev1.Service `json:"service"`
+	// Endpoints is the hand-made Endpoints of a selector-less Service, which the endpoints
+	// controller deletes with the Service.
+	Endpoints *corev1.Endpoints `json:"endpoints,omitempty"`
+	// Slices are hand-made EndpointSlices owned by the Service, which the garbage collector
+	// deletes with it; restored with the owner UID rewritten.
+	Slices []discoveryv1.EndpointSlice `json:"slices,omitempty"`
+
+	// Object is the journal ConfigMap holding the entry (not serialized).
+	Object string `json:"-"`
+}
+
+// writeJournal stores entries in as few ConfigMaps as the size limit allows and returns their names.
+func writeJournal(ctx context.Context, c *Client, namespace string, entries []JournalEntry) ([]string, error) {
+	var names []string
+	for len(entries) > 0 {
+		n := len(entries)
+		var data []byte
+		for {
+			var err error
+			if data, err = json.Marshal(entries[:n]); err != nil {
+				return names, err
+			}
+			if len(data) <= journalMaxBytes || n == 1 {
+				break
+			}
+			n = (n + 1) / 2
+		}
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				GenerateName: "k8scidr-journal-",
+				Labels:       map[string]string{JournalLabel: journalLabelValue, "app.kubernetes.io/managed-by": "k8scidr"},
+				Annotations: map[string]string{"k8scidr.io/written-at": time.Now().UTC().Format(time.RFC3339),
+					"k8scidr.io/description": "Services being moved by k8scidr_service_recreation. The next apply restores any that are missing; do not delete by hand."},
+			},
+			Data: map[string]string{journalKey: string(data)},
+		}
+		created, err := c.Kube.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: c.FieldManager})
+		if err != nil {
+			return names, fmt.Errorf("writing the journal to namespace %s: %w", namespace, err)
+		}
+		names = append(names, created.Name)
+		entries = entries[n:]
+	}
+	return names, nil
+}
+
+// readJournal lists every journal entry in namespace.
+func readJournal(ctx context.Context, c *Client, namespace string) ([]JournalEntry, error) {
+	var out []JournalEntry
+	list := c.Kube.CoreV1().ConfigMaps(namespace).List
+	err := eachItem(ctx, listPages(func(ctx context.Context, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
+		o.LabelSelector = JournalLabel + "=" + journalLabelValue
+		return list(ctx, o)
+	}), func(cm *corev1.ConfigMap) error {
+		var entries []JournalEntry
+		if err := json.Unmarshal([]byte(cm.Data[journalKey]), &entries); err != nil {
+			return fmt.Errorf("journal %s/%s is unreadable: %w", namespace, cm.Name, err)
+		}
+		for i := range entries {
+			entries[i].Object = cm.Name
+		}
+		out = append(out, entries...)
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the journal in namespace %s: %w", namespace, err)
+	}
+	return out, nil
+}
+
+// deleteJournal removes journal ConfigMaps whose entries are settled.
+func deleteJournal(ctx context.Context, c *Client, namespace string, names []string) error {
+	for _, n := range names {
+		err := c.Kube.CoreV1().ConfigMaps(namespace).Delete(ctx, n, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("removing journal %s/%s: %w", namespace, n, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,609 @@
+// Executing a Service recreation plan: journal, delete, create, verify — in bounded batches,
+// paced by the EndpointSlices kube-controller-manager writes for the new Services.
+package k8sops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// ExecOptions shape how a plan is carried out.
+type ExecOptions struct {
+	Parallelism      int
+	JournalNamespace string
+	// SliceWait bounds the wait for a moved Service's EndpointSlice; past it the move is
+	// reported, not failed (the Service exists with its IPs). Default 2 minutes.
+	SliceWait time.Duration
+	// Log receives one line per batch; nil discards.
+	Log func(msg string, fields map[string]any)
+}
+
+// RecreationResult is what an apply did.
+type RecreationResult struct {
+	Recreated     []Move
+	Restored      []string
+	BridgeCreated string
+	BridgeRemoved string
+	// Notes are things the user should know: a verification that timed out, an IP that had
+	// to change because another client took the planned one mid-apply.
+	Notes []string
+}
+
+// CheckPlanned replaces the moves and restores of fresh (planned now, from snap) with the ones
+// planned earlier, after checking that the cluster still matches them: every Service exists
+// with the planned old IPs, and every planned new IP is still free. Anything else means the
+// plan is stale; the error says so, and nothing has been touched.
+func CheckPlanned(snap Snapshot, fresh RecreationPlan, moves []Move, restore []Restore) (RecreationPlan, error) {
+	byKey := map[string]*corev1.Service{}
+	for i := range snap.Services {
+		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	held := map[netip.Addr]bool{}
+	for _, ip := range snap.Held {
+		held[ip] = true
+	}
+	var problems []string
+	claim := func(key string, oldIPs, newIPs []string) {
+		for _, s := range newIPs {
+			ip, err := netip.ParseAddr(s)
+			if err != nil || slices.Contains(oldIPs, s) {
+				continue
+			}
+			if held[ip] {
+				problems = append(problems, fmt.Sprintf("%s: planned IP %s is taken now", key, s))
+			}
+			held[ip] = true
+		}
+	}
+	for _, m := range moves {
+		svc := byKey[m.Key]
+		if svc == nil {
+			problems = append(problems, m.Key+": no longer exists")
+			continue
+		}
+		if now := ipStrings(clusterIPs(svc)); !slices.Equal(now, m.OldIPs) {
+			problems = append(problems, fmt.Sprintf("%s: has IPs %v now, planned from %v", m.Key, now, m.OldIPs))
+		}
+		claim(m.Key, m.OldIPs, m.NewIPs)
+	}
+	journaled := map[string]bool{}
+	for _, e := range snap.Journal {
+		if byKey[e.Key] == nil {
+			journaled[e.Key] = true
+		}
+	}
+	for _, r := range restore {
+		if !journaled[r.Key] {
+			problems = append(problems, r.Key+": its journal entry is gone or the Service exists again")
+			continue
+		}
+		claim(r.Key, nil, r.NewIPs)
+	}
+	if len(problems) > 0 {
+		return fresh, fmt.Errorf("the cluster changed since the plan, so it is not applied (nothing was touched): %s. "+
+			"Run terraform plan again and review the new IPs", strings.Join(problems, "; "))
+	}
+	firstKeys := map[string]bool{}
+	for _, m := range fresh.Moves[:fresh.First] {
+		firstKeys[m.Key] = true
+	}
+	ordered := slices.Clone(moves)
+	rank := map[string]int{}
+	for i, m := range fresh.Moves {
+		rank[m.Key] = i
+	}
+	slices.SortStableFunc(ordered, func(a, b Move) int {
+		ra, oka := rank[a.Key]
+		rb, okb := rank[b.Key]
+		switch {
+		case oka && okb:
+			return ra - rb
+		case oka != okb: // planned moves the fresh plan would not make (e.g. scope changed) last
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	fresh.Moves, fresh.Restore, fresh.First = ordered, restore, 0
+	for _, m := range ordered {
+		if firstKeys[m.Key] {
+			fresh.First++
+		}
+	}
+	if fresh.Bridge != nil && !slices.ContainsFunc(ordered, func(m Move) bool { return m.Key == DNSServiceKey }) {
+		fresh.Bridge = nil
+	}
+	return fresh, nil
+}
+
+// ExecuteRecreation carries out plan against the cluster snap was read from.
+func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan RecreationPlan, o ExecOptions) (RecreationResult, error) {
+	if o.Parallelism < 1 {
+		o.Parallelism = DefaultParallelism
+	}
+	if o.SliceWait == 0 {
+		o.SliceWait = 2 * time.Minute
+	}
+	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{}, endpoints: snap.Endpoints}
+	for i := range snap.Services {
+		x.services[svcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	for _, s := range snap.Slices {
+		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+		x.slices[key] = append(x.slices[key], s)
+	}
+	if len(plan.Moves) > 0 || len(snap.Journal) > 0 {
+		stop, err := x.watchSlices(ctx)
+		if err != nil {
+			return x.res, err
+		}
+		defer stop()
+	}
+	if err := x.settleJournal(ctx, snap.Journal, plan); err != nil {
+		return x.res, err
+	}
+	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
+	for _, part := range [][]Move{plan.Moves[:plan.First], plan.Moves[plan.First:]} {
+		if err := x.moveAll(ctx, part); err != nil {
+			return x.res, err
+		}
+		if plan.Bridge != nil && x.res.BridgeCreated == "" && slices.ContainsFunc(x.res.Recreated, func(m Move) bool { return m.Key == DNSServiceKey }) {
+			if err := x.createBridge(ctx, plan.Bridge); err != nil {
+				return x.res, err
+			}
+		}
+	}
+	if plan.RemoveBridge != "" {
+		err := c.Kube.CoreV1().Services("kube-system").Delete(ctx, plan.RemoveBridge, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return x.res, fmt.Errorf("removing the DNS bridge kube-system/%s: %w", plan.RemoveBridge, err)
+		}
+		x.res.BridgeRemoved = "kube-system/" + plan.RemoveBridge
+	}
+	return x.res, nil
+}
+
+type executor struct {
+	c         *Client
+	o         ExecOptions
+	services  map[string]*corev1.Service
+	slices    map[string][]discoveryv1.EndpointSlice
+	endpoints map[string]corev1.Endpoints
+
+	sliceIndex cache.Indexer
+	changed    *broadcast
+
+	mu  sync.Mutex
+	res RecreationResult
+}
+
+func (x *executor) note(format string, args ...any) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.res.Notes = append(x.res.Notes, fmt.Sprintf(format, args...))
+}
+
+func (x *executor) log(msg string, f map[string]any) {
+	if x.o.Log != nil {
+		x.o.Log(msg, f)
+	}
+}
+
+// settleJournal restores every journaled Service that is gone (at its planned IPs), makes sure
+// the Endpoints and owned slices of journaled Services exist, and removes settled journals.
+func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, plan RecreationPlan) error {
+	if len(journal) == 0 {
+		return nil
+	}
+	restoreIPs := map[string][]string{}
+	for _, r := range plan.Restore {
+		restoreIPs[r.Key] = r.NewIPs
+	}
+	settled := map[string]bool{}
+	for _, e := range journal {
+		if _, ok := settled[e.Object]; !ok {
+			settled[e.Object] = true
+		}
+		cur, err := x.c.Kube.CoreV1().Services(e.Service.Namespace).Get(ctx, e.Service.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			ips, ok := restoreIPs[e.Key]
+			if !ok {
+				settled[e.Object] = false // not in this plan: the next plan shows it
+				continue
+			}
+			cur, err = x.create(ctx, recreationCopy(&e.Service, ips), e.Key)
+			if err != nil {
+				return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
+			}
+			x.mu.Lock()
+			x.res.Restored = append(x.res.Restored, e.Key)
+			x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, OldIPs: e.OldIPs, NewIPs: cur.Spec.ClusterIPs})
+			x.mu.Unlock()
+		} else if err != nil {
+			return fmt.Errorf("reading %s: %w", e.Key, err)
+		}
+		if err := x.restoreDependents(ctx, e, cur); err != nil {
+			return err
+		}
+	}
+	var done []string
+	for obj, ok := range settled {
+		if ok {
+			done = append(done, obj)
+		}
+	}
+	slices.Sort(done)
+	if len(done) > 0 {
+		x.log("restored interrupted Service moves", map[string]any{"restored": len(x.res.Restored), "journals": len(done)})
+	}
+	return deleteJournal(ctx, x.c, x.o.JournalNamespace, done)
+}
+
+// moveAll moves Services in batches of Parallelism: journal the batch, move its Services
+// concurrently, remove the journal once all are verified. It stops after a failed batch.
+func (x *executor) moveAll(ctx context.Context, moves []Move) error {
+	for start := 0; start < len(moves); start += x.o.Parallelism {
+		began := time.Now()
+		batch := moves[start:min(start+x.o.Parallelism, len(moves))]
+		entries := make([]JournalEntry, len(batch))
+		for i, m := range batch {
+			entries[i] = x.entry(m)
+		}
+		names, err := writeJournal(ctx, x.c, x.o.JournalNamespace, entries)
+		if err != nil {
+			return err // nothing of this batch was deleted
+		}
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i := range batch {
+			wg.Go(func() { errs[i] = x.move(ctx, entries[i]) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("%w. What was deleted is in the journal (ConfigMaps %s in %s): the next plan shows it "+
+				"under restore and the next apply recreates it", err, strings.Join(names, ", "), x.o.JournalNamespace)
+		}
+		if err := deleteJournal(ctx, x.c, x.o.JournalNamespace, names); err != nil {
+			return err
+		}
+		x.log("moved a batch of Services", map[string]any{"batch": len(batch), "done": start + len(batch),
+			"total": len(moves), "elapsed_ms": time.Since(began).Milliseconds()})
+	}
+	return nil
+}
+
+// entry is the journal entry for a move: the object to create and what its deletion takes along.
+func (x *executor) entry(m Move) JournalEntry {
+	svc := x.services[m.Key]
+	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs)}
+	if ep, ok := x.endpoints[m.Key]; ok {
+		e.Endpoints = &ep
+	}
+	for _, s := range x.slices[m.Key] {
+		if ownedBy(s.OwnerReferences, svc.UID) && s.Labels[discoveryv1.LabelManagedBy] != sliceControllerName && s.Labels[discoveryv1.LabelManagedBy] != mirrorControllerName {
+			e.Slices = append(e.Slices, s)
+		}
+	}
+	return e
+}
+
+const (
+	sliceControllerName  = "endpointslice-controller.k8s.io"
+	mirrorControllerName = "endpointslicemirroring-controller.k8s.io"
+)
+
+// move recreates one journaled Service: delete (UID precondition), wait until gone, create
+// with the planned IPs, restore what the deletion took along, verify.
+func (x *executor) move(ctx context.Context, e JournalEntry) error {
+	old := x.services[e.Key]
+	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	for _, s := range e.Slices { // the garbage collector would delete them with the Service
+		err := x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
+		}
+	}
+	err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s: deleted by another client after the plan", e.Key)
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%s: replaced by another client after the plan (its UID changed); left as it is", e.Key)
+	case err != nil:
+		return fmt.Errorf("%s: deleting: %w", e.Key, err)
+	}
+	// Without finalizers a successful delete has removed the object; with them, watch.
+	if len(old.Finalizers) > 0 {
+		if err := x.waitGone(ctx, old); err != nil {
+			return err
+		}
+	}
+	created, err := x.create(ctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
+	if err != nil {
+		return err
+	}
+	if err := x.restoreDependents(ctx, e, created); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, OldIPs: e.OldIPs, NewIPs: created.Spec.ClusterIPs})
+	x.mu.Unlock()
+	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
+		x.waitSlice(ctx, created, sliceControllerName)
+	}
+	return nil
+}
+
+// create creates svc; when another client took a planned IP mid-apply it takes the next free
+// address of the same target range and says so, since the old Service is already gone.
+func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) (*corev1.Service, error) {
+	api := x.c.Kube.CoreV1().Services(svc.Namespace)
+	planned := slices.Clone(svc.Spec.ClusterIPs)
+	for attempt := 0; ; attempt++ {
+		created, err := api.Create(ctx, svc, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		if err == nil {
+			if !slices.Equal(created.Spec.ClusterIPs, planned) {
+				x.note("%s got %v instead of the planned %v: another client took a planned IP during the apply.",
+					key, created.Spec.ClusterIPs, planned)
+			}
+			return created, nil
+		}
+		if apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("%s: another client (a controller?) created it again between our delete and create; "+
+				"its journaled copy is kept: compare, then delete the journal entry's Service or let the next apply settle it", key)
+		}
+		taken := takenIP(err, svc.Spec.ClusterIPs)
+		if taken < 0 || attempt >= 16 {
+			return nil, fmt.Errorf("%s: creating at %v: %w", key, svc.Spec.ClusterIPs, err)
+		}
+		ip, _ := netip.ParseAddr(svc.Spec.ClusterIPs[taken])
+		svc.Spec.ClusterIPs[taken] = ip.Next().String()
+		if !ip.Next().IsValid() {
+			return nil, fmt.Errorf("%s: creating at %v: %w", key, planned, err)
+		}
+		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
+	}
+}
+
+// takenIP finds which of ips an "already allocated" error names, or -1.
+func takenIP(err error, ips []string) int {
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "already allocated") {
+		return -1
+	}
+	for i, ip := range ips {
+		if strings.Contains(err.Error(), ip) {
+			return i
+		}
+	}
+	return -1
+}
+
+// restoreDependents recreates what deleting the Service took along: its hand-made Endpoints
+// (deleted by the endpoints controller) and the EndpointSlices it owned (rewritten to the new
+// owner UID).
+func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *corev1.Service) error {
+	for _, s := range e.Slices {
+		s := s.DeepCopy()
+		clearServerFields(&s.ObjectMeta)
+		for i := range s.OwnerReferences {
+			if s.OwnerReferences[i].Kind == "Service" && s.OwnerReferences[i].Name == svc.Name {
+				s.OwnerReferences[i].UID = svc.UID
+			}
+		}
+		_, err := x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s: restoring EndpointSlice %s: %w", e.Key, s.Name, err)
+		}
+	}
+	if e.Endpoints == nil {
+		return nil
+	}
+	if err := x.putEndpoints(ctx, e); err != nil {
+		return err
+	}
+	// The endpoints controller deletes the Endpoints once it sees the old Service gone, maybe
+	// after we wrote them back. Once the mirroring controller, which shares its Service cache,
+	// has mirrored them for the new Service, that deletion is behind us: check once more.
+	if e.Endpoints.Labels[discoveryv1.LabelSkipMirror] != "true" && endpointsAddresses(e.Endpoints) > 0 {
+		x.waitSlice(ctx, svc, mirrorControllerName)
+	}
+	return x.putEndpoints(ctx, e)
+}
+
+// putEndpoints creates the journaled Endpoints, or brings an existing object back to them.
+func (x *executor) putEndpoints(ctx context.Context, e JournalEntry) error {
+	api := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace)
+	want := e.Endpoints.DeepCopy()
+	clearServerFields(&want.ObjectMeta)
+	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+	case err == nil && !endpointsEqual(cur, want):
+		want.ResourceVersion = cur.ResourceVersion
+		_, err = api.Update(ctx, want, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%s: restoring its Endpoints: %w", e.Key, err)
+	}
+	return nil
+}
+
+func endpointsEqual(a, b *corev1.Endpoints) bool {
+	return fmt.Sprint(a.Subsets) == fmt.Sprint(b.Subsets) && fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels)
+}
+
+func clearServerFields(m *metav1.ObjectMeta) {
+	m.ResourceVersion, m.UID, m.Generation, m.SelfLink = "", "", 0, ""
+	m.CreationTimestamp = metav1.Time{}
+	m.DeletionTimestamp, m.DeletionGracePeriodSeconds = nil, nil
+	m.ManagedFields = nil
+}
+
+func (x *executor) createBridge(ctx context.Context, b *corev1.Service) error {
+	_, err := x.c.Kube.CoreV1().Services(b.Namespace).Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kube-dns moved, but the DNS bridge %s/%s on its old IP %v was not created: %w. Pods and kubelets "+
+			"still using the old IP cannot resolve: create it by hand, or restart them", b.Namespace, b.Name, b.Spec.ClusterIPs, err)
+	}
+	x.res.BridgeCreated = b.Namespace + "/" + b.Name
+	return nil
+}
+
+// waitGone watches until the Service with old's UID no longer exists.
+func (x *executor) waitGone(ctx context.Context, old *corev1.Service) error {
+	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", old.Name).String()
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return api.List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return api.Watch(ctx, o)
+		},
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Service{}, func(store cache.Store) (bool, error) {
+		return !slices.ContainsFunc(store.List(), func(o any) bool { return o.(*corev1.Service).UID == old.UID }), nil
+	}, func(ev watch.Event) (bool, error) {
+		s, ok := ev.Object.(*corev1.Service)
+		return ok && ev.Type == watch.Deleted && s.UID == old.UID, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", svcKey(old), old.Finalizers, err)
+	}
+	return nil
+}
+
+// watchSlices starts one EndpointSlice watch for the whole run, indexed by Service.
+func (x *executor) watchSlices(ctx context.Context) (func(), error) {
+	api := x.c.Kube.DiscoveryV1().EndpointSlices("")
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = discoveryv1.LabelServiceName
+			return api.List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = discoveryv1.LabelServiceName
+			return api.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{
+		"service": func(o any) ([]string, error) {
+			s := o.(*discoveryv1.EndpointSlice)
+			return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+		},
+	})
+	x.changed = newBroadcast()
+	notify := func(any) { x.changed.fire() }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify,
+		UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify}); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	go inf.Run(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		close(stop)
+		return nil, fmt.Errorf("watching EndpointSlices: %w", context.Cause(ctx))
+	}
+	x.sliceIndex = inf.GetIndexer()
+	return func() { close(stop) }, nil
+}
+
+// waitSlice waits until managedBy has written an EndpointSlice with a ready endpoint for the
+// new Service. It paces the run to kube-controller-manager; on timeout it notes and goes on.
+func (x *executor) waitSlice(ctx context.Context, svc *corev1.Service, managedBy string) {
+	ctx, cancel := context.WithTimeout(ctx, x.o.SliceWait)
+	defer cancel()
+	key := svcKey(svc)
+	for {
+		ch := x.changed.wait()
+		items, _ := x.sliceIndex.ByIndex("service", key)
+		if slices.ContainsFunc(items, func(o any) bool {
+			s := o.(*discoveryv1.EndpointSlice)
+			return s.Labels[discoveryv1.LabelManagedBy] == managedBy && ownedBy(s.OwnerReferences, svc.UID) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
+		}) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			x.note("%s was recreated, but no EndpointSlice with a ready endpoint appeared within %s (by %s): check kube-controller-manager.",
+				key, x.o.SliceWait, managedBy)
+			return
+		}
+	}
+}
+
+func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == uid })
+}
+
+func readyEndpoints(slices []discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func endpointsAddresses(ep *corev1.Endpoints) int {
+	n := 0
+	for _, s := range ep.Subsets {
+		n += len(s.Addresses)
+	}
+	return n
+}
+
+func ipStrings(ips []netip.Addr) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
+
+// broadcast wakes every waiter on each fire.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}

@@ -1,0 +1,80 @@
+// Reading the cluster once for a Service recreation plan: one paginated list per kind.
+package k8sops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ErrNoServiceCIDRAPI means the cluster cannot hold a second Service range.
+var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API (networking.k8s.io v1, v1beta1 or v1alpha1), " +
+	"so Services cannot move to another range: upgrade to Kubernetes 1.33+, or enable the MultiCIDRServiceAllocator " +
+	"feature gate and the API on 1.31/1.32")
+
+// TakeSnapshot reads what PlanRecreation needs.
+func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string) (Snapshot, error) {
+	var snap Snapshot
+	if caps, err := c.Capabilities(); err != nil {
+		return snap, err
+	} else if caps.ServiceCIDRVersion == "" {
+		return snap, ErrNoServiceCIDRAPI
+	}
+	ranges, caps, err := listServiceCIDRObjects(ctx, c)
+	if err != nil {
+		return snap, err
+	}
+	snap.Ranges = ranges
+	ips, err := ListIPAddresses(ctx, c, caps)
+	if err != nil {
+		return snap, err
+	}
+	for _, ip := range ips {
+		snap.Held = append(snap.Held, ip.IP)
+	}
+	err = eachItem(ctx, listPages(c.Kube.CoreV1().Services("").List), func(svc *corev1.Service) error {
+		snap.Services = append(snap.Services, *svc)
+		return nil
+	})
+	if err != nil {
+		return snap, fmt.Errorf("listing Services: %w", err)
+	}
+	sliceList := c.Kube.DiscoveryV1().EndpointSlices("").List
+	err = eachItem(ctx, listPages(func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+		o.LabelSelector = discoveryv1.LabelServiceName
+		return sliceList(ctx, o)
+	}), func(s *discoveryv1.EndpointSlice) error {
+		snap.Slices = append(snap.Slices, *s)
+		return nil
+	})
+	if err != nil {
+		return snap, fmt.Errorf("listing EndpointSlices: %w", err)
+	}
+	// Hand-made Endpoints exist only for selector-less Services: read just those.
+	snap.Endpoints = map[string]corev1.Endpoints{}
+	for i := range snap.Services {
+		svc := &snap.Services[i]
+		if len(svc.Spec.Selector) > 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
+			continue
+		}
+		ep, err := c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return snap, fmt.Errorf("reading Endpoints %s: %w", svcKey(svc), err)
+		}
+		snap.Endpoints[svcKey(svc)] = *ep
+	}
+	if snap.Journal, err = readJournal(ctx, c, journalNamespace); err != nil {
+		return snap, err
+	}
+	_, err = c.Kube.AppsV1().DaemonSets("kube-system").Get(ctx, "node-local-dns", metav1.GetOptions{})
+	snap.NodeLocalDNS = err == nil
+	return snap, nil
+}
