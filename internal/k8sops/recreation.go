@@ -101,6 +101,10 @@ type RecreationPlan struct {
 	Warnings []Finding
 	// Notes are plain warnings (addon managers, NodeLocal DNSCache).
 	Notes []string
+	// Staying are the IPs outside the target that stay: skipped LoadBalancers and the DNS
+	// bridge. KeepCovering are the ranges that keep them valid once the old range goes.
+	Staying      []netip.Addr
+	KeepCovering []netip.Prefix
 	// Errors are plan-time errors.
 	Errors []Finding
 }
@@ -147,12 +151,19 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		ips := clusterIPs(svc)
 		// An IP moves when the target has a range of its family and it is not inside it yet.
 		movable := slices.ContainsFunc(ips, func(ip netip.Addr) bool { _, ok := targetFor(targets, ip); return ok && !inAny(targets, ip) })
+		if svc.Labels[DNSBridgeLabel] == "true" { // never moved, and not a Service the user asked about
+			p.Staying = append(p.Staying, slices.DeleteFunc(ips, func(ip netip.Addr) bool { return inAny(targets, ip) })...)
+			continue
+		}
 		reason := skipReason(svc, ips, o, sel)
 		if !movable && (reason == "" || reason == skipOutOfScope) {
 			continue // in the target already, or of a family the migration does not move
 		}
 		if reason != "" {
 			p.Skipped[svcKey(svc)] = reason
+			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				p.Staying = append(p.Staying, slices.DeleteFunc(ips, func(ip netip.Addr) bool { return inAny(targets, ip) })...)
+			}
 			continue
 		}
 		cands = append(cands, candidate{svc, ips})
@@ -221,6 +232,13 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		p.Moves = append(p.Moves, m)
 	}
 	p.planBridge(snap, byKey, o)
+	if p.Bridge != nil {
+		p.Staying = append(p.Staying, clusterIPs(p.Bridge)...)
+	}
+	slices.SortFunc(p.Staying, netip.Addr.Compare)
+	if cover, err := coveringSet(p.Staying); err == nil {
+		p.KeepCovering = cover
+	}
 	return p
 }
 
@@ -283,8 +301,6 @@ const skipOutOfScope = "out of scope"
 func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel labels.Selector) string {
 	key := svcKey(svc)
 	switch {
-	case svc.Labels[DNSBridgeLabel] == "true":
-		return "the DNS bridge: keeps kube-dns's old IP answering, never moved"
 	case len(o.Namespaces) > 0 && !slices.Contains(o.Namespaces, svc.Namespace),
 		slices.Contains(o.ExcludeNamespaces, svc.Namespace),
 		slices.Contains(o.Exclude, key),

@@ -33,6 +33,9 @@ type ExecOptions struct {
 	SliceWait time.Duration
 	// Log receives one line per batch; nil discards.
 	Log func(msg string, fields map[string]any)
+	// DelayAfterDelete is fault injection for crash tests: it holds every move between delete
+	// and create, so a kill lands while Services are gone.
+	DelayAfterDelete time.Duration
 }
 
 // RecreationResult is what an apply did.
@@ -331,9 +334,17 @@ func (x *executor) move(ctx context.Context, e JournalEntry) error {
 	case err != nil:
 		return fmt.Errorf("%s: deleting: %w", e.Key, err)
 	}
+	if x.o.DelayAfterDelete > 0 {
+		time.Sleep(x.o.DelayAfterDelete)
+	}
 	// Without finalizers a successful delete has removed the object; with them, watch.
 	if len(old.Finalizers) > 0 {
-		if err := x.waitGone(ctx, old); err != nil {
+		if err := waitDeleted(ctx, objectWatch(api.List, api.Watch, old.Name), &corev1.Service{}, old.UID); err != nil {
+			return fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", e.Key, old.Finalizers, err)
+		}
+	}
+	if e.Endpoints != nil {
+		if err := x.endpointsGone(ctx, e); err != nil {
 			return err
 		}
 	}
@@ -348,7 +359,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) error {
 	x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, OldIPs: e.OldIPs, NewIPs: created.Spec.ClusterIPs})
 	x.mu.Unlock()
 	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
-		x.waitSlice(ctx, created, sliceControllerName)
+		x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)
 	}
 	return nil
 }
@@ -417,35 +428,58 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 	if e.Endpoints == nil {
 		return nil
 	}
-	if err := x.putEndpoints(ctx, e); err != nil {
+	ep, err := x.putEndpoints(ctx, e)
+	if err != nil {
 		return err
 	}
-	// The endpoints controller deletes the Endpoints once it sees the old Service gone, maybe
-	// after we wrote them back. Once the mirroring controller, which shares its Service cache,
-	// has mirrored them for the new Service, that deletion is behind us: check once more.
+	// A requeue of the endpoints controller that read its Service cache before the new Service
+	// arrived can still delete what we wrote. The mirroring controller shares that cache: once
+	// it has mirrored the new Endpoints, the new Service is in it. Then check once more.
 	if e.Endpoints.Labels[discoveryv1.LabelSkipMirror] != "true" && endpointsAddresses(e.Endpoints) > 0 {
-		x.waitSlice(ctx, svc, mirrorControllerName)
+		x.waitSlice(ctx, e.Key, ep.UID, mirrorControllerName)
 	}
-	return x.putEndpoints(ctx, e)
+	_, err = x.putEndpoints(ctx, e)
+	return err
+}
+
+// endpointsGone waits until the endpoints controller has deleted the hand-made Endpoints of a
+// deleted selector-less Service (so it will not delete the restored ones later); if it does not
+// within 10 s, the Endpoints are deleted here (they are journaled).
+func (x *executor) endpointsGone(ctx context.Context, e JournalEntry) error {
+	api := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := waitDeleted(wctx, objectWatch(api.List, api.Watch, e.Endpoints.Name), &corev1.Endpoints{}, e.Endpoints.UID)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: waiting for its Endpoints to be deleted: %w", e.Key, ctx.Err())
+	}
+	err = api.Delete(ctx, e.Endpoints.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &e.Endpoints.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s: deleting its Endpoints: %w", e.Key, err)
+	}
+	return nil
 }
 
 // putEndpoints creates the journaled Endpoints, or brings an existing object back to them.
-func (x *executor) putEndpoints(ctx context.Context, e JournalEntry) error {
+func (x *executor) putEndpoints(ctx context.Context, e JournalEntry) (*corev1.Endpoints, error) {
 	api := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace)
 	want := e.Endpoints.DeepCopy()
 	clearServerFields(&want.ObjectMeta)
 	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
 	case err == nil && !endpointsEqual(cur, want):
 		want.ResourceVersion = cur.ResourceVersion
-		_, err = api.Update(ctx, want, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+		cur, err = api.Update(ctx, want, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
 	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("%s: restoring its Endpoints: %w", e.Key, err)
+	if err != nil {
+		return nil, fmt.Errorf("%s: restoring its Endpoints: %w", e.Key, err)
 	}
-	return nil
+	return cur, nil
 }
 
 func endpointsEqual(a, b *corev1.Endpoints) bool {
@@ -469,30 +503,31 @@ func (x *executor) createBridge(ctx context.Context, b *corev1.Service) error {
 	return nil
 }
 
-// waitGone watches until the Service with old's UID no longer exists.
-func (x *executor) waitGone(ctx context.Context, old *corev1.Service) error {
-	api := x.c.Kube.CoreV1().Services(old.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", old.Name).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+// objectWatch lists and watches one named object.
+func objectWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), name string) *cache.ListWatch {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return api.List(ctx, o)
+			return list(ctx, o)
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return api.Watch(ctx, o)
+			return watchFn(ctx, o)
 		},
 	}
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Service{}, func(store cache.Store) (bool, error) {
-		return !slices.ContainsFunc(store.List(), func(o any) bool { return o.(*corev1.Service).UID == old.UID }), nil
+}
+
+// waitDeleted watches until no object with uid is left.
+func waitDeleted(ctx context.Context, lw *cache.ListWatch, obj runtime.Object, uid types.UID) error {
+	_, err := watchtools.UntilWithSync(ctx, lw, obj, func(store cache.Store) (bool, error) {
+		return !slices.ContainsFunc(store.List(), func(o any) bool { return o.(metav1.Object).GetUID() == uid }), nil
 	}, func(ev watch.Event) (bool, error) {
-		s, ok := ev.Object.(*corev1.Service)
-		return ok && ev.Type == watch.Deleted && s.UID == old.UID, nil
+		o, ok := ev.Object.(metav1.Object)
+		return ok && ev.Type == watch.Deleted && o.GetUID() == uid, nil
 	})
-	if err != nil {
-		return fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", svcKey(old), old.Finalizers, err)
-	}
-	return nil
+	return err
 }
 
 // watchSlices starts one EndpointSlice watch for the whole run, indexed by Service.
@@ -532,16 +567,15 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 
 // waitSlice waits until managedBy has written an EndpointSlice with a ready endpoint for the
 // new Service. It paces the run to kube-controller-manager; on timeout it notes and goes on.
-func (x *executor) waitSlice(ctx context.Context, svc *corev1.Service, managedBy string) {
+func (x *executor) waitSlice(ctx context.Context, key string, owner types.UID, managedBy string) {
 	ctx, cancel := context.WithTimeout(ctx, x.o.SliceWait)
 	defer cancel()
-	key := svcKey(svc)
 	for {
 		ch := x.changed.wait()
 		items, _ := x.sliceIndex.ByIndex("service", key)
 		if slices.ContainsFunc(items, func(o any) bool {
 			s := o.(*discoveryv1.EndpointSlice)
-			return s.Labels[discoveryv1.LabelManagedBy] == managedBy && ownedBy(s.OwnerReferences, svc.UID) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
+			return s.Labels[discoveryv1.LabelManagedBy] == managedBy && ownedBy(s.OwnerReferences, owner) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
 		}) {
 			return
 		}

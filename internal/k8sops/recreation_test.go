@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,8 +221,8 @@ func TestPlanRecreationBridgeLifecycle(t *testing.T) {
 	if p.Bridge != nil || p.RemoveBridge != "" || p.First != 0 {
 		t.Errorf("bridge kept: got create %v remove %q first %d", p.Bridge, p.RemoveBridge, p.First)
 	}
-	if !strings.HasPrefix(p.Skipped["kube-system/kube-dns-legacy"], "the DNS bridge") {
-		t.Errorf("bridge not reported as skipped: %v", p.Skipped)
+	if _, listed := p.Skipped["kube-system/kube-dns-legacy"]; listed || !slices.Contains(p.Staying, netip.MustParseAddr("100.64.0.10")) {
+		t.Errorf("the bridge must be neither moved nor listed, and its IP stays: skipped %v staying %v", p.Skipped, p.Staying)
 	}
 	o := defaultOpts()
 	o.DNSBridge = false

@@ -192,6 +192,7 @@ func (p *k8scidrProvider) Configure(ctx context.Context, req provider.ConfigureR
 func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{
 		newServiceCIDRResource,
+		newServiceRecreationResource,
 	}
 }
 

@@ -1,0 +1,483 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/compare"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+const recreationAddr = "k8scidr_service_recreation.this"
+
+// recreationConfig creates the target range (left Terminating on destroy: the moved Services
+// hold it) and moves the Services into it.
+func recreationConfig(kubeconfig, extra string, cidrs ...string) string {
+	return providerBlock(kubeconfig) + fmt.Sprintf(`
+resource "k8scidr_service_cidr" "this" {
+  name              = "new"
+  cidrs             = [%s]
+  wait_for_deletion = false
+}
+
+resource "k8scidr_service_recreation" "this" {
+  target_cidrs = k8scidr_service_cidr.this.cidrs
+%s
+}
+`, quoteJoin(cidrs), extra)
+}
+
+// fixture creates objects in a test cluster and fails the test on error.
+type fixture struct {
+	t    *testing.T
+	kube kubernetes.Interface
+}
+
+func (f fixture) namespace(name string) {
+	f.t.Helper()
+	_, err := f.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f fixture) service(ns string, s *corev1.Service) *corev1.Service {
+	f.t.Helper()
+	got, err := f.kube.CoreV1().Services(ns).Create(context.Background(), s, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatalf("creating Service %s/%s: %v", ns, s.Name, err)
+	}
+	return got
+}
+
+// deployment runs replicas kwok pods labelled app=name.
+func (f fixture) deployment(ns, name string, labels map[string]string) {
+	f.t.Helper()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c:1"}}},
+			},
+		},
+	}
+	if _, err := f.kube.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// waitReadySlice waits until the Service has an EndpointSlice with a ready endpoint.
+func (f fixture) waitReadySlice(ns, name string) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := f.kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+		if err != nil {
+			return false, err
+		}
+		for _, s := range list.Items {
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		f.t.Fatalf("no ready endpoint for %s/%s: %v", ns, name, err)
+	}
+}
+
+func ipService(name, typ string, ips ...string) *corev1.Service {
+	s := clusterIPService(name, ips[0])
+	s.Spec.Type = corev1.ServiceType(typ)
+	s.Spec.ClusterIPs = ips
+	return s
+}
+
+// mixedServices creates the write-ups' kinds of Service, and kube-dns at 100.64.0.10 with a
+// running CoreDNS. It returns the Services expected to move, old IPs → new IPs.
+func mixedServices(f fixture) map[string][2][]string {
+	f.namespace("app")
+	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+	f.deployment("app", "web", map[string]string{"app": "web"})
+	dns := ipService("kube-dns", "ClusterIP", "100.64.0.10")
+	dns.Spec.Selector = map[string]string{"k8s-app": "kube-dns"}
+	dns.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+		{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)}}
+	f.service("kube-system", dns)
+
+	web := ipService("web", "ClusterIP", "100.64.7.200")
+	web.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "web-1.2.3"}
+	web.Annotations = map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "app"}
+	web.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	web.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
+	web.Spec.ExternalIPs = []string{"192.0.2.10"}
+	f.service("app", web)
+
+	np := ipService("np", "NodePort", "100.64.1.5")
+	np.Spec.Selector = map[string]string{"app": "web"}
+	np.Spec.Ports = []corev1.ServicePort{{Port: 80, NodePort: 30080, AppProtocol: ptr.To("http")}}
+	np.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	np.Spec.PublishNotReadyAddresses = true
+	f.service("app", np)
+
+	lb := ipService("lb", "LoadBalancer", "100.64.12.7")
+	f.service("app", lb)
+	headless := clusterIPService("headless", "None")
+	headless.Spec.ClusterIPs = nil
+	f.service("app", headless)
+	f.service("app", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}})
+
+	// Selector-less, with hand-made Endpoints and an EndpointSlice it owns.
+	manual := ipService("manual", "ClusterIP", "100.64.2.2")
+	manual.Spec.Selector = nil
+	manualSvc := f.service("app", manual)
+	ctx := context.Background()
+	_, err := f.kube.CoreV1().Endpoints("app").Create(ctx, &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "manual"},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.1.2.3"}}, Ports: []corev1.EndpointPort{{Port: 80}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	_, err = f.kube.DiscoveryV1().EndpointSlices("app").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "manual-extra",
+			Labels:          map[string]string{discoveryv1.LabelServiceName: "manual", discoveryv1.LabelManagedBy: "by-hand.example.com"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "manual", UID: manualSvc.UID}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.1.2.4"}}},
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+
+	cm, err := f.kube.CoreV1().ConfigMaps("app").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	owned := ipService("owned", "ClusterIP", "100.64.3.1")
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: cm.UID, Controller: ptr.To(true)}}
+	f.service("app", owned)
+	withRef := ipService("withref", "ClusterIP", "100.64.4.4")
+	withRef.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: cm.UID}}
+	f.service("app", withRef)
+	fin := ipService("fin", "ClusterIP", "100.64.3.2")
+	fin.Finalizers = []string{"example.com/protect"}
+	f.service("app", fin)
+
+	ds := ipService("ds", "ClusterIP", "100.64.5.5", "fd00:10::55")
+	ds.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	ds.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	f.service("app", ds)
+
+	f.waitReadySlice("kube-system", "kube-dns")
+	f.waitReadySlice("app", "web")
+	return map[string][2][]string{
+		"kube-system/kube-dns": {{"100.64.0.10"}, {"172.24.0.10"}},
+		"app/np":               {{"100.64.1.5"}, {"172.24.1.5"}},
+		"app/manual":           {{"100.64.2.2"}, {"172.24.2.2"}},
+		"app/withref":          {{"100.64.4.4"}, {"172.24.4.4"}},
+		"app/ds":               {{"100.64.5.5", "fd00:10::55"}, {"172.24.5.5", "fd00:24::55"}},
+		"app/web":              {{"100.64.7.200"}, {"172.24.7.200"}},
+	}
+}
+
+func movesCheck(moves map[string][2][]string) knownvalue.Check {
+	m := map[string]knownvalue.Check{}
+	for k, v := range moves {
+		m[k] = knownvalue.ObjectExact(map[string]knownvalue.Check{"old_ips": strListCheck(v[0]...), "new_ips": strListCheck(v[1]...)})
+	}
+	return knownvalue.MapExact(m)
+}
+
+func strListCheck(v ...string) knownvalue.Check {
+	checks := make([]knownvalue.Check, len(v))
+	for i, s := range v {
+		checks[i] = knownvalue.StringExact(s)
+	}
+	return knownvalue.ListExact(checks)
+}
+
+// TestAccServiceRecreation_mixed moves a mixed set of Services on a dual-stack cluster: the plan
+// shows every new IP, apply recreates exactly that (kube-dns first, then the DNS bridge), nothing
+// but the IPs changes, a Service added later shows up in the next plan, and dns_bridge = false
+// removes the bridge without moving completed_at.
+func TestAccServiceRecreation_mixed(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{ServiceCIDRs: []string{"100.64.0.0/13", "fd00:10::/108"}})
+	f := fixture{t, c.Kube}
+	moves := mixedServices(f)
+	before := snapshotServices(t, c.Kube)
+	skipped := map[string]knownvalue.Check{}
+	for k, re := range map[string]string{
+		"default/kubernetes": "^owned by the apiserver", "app/lb": "^LoadBalancer", "app/headless": "^headless",
+		"app/ext": "^ExternalName", "app/owned": "^owned by ConfigMap owner", "app/fin": "^carries finalizer example.com/protect",
+	} {
+		skipped[k] = knownvalue.StringRegexp(regexp.MustCompile(re))
+	}
+	completedAt := statecheck.CompareValue(compare.ValuesSame())
+	cidrs := []string{"172.24.0.0/15", "fd00:24::/108"}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: recreationConfig(c.Kubeconfig, "", cidrs...),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"), movesCheck(moves)),
+					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("skipped"), knownvalue.MapExact(skipped)),
+					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("restore"), knownvalue.MapSizeExact(0)),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"), movesCheck(moves)),
+					statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"), movesCheck(moves)),
+				},
+				Check: func(*terraform.State) error { return checkMoved(c.Kube, before, moves) },
+			},
+			{
+				// A Service created in the old range after the move is the next plan's work.
+				PreConfig: func() { f.service("app", ipService("late", "ClusterIP", "100.64.9.9")) },
+				Config:    recreationConfig(c.Kubeconfig, "", cidrs...),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(recreationAddr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"),
+						movesCheck(map[string][2][]string{"app/late": {{"100.64.9.9"}, {"172.24.9.9"}}})),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{completedAt.AddStateValue(recreationAddr, tfjsonpath.New("completed_at"))},
+			},
+			{
+				Config: recreationConfig(c.Kubeconfig, "dns_bridge = false", cidrs...),
+				ConfigStateChecks: []statecheck.StateCheck{
+					completedAt.AddStateValue(recreationAddr, tfjsonpath.New("completed_at")),
+					statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"),
+						movesCheck(map[string][2][]string{"app/late": {{"100.64.9.9"}, {"172.24.9.9"}}})),
+				},
+				Check: func(*terraform.State) error {
+					_, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{})
+					if err == nil {
+						return fmt.Errorf("the DNS bridge still exists after dns_bridge = false")
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// snapshotServices reads every Service by namespace/name.
+func snapshotServices(t *testing.T, kube kubernetes.Interface) map[string]corev1.Service {
+	t.Helper()
+	list, err := kube.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]corev1.Service{}
+	for _, s := range list.Items {
+		out[s.Namespace+"/"+s.Name] = s
+	}
+	return out
+}
+
+// specWithoutIPs is what must survive a move: everything a user or controller set, but the IPs.
+func specWithoutIPs(s corev1.Service) corev1.Service {
+	out := corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels,
+		Annotations: s.Annotations, OwnerReferences: s.OwnerReferences, Finalizers: s.Finalizers}, Spec: *s.Spec.DeepCopy()}
+	out.Spec.ClusterIP, out.Spec.ClusterIPs = "", nil
+	return out
+}
+
+// checkMoved verifies the cluster after the move: IPs as planned, every other field as before,
+// endpoints intact, kube-dns recreated before the others, the bridge on its old IP, no journal.
+func checkMoved(kube kubernetes.Interface, before map[string]corev1.Service, moves map[string][2][]string) error {
+	ctx := context.Background()
+	after := map[string]corev1.Service{}
+	list, err := kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, s := range list.Items {
+		after[s.Namespace+"/"+s.Name] = s
+	}
+	var problems []string
+	dnsRV := ""
+	for key, old := range before {
+		now, ok := after[key]
+		if !ok {
+			problems = append(problems, key+" is missing")
+			continue
+		}
+		mv, moved := moves[key]
+		switch {
+		case moved && !slices.Equal(now.Spec.ClusterIPs, mv[1]):
+			problems = append(problems, fmt.Sprintf("%s has %v, planned %v", key, now.Spec.ClusterIPs, mv[1]))
+		case moved && now.UID == old.UID:
+			problems = append(problems, key+" was not recreated")
+		case !moved && now.UID != old.UID:
+			problems = append(problems, key+" was recreated but not planned")
+		}
+		if !reflect.DeepEqual(specWithoutIPs(old), specWithoutIPs(now)) {
+			problems = append(problems, fmt.Sprintf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(old), specWithoutIPs(now)))
+		}
+		if key == k8sops.DNSServiceKey {
+			dnsRV = now.ResourceVersion
+		}
+	}
+	// Resource versions follow etcd's revision: kube-dns was written before every other move.
+	for key := range moves {
+		if key != k8sops.DNSServiceKey && len(after[key].ResourceVersion) > 0 && rvLess(after[key].ResourceVersion, dnsRV) {
+			problems = append(problems, key+" was recreated before kube-dns")
+		}
+	}
+	bridge, ok := after["kube-system/"+k8sops.DefaultDNSBridgeName]
+	if !ok || bridge.Spec.ClusterIP != "100.64.0.10" || bridge.Spec.Selector["k8s-app"] != "kube-dns" || bridge.Labels[k8sops.DNSBridgeLabel] != "true" {
+		problems = append(problems, fmt.Sprintf("DNS bridge wrong: %+v", bridge))
+	}
+	ep, err := kube.CoreV1().Endpoints("app").Get(ctx, "manual", metav1.GetOptions{})
+	if err != nil || len(ep.Subsets) != 1 || ep.Subsets[0].Addresses[0].IP != "10.1.2.3" {
+		problems = append(problems, fmt.Sprintf("hand-made Endpoints of app/manual not restored: %v %+v", err, ep))
+	}
+	slice, err := kube.DiscoveryV1().EndpointSlices("app").Get(ctx, "manual-extra", metav1.GetOptions{})
+	if err != nil || !slices.ContainsFunc(slice.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == after["app/manual"].UID }) {
+		problems = append(problems, fmt.Sprintf("owned EndpointSlice of app/manual not restored to the new owner: %v", err))
+	}
+	webSlices, err := kube.DiscoveryV1().EndpointSlices("app").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+	if err != nil || len(webSlices.Items) == 0 || webSlices.Items[0].OwnerReferences[0].UID != after["app/web"].UID {
+		problems = append(problems, fmt.Sprintf("app/web has no EndpointSlice for its new UID: %v", err))
+	}
+	cms, err := kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+	if err != nil || len(cms.Items) > 0 {
+		problems = append(problems, fmt.Sprintf("journal left behind: %v %d", err, len(cms.Items)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
+// diagRE matches a diagnostic's parts in order, whatever the line wrapping.
+func diagRE(parts ...string) *regexp.Regexp {
+	quoted := make([]string, len(parts))
+	for i, p := range parts {
+		quoted[i] = strings.Join(strings.Fields(regexp.QuoteMeta(p)), `\s+`)
+	}
+	return regexp.MustCompile(`(?s)` + strings.Join(quoted, ".*"))
+}
+
+func rvLess(a, b string) bool {
+	return len(a) < len(b) || len(a) == len(b) && a < b
+}
+
+// TestAccServiceRecreation_invalid: mistakes are plan-time errors naming the attribute; a target
+// no Ready ServiceCIDR serves is a plan warning (it may be created in the same apply) and an
+// apply error before anything moves.
+func TestAccServiceRecreation_invalid(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.service("app", ipService("keep", "ClusterIP", "100.64.1.1"))
+	before := snapshotServices(t, c.Kube)
+	direct := func(body string) string {
+		return providerBlock(c.Kubeconfig) + "resource \"k8scidr_service_recreation\" \"this\" {\n" + body + "\n}\n"
+	}
+	unchanged := func(*terraform.State) error {
+		after := snapshotServices(t, c.Kube)
+		if !maps.EqualFunc(before, after, func(a, b corev1.Service) bool { return a.UID == b.UID }) {
+			return fmt.Errorf("Services changed")
+		}
+		return nil
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: direct(`target_cidrs = []`), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)target_cidrs.*at least 1`)},
+			{Config: direct(`target_cidrs = ["172.24.0.1/15"]`), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)target_cidrs.*172.24.0.0/15`)},
+			{Config: direct("target_cidrs = [\"172.24.0.0/15\"]\nparallelism = 0"), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)parallelism.*between 1 and 200`)},
+			{Config: direct("target_cidrs = [\"172.24.0.0/15\"]\nip_assignment = \"random\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)ip_assignment.*preserve_offset`)},
+			{Config: direct("target_cidrs = [\"172.24.0.0/15\"]\nexclude = [\"nope\"]"), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)exclude.*namespace/name`)},
+			{Config: recreationConfig(c.Kubeconfig, `first = ["app/keep", "app/nope"]`, "172.24.0.0/15"), PlanOnly: true,
+				ExpectError: diagRE("Service In first Does Not Exist", "first", `"app/nope" is not a Service`)},
+			{Config: recreationConfig(c.Kubeconfig, `selector = "a in (b"`, "172.24.0.0/15"), PlanOnly: true,
+				ExpectError: diagRE("Invalid Label Selector", "selector")},
+			// A /30 holds two addresses and .1 is reserved: one Service fits, two do not.
+			{PreConfig: func() { f.service("app", ipService("second", "ClusterIP", "100.64.1.2")) },
+				Config: recreationConfig(c.Kubeconfig, "", "172.24.0.0/30"), PlanOnly: true,
+				ExpectError: diagRE("Target Ranges Cannot Hold the Services", "target_cidrs", "is full")},
+			// Not served: no ServiceCIDR is created here. Apply refuses before touching anything.
+			{Config: direct(`target_cidrs = ["172.24.0.0/15"]`), ExpectError: diagRE("Target Range Not Served", "target_cidrs", "No Ready ServiceCIDR covers 172.24.0.0/15"),
+				Check: unchanged},
+		},
+	})
+	before["app/second"] = snapshotServices(t, c.Kube)["app/second"]
+	if err := unchanged(nil); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestAccServiceRecreation_bridgeOutsideReadyRange: kube-dns sits in a range that is Terminating,
+// so its old IP cannot stay valid for the bridge: a plan warning, and an apply error before
+// anything moves; with dns_bridge = false the move goes ahead.
+func TestAccServiceRecreation_bridgeOutsideReadyRange(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	ctx := context.Background()
+	client := clientFor(c)
+	if _, err := k8sops.CreateServiceCIDR(ctx, client, "old2", []string{"10.200.0.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k8sops.WaitServiceCIDRReady(ctx, client, "old2"); err != nil {
+		t.Fatal(err)
+	}
+	dns := ipService("kube-dns", "ClusterIP", "10.200.0.10")
+	dns.Spec.Selector = map[string]string{"k8s-app": "kube-dns"}
+	f.service("kube-system", dns)
+	if err := k8sops.DeleteServiceCIDR(ctx, client, "old2", false); err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: recreationConfig(c.Kubeconfig, "", "172.24.0.0/15"),
+				ExpectError: diagRE("DNS Bridge IP Outside a Ready Range", "kube-dns's old IP 10.200.0.10, which no Ready ServiceCIDR holds"),
+				Check: func(*terraform.State) error {
+					if s, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "10.200.0.10" {
+						return fmt.Errorf("kube-dns touched: %v", err)
+					}
+					return nil
+				}},
+			{Config: recreationConfig(c.Kubeconfig, "dns_bridge = false", "172.24.0.0/15"),
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"),
+					movesCheck(map[string][2][]string{"kube-system/kube-dns": {{"10.200.0.10"}, {"172.24.0.10"}}}))}},
+		},
+	})
+}
