@@ -175,6 +175,12 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 			}
 		}
 	}
+	if err := x.settleEndpoints(ctx); err != nil {
+		return x.res, err
+	}
+	if err := deleteJournal(ctx, c, o.JournalNamespace, x.heldJournals); err != nil {
+		return x.res, err
+	}
 	if plan.RemoveBridge != "" {
 		err := c.Kube.CoreV1().Services("kube-system").Delete(ctx, plan.RemoveBridge, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -194,6 +200,10 @@ type executor struct {
 
 	sliceIndex cache.Indexer
 	changed    *broadcast
+
+	// restoredEndpoints are re-checked at the end; heldJournals hold them until then.
+	restoredEndpoints []JournalEntry
+	heldJournals      []string
 
 	mu  sync.Mutex
 	res RecreationResult
@@ -258,7 +268,8 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, pl
 	if len(done) > 0 {
 		x.log("restored interrupted Service moves", map[string]any{"restored": len(x.res.Restored), "journals": len(done)})
 	}
-	return deleteJournal(ctx, x.c, x.o.JournalNamespace, done)
+	x.heldJournals = append(x.heldJournals, done...) // removed after settleEndpoints
+	return nil
 }
 
 // moveAll moves Services in batches of Parallelism: journal the batch, move its Services
@@ -285,7 +296,9 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 			return fmt.Errorf("%w. What was deleted is in the journal (ConfigMaps %s in %s): the next plan shows it "+
 				"under restore and the next apply recreates it", err, strings.Join(names, ", "), x.o.JournalNamespace)
 		}
-		if err := deleteJournal(ctx, x.c, x.o.JournalNamespace, names); err != nil {
+		if slices.ContainsFunc(entries, func(e JournalEntry) bool { return e.Endpoints != nil }) {
+			x.heldJournals = append(x.heldJournals, names...) // until settleEndpoints
+		} else if err := deleteJournal(ctx, x.c, x.o.JournalNamespace, names); err != nil {
 			return err
 		}
 		x.log("moved a batch of Services", map[string]any{"batch": len(batch), "done": start + len(batch),
@@ -341,11 +354,6 @@ func (x *executor) move(ctx context.Context, e JournalEntry) error {
 	if len(old.Finalizers) > 0 {
 		if err := waitDeleted(ctx, objectWatch(api.List, api.Watch, old.Name), &corev1.Service{}, old.UID); err != nil {
 			return fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", e.Key, old.Finalizers, err)
-		}
-	}
-	if e.Endpoints != nil {
-		if err := x.endpointsGone(ctx, e); err != nil {
-			return err
 		}
 	}
 	created, err := x.create(ctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
@@ -432,35 +440,57 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 	if err != nil {
 		return err
 	}
-	// A requeue of the endpoints controller that read its Service cache before the new Service
-	// arrived can still delete what we wrote. The mirroring controller shares that cache: once
-	// it has mirrored the new Endpoints, the new Service is in it. Then check once more.
+	// The endpoints controller deletes a Service's Endpoints when its Service cache lacks the
+	// Service; creating the new Service right after the delete usually closes that gap before
+	// it looks. A sync that looked in the gap can still delete what we wrote. The mirroring
+	// controller shares that cache: once it has mirrored the Endpoints, the new Service is in
+	// it and no new such sync starts; check once more, and once more at the end of the run.
 	if e.Endpoints.Labels[discoveryv1.LabelSkipMirror] != "true" && endpointsAddresses(e.Endpoints) > 0 {
 		x.waitSlice(ctx, e.Key, ep.UID, mirrorControllerName)
 	}
-	_, err = x.putEndpoints(ctx, e)
-	return err
+	if _, err = x.putEndpoints(ctx, e); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.restoredEndpoints = append(x.restoredEndpoints, e)
+	x.mu.Unlock()
+	return nil
 }
 
-// endpointsGone waits until the endpoints controller has deleted the hand-made Endpoints of a
-// deleted selector-less Service (so it will not delete the restored ones later); if it does not
-// within 10 s, the Endpoints are deleted here (they are journaled).
-func (x *executor) endpointsGone(ctx context.Context, e JournalEntry) error {
-	api := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace)
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	err := waitDeleted(wctx, objectWatch(api.List, api.Watch, e.Endpoints.Name), &corev1.Endpoints{}, e.Endpoints.UID)
-	if err == nil {
+// endpointsQuiet is how long the restored Endpoints must stay in place at the end of a run.
+const endpointsQuiet = 3 * time.Second
+
+// settleEndpoints re-checks every restored Endpoints object until a whole endpointsQuiet
+// period passes without one going missing: a sync of the endpoints controller that looked at
+// its cache while the Service was gone may delete them late (its client is rate-limited).
+func (x *executor) settleEndpoints(ctx context.Context) error {
+	if len(x.restoredEndpoints) == 0 {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("%s: waiting for its Endpoints to be deleted: %w", e.Key, ctx.Err())
+	for round := 0; round < 20; round++ {
+		select {
+		case <-time.After(endpointsQuiet):
+		case <-ctx.Done():
+			return fmt.Errorf("re-checking restored Endpoints: %w", ctx.Err())
+		}
+		repaired := 0
+		for _, e := range x.restoredEndpoints {
+			_, err := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace).Get(ctx, e.Endpoints.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				if _, err = x.putEndpoints(ctx, e); err == nil {
+					repaired++
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if repaired == 0 {
+			return nil
+		}
+		x.log("re-created Endpoints deleted late by the endpoints controller", map[string]any{"count": repaired})
 	}
-	err = api.Delete(ctx, e.Endpoints.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &e.Endpoints.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("%s: deleting its Endpoints: %w", e.Key, err)
-	}
-	return nil
+	return fmt.Errorf("restored Endpoints keep being deleted; the journal keeps them for the next apply")
 }
 
 // putEndpoints creates the journaled Endpoints, or brings an existing object back to them.

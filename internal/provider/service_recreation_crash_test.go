@@ -212,7 +212,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 
 	// A planned IP taken between plan and apply: apply refuses and touches nothing.
 	late := f.service("crash", ipService("late", "ClusterIP", "100.64.30.30"))
-	if out, err := w.run("plan", "-out=tfplan"); err != nil {
+	if out, err := w.run("plan", "-out=tfplan"); err != nil || !diagRE("Apply Re-checks This Plan Against the Cluster", "Run terraform plan again").MatchString(out) {
 		t.Fatalf("plan: %v\n%s", err, out)
 	}
 	planJSON, _ = w.run("show", "-json", "tfplan")
@@ -223,7 +223,9 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 	}
 	f.service("crash", ipService("squatter", "ClusterIP", newIP))
 	out2, err := w.run("apply", "tfplan")
-	if err == nil || !strings.Contains(out2, "Plan Is Stale") || !strings.Contains(out2, "crash/late: planned IP 172.24.30.30 is taken now") {
+	// Terraform re-plans during apply and refuses the changed value itself, before the provider
+	// is asked to apply anything; the plan's warning said so.
+	if err == nil || !diagRE("inconsistent final plan", `.pending["crash/late"].new_ips[0]`, `was cty.StringVal("172.24.30.30")`).MatchString(out2) {
 		t.Errorf("apply of a stale plan: %v\n%s", err, out2)
 	}
 	if s := servicesIn(t, c, "crash")["crash/late"]; s.UID != late.UID {

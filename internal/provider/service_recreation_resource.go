@@ -420,7 +420,8 @@ func (r *serviceRecreationResource) Read(ctx context.Context, req resource.ReadR
 }
 
 // Delete forgets: moved Services stay where they are.
-func (r *serviceRecreationResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+func (r *serviceRecreationResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {
+}
 
 // ImportState takes the target ranges, comma-separated.
 func (r *serviceRecreationResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
