@@ -105,6 +105,8 @@ type RecreationPlan struct {
 	// bridge. KeepCovering are the ranges that keep them valid once the old range goes.
 	Staying      []netip.Addr
 	KeepCovering []netip.Prefix
+	// DNSIPs are kube-dns's ClusterIPs once the plan is carried out; nil without kube-dns.
+	DNSIPs []string
 	// Errors are plan-time errors.
 	Errors []Finding
 }
@@ -232,6 +234,12 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		p.Moves = append(p.Moves, m)
 	}
 	p.planBridge(snap, byKey, o)
+	if dns := byKey[DNSServiceKey]; dns != nil {
+		p.DNSIPs = ipStrings(clusterIPs(dns))
+		if i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == DNSServiceKey }); i >= 0 {
+			p.DNSIPs = p.Moves[i].NewIPs
+		}
+	}
 	if p.Bridge != nil {
 		p.Staying = append(p.Staying, clusterIPs(p.Bridge)...)
 	}

@@ -103,6 +103,9 @@ func TestPlanRecreationMixed(t *testing.T) {
 		p.Bridge.Labels[DNSBridgeLabel] != "true" || p.Bridge.Spec.Selector["app"] != "kube-dns" {
 		t.Errorf("bridge = %+v", p.Bridge)
 	}
+	if !reflect.DeepEqual(p.DNSIPs, []string{"172.24.0.10"}) {
+		t.Errorf("DNSIPs = %v", p.DNSIPs)
+	}
 	if again := PlanRecreation(mixedSnapshot(), defaultOpts()); !reflect.DeepEqual(again, p) {
 		t.Error("the same snapshot planned twice differs")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -129,7 +130,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 			}
 		}
 	}
-	before := servicesIn(t, c, "crash")
+	before := servicesIn(t, c.Kube, "crash")
 	target := netip.MustParsePrefix("172.24.0.0/15")
 	w := newCLIWorkspace(t, crashTestConfig(c.Kubeconfig))
 
@@ -141,7 +142,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
-		moved, now := 0, servicesIn(t, c, "crash")
+		moved, now := 0, servicesIn(t, c.Kube, "crash")
 		for _, s := range now {
 			if target.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) {
 				moved++
@@ -157,7 +158,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 		t.Fatalf("the apply did not get going: %v\n%s", err, out.String())
 	}
 	missing := map[string]bool{}
-	now := servicesIn(t, c, "crash")
+	now := servicesIn(t, c.Kube, "crash")
 	for key := range before {
 		if _, ok := now[key]; !ok {
 			missing[key] = true
@@ -176,13 +177,13 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 		t.Fatalf("show: %v\n%s", err, planJSON)
 	}
 	restore := plannedAttr(t, planJSON, "restore")
-	if keys := mapKeys(restore); !reflect.DeepEqual(keys, sortedKeys(missing)) {
-		t.Errorf("plan restore = %v, want the deleted Services %v", keys, sortedKeys(missing))
+	if keys := slices.Sorted(maps.Keys(restore)); !reflect.DeepEqual(keys, slices.Sorted(maps.Keys(missing))) {
+		t.Errorf("plan restore = %v, want the deleted Services %v", keys, slices.Sorted(maps.Keys(missing)))
 	}
 	if out, err := w.run("apply", "tfplan"); err != nil || !strings.Contains(out, "Restored Services From an Interrupted Apply") {
 		t.Fatalf("apply after the crash: %v\n%s", err, out)
 	}
-	after := servicesIn(t, c, "crash")
+	after := servicesIn(t, c.Kube, "crash")
 	if len(after) != len(before) {
 		t.Errorf("%d Services before, %d after", len(before), len(after))
 	}
@@ -228,22 +229,9 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 	if err == nil || !diagRE("inconsistent final plan", `.pending["crash/late"].new_ips[0]`, `was cty.StringVal("172.24.30.30")`).MatchString(out2) {
 		t.Errorf("apply of a stale plan: %v\n%s", err, out2)
 	}
-	if s := servicesIn(t, c, "crash")["crash/late"]; s.UID != late.UID {
+	if s := servicesIn(t, c.Kube, "crash")["crash/late"]; s.UID != late.UID {
 		t.Error("the stale apply touched crash/late")
 	}
-}
-
-func servicesIn(t *testing.T, c *testcluster.Cluster, ns string) map[string]corev1.Service {
-	t.Helper()
-	list, err := c.Kube.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]corev1.Service{}
-	for _, s := range list.Items {
-		out[s.Namespace+"/"+s.Name] = s
-	}
-	return out
 }
 
 // plannedAttr returns an attribute of the recreation resource's planned value.
@@ -268,22 +256,4 @@ func plannedAttr(t *testing.T, planJSON, attr string) map[string]any {
 	}
 	t.Fatalf("%s not in the plan", recreationAddr)
 	return nil
-}
-
-func mapKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

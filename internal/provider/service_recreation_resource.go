@@ -127,6 +127,9 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"journal": schema.StringAttribute{Computed: true, MarkdownDescription: "Journal ConfigMap holding it."},
 				}}},
 			"recreated": moves("Services the last apply that moved anything recreated, with the IPs they got."),
+			"dns_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "kube-dns's ClusterIPs once this apply is done (known at plan time): the value for the " +
+					"kubelet `clusterDNS` setting (kOps: `kubeDNS.serverIP`). Empty without kube-system/kube-dns."},
 			"completed_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time of the last apply that moved Services (or of creation). Feed it to " +
 					"`k8scidr_workload_roll.started_before` so every pod picks up the new DNS server."},
@@ -154,6 +157,7 @@ type serviceRecreationModel struct {
 	Skipped              types.Map      `tfsdk:"skipped"`
 	Restore              types.Map      `tfsdk:"restore"`
 	Recreated            types.Map      `tfsdk:"recreated"`
+	DNSServiceIPs        types.List     `tfsdk:"dns_service_ips"`
 	CompletedAt          types.String   `tfsdk:"completed_at"`
 	Timeouts             timeouts.Value `tfsdk:"timeouts"`
 }
@@ -231,6 +235,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if !plan.inputsKnown() {
 		plan.Pending, plan.Skipped, plan.Restore = types.MapUnknown(moveType), types.MapUnknown(types.StringType), types.MapUnknown(restoreType)
 		plan.Recreated, plan.CompletedAt = types.MapUnknown(moveType), types.StringUnknown()
+		plan.DNSServiceIPs = types.ListUnknown(types.StringType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -255,6 +260,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	plan.Pending = movesValue(p.Moves, &resp.Diagnostics)
 	plan.Skipped = skippedValue(p.Skipped, &resp.Diagnostics)
 	plan.Restore = restoreValue(p.Restore, &resp.Diagnostics)
+	plan.DNSServiceIPs = ipsValue(p.DNSIPs, &resp.Diagnostics)
 	work := len(p.Moves) > 0 || len(p.Restore) > 0 || len(p.Stale) > 0
 	if !work && !creating {
 		// Converged. Keep what the last apply planned (Terraform requires an apply to store its
@@ -339,6 +345,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		plan.Pending = movesValue(p.Moves, diags)
 		plan.Skipped = skippedValue(p.Skipped, diags)
 		plan.Restore = restoreValue(p.Restore, diags)
+		plan.DNSServiceIPs = ipsValue(p.DNSIPs, diags)
 	}
 	res, err := k8sops.ExecuteRecreation(ctx, client, snap, p, k8sops.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), JournalNamespace: journalNS,
@@ -444,7 +451,7 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		IPAssignment: types.StringValue(k8sops.PreserveOffset), DNSBridge: types.BoolValue(true),
 		DNSBridgeName: types.StringValue(k8sops.DefaultDNSBridgeName), Parallelism: types.Int64Value(k8sops.DefaultParallelism),
 		JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace), Skipped: types.MapValueMust(types.StringType, nil),
-		Recreated: movesValue(nil, &resp.Diagnostics), CompletedAt: types.StringNull(),
+		Recreated: movesValue(nil, &resp.Diagnostics), CompletedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType})},
 	}
 	m.Pending, m.Restore = movesValue(nil, &resp.Diagnostics), restoreValue(nil, &resp.Diagnostics)
@@ -452,6 +459,9 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 }
 
 func ipsValue(ips []string, diags *diag.Diagnostics) types.List {
+	if ips == nil {
+		ips = []string{}
+	}
 	l, d := types.ListValueFrom(context.Background(), types.StringType, ips)
 	diags.Append(d...)
 	return l

@@ -235,7 +235,7 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	c := startCluster(t, testcluster.Options{ServiceCIDRs: []string{"100.64.0.0/13", "fd00:10::/108"}})
 	f := fixture{t, c.Kube}
 	moves := mixedServices(f)
-	before := snapshotServices(t, c.Kube)
+	before := servicesIn(t, c.Kube, "")
 	skipped := map[string]knownvalue.Check{}
 	for k, re := range map[string]string{
 		"default/kubernetes": "^owned by the apiserver", "app/lb": "^LoadBalancer", "app/headless": "^headless",
@@ -254,6 +254,7 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"), movesCheck(moves)),
 					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("skipped"), knownvalue.MapExact(skipped)),
 					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("restore"), knownvalue.MapSizeExact(0)),
+					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("dns_service_ips"), strListCheck("172.24.0.10")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"), movesCheck(moves)),
@@ -291,10 +292,10 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	})
 }
 
-// snapshotServices reads every Service by namespace/name.
-func snapshotServices(t *testing.T, kube kubernetes.Interface) map[string]corev1.Service {
+// servicesIn reads the Services of a namespace ("" for all) by namespace/name.
+func servicesIn(t *testing.T, kube kubernetes.Interface, ns string) map[string]corev1.Service {
 	t.Helper()
-	list, err := kube.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
+	list, err := kube.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,12 +405,12 @@ func TestAccServiceRecreation_invalid(t *testing.T) {
 	f := fixture{t, c.Kube}
 	f.namespace("app")
 	f.service("app", ipService("keep", "ClusterIP", "100.64.1.1"))
-	before := snapshotServices(t, c.Kube)
+	before := servicesIn(t, c.Kube, "")
 	direct := func(body string) string {
 		return providerBlock(c.Kubeconfig) + "resource \"k8scidr_service_recreation\" \"this\" {\n" + body + "\n}\n"
 	}
 	unchanged := func(*terraform.State) error {
-		after := snapshotServices(t, c.Kube)
+		after := servicesIn(t, c.Kube, "")
 		if !maps.EqualFunc(before, after, func(a, b corev1.Service) bool { return a.UID == b.UID }) {
 			return fmt.Errorf("Services changed")
 		}
@@ -436,7 +437,7 @@ func TestAccServiceRecreation_invalid(t *testing.T) {
 				Check: unchanged},
 		},
 	})
-	before["app/second"] = snapshotServices(t, c.Kube)["app/second"]
+	before["app/second"] = servicesIn(t, c.Kube, "")["app/second"]
 	if err := unchanged(nil); err != nil {
 		t.Error(err)
 	}

@@ -24,7 +24,7 @@ resource "k8scidr_service_recreation" "this" {
 
 # kube-dns's new IP, for the kubelet clusterDNS setting (kOps: kubeDNS.serverIP).
 output "kube_dns_new_ip" {
-  value = k8scidr_service_recreation.this.pending["kube-system/kube-dns"].new_ips[0]
+  value = try(k8scidr_service_recreation.this.dns_service_ips[0], null)
 }
 
 # Pods started before this keep the old DNS server: restart them (k8scidr_workload_roll).
