@@ -262,6 +262,13 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	plan.Restore = restoreValue(p.Restore, &resp.Diagnostics)
 	plan.DNSServiceIPs = ipsValue(p.DNSIPs, &resp.Diagnostics)
 	work := len(p.Moves) > 0 || len(p.Restore) > 0 || len(p.Stale) > 0
+	if len(p.Moves) > 0 || len(p.Restore) > 0 {
+		resp.Diagnostics.AddWarning("Apply Re-checks This Plan Against the Cluster",
+			fmt.Sprintf("%d Services move and %d are restored, at the IPs shown. Apply computes this again from the "+
+				"cluster and moves nothing unless it comes out the same: if a Service appeared, changed or took a planned "+
+				"IP in between, Terraform stops with \"Provider produced inconsistent final plan\" before anything is "+
+				"touched. Run terraform plan again and review the new IPs.", len(p.Moves), len(p.Restore)))
+	}
 	if !work && !creating {
 		// Converged. Keep what the last apply planned (Terraform requires an apply to store its
 		// planned values, and a plan without refresh must not show that as a change); a refresh

@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -197,6 +198,13 @@ func mixedServices(f fixture) map[string][2][]string {
 	ds.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	f.service("app", ds)
 
+	// preserve_offset beyond the /15's size: offsets 5.0.5 and 7.0.5 in the /13 both wrap to
+	// 1.0.5, so the later one (by old IP) probes to the next address; offset 2.0.1 wraps to the
+	// target's first address, which stays free for default/kubernetes.
+	f.service("app", ipService("far", "ClusterIP", "100.71.0.5"))
+	f.service("app", ipService("far2", "ClusterIP", "100.69.0.5"))
+	f.service("app", ipService("first", "ClusterIP", "100.66.0.1"))
+
 	f.waitReadySlice("kube-system", "kube-dns")
 	f.waitReadySlice("app", "web")
 	return map[string][2][]string{
@@ -206,6 +214,9 @@ func mixedServices(f fixture) map[string][2][]string {
 		"app/withref":          {{"100.64.4.4"}, {"172.24.4.4"}},
 		"app/ds":               {{"100.64.5.5", "fd00:10::55"}, {"172.24.5.5", "fd00:24::55"}},
 		"app/web":              {{"100.64.7.200"}, {"172.24.7.200"}},
+		"app/far2":             {{"100.69.0.5"}, {"172.25.0.5"}},
+		"app/far":              {{"100.71.0.5"}, {"172.25.0.6"}},
+		"app/first":            {{"100.66.0.1"}, {"172.24.0.2"}},
 	}
 }
 
@@ -481,4 +492,36 @@ func TestAccServiceRecreation_bridgeOutsideReadyRange(t *testing.T) {
 					movesCheck(map[string][2][]string{"kube-system/kube-dns": {{"10.200.0.10"}, {"172.24.0.10"}}}))}},
 		},
 	})
+}
+
+// TestAccEndpointsControllerDeletesHandMadeEndpoints keeps proving the fact the journal of
+// selector-less Services rests on: on Kubernetes 1.34 the endpoints controller deletes a
+// Service's hand-made Endpoints together with the Service.
+func TestAccEndpointsControllerDeletesHandMadeEndpoints(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	ctx := context.Background()
+	ns := createNamespace(t, "endpoints-fact")
+	kube := testAccCluster.Kube
+	svc := ipService("manual", "ClusterIP", "100.64.44.4")
+	svc.Spec.Selector = nil
+	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := kube.CoreV1().Endpoints(ns).Create(ctx, &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "manual"},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.1.2.3"}}, Ports: []corev1.EndpointPort{{Port: 80}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteService(t, kube, ns, "manual")
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Endpoints(ns).Get(ctx, "manual", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatal("the hand-made Endpoints outlived their Service: the journal of Endpoints may be unnecessary on this version")
+	}
 }
