@@ -444,10 +444,7 @@ func bridgeService(dns *corev1.Service, name string) *corev1.Service {
 func recreationCopy(svc *corev1.Service, ips []string) *corev1.Service {
 	out := svc.DeepCopy()
 	out.TypeMeta = metav1.TypeMeta{}
-	out.ResourceVersion, out.UID, out.Generation, out.SelfLink = "", "", 0, ""
-	out.CreationTimestamp = metav1.Time{}
-	out.DeletionTimestamp, out.DeletionGracePeriodSeconds = nil, nil
-	out.ManagedFields = nil
+	clearServerFields(&out.ObjectMeta)
 	out.Finalizers = slices.DeleteFunc(out.Finalizers, func(f string) bool { return f == lbCleanupFinalizer })
 	out.Status = corev1.ServiceStatus{}
 	out.Spec.ClusterIPs = slices.Clone(ips)

@@ -517,7 +517,7 @@ func endpointsEqual(a, b *corev1.Endpoints) bool {
 }
 
 func clearServerFields(m *metav1.ObjectMeta) {
-	m.ResourceVersion, m.UID, m.Generation, m.SelfLink = "", "", 0, ""
+	m.ResourceVersion, m.UID, m.Generation = "", "", 0
 	m.CreationTimestamp = metav1.Time{}
 	m.DeletionTimestamp, m.DeletionGracePeriodSeconds = nil, nil
 	m.ManagedFields = nil
@@ -552,7 +552,10 @@ func objectWatch[L runtime.Object](list func(context.Context, metav1.ListOptions
 // waitDeleted watches until no object with uid is left.
 func waitDeleted(ctx context.Context, lw *cache.ListWatch, obj runtime.Object, uid types.UID) error {
 	_, err := watchtools.UntilWithSync(ctx, lw, obj, func(store cache.Store) (bool, error) {
-		return !slices.ContainsFunc(store.List(), func(o any) bool { return o.(metav1.Object).GetUID() == uid }), nil
+		return !slices.ContainsFunc(store.List(), func(o any) bool {
+			m, ok := o.(metav1.Object)
+			return ok && m.GetUID() == uid
+		}), nil
 	}, func(ev watch.Event) (bool, error) {
 		o, ok := ev.Object.(metav1.Object)
 		return ok && ev.Type == watch.Deleted && o.GetUID() == uid, nil
@@ -575,7 +578,10 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 	}
 	inf := cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{
 		"service": func(o any) ([]string, error) {
-			s := o.(*discoveryv1.EndpointSlice)
+			s, ok := o.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return nil, nil
+			}
 			return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
 		},
 	})
@@ -604,8 +610,8 @@ func (x *executor) waitSlice(ctx context.Context, key string, owner types.UID, m
 		ch := x.changed.wait()
 		items, _ := x.sliceIndex.ByIndex("service", key)
 		if slices.ContainsFunc(items, func(o any) bool {
-			s := o.(*discoveryv1.EndpointSlice)
-			return s.Labels[discoveryv1.LabelManagedBy] == managedBy && ownedBy(s.OwnerReferences, owner) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
+			s, ok := o.(*discoveryv1.EndpointSlice)
+			return ok && s.Labels[discoveryv1.LabelManagedBy] == managedBy && ownedBy(s.OwnerReferences, owner) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
 		}) {
 			return
 		}

@@ -53,9 +53,7 @@ func mixedSnapshot() Snapshot {
 		Ranges: []ServiceCIDR{readyRange("kubernetes", "100.64.0.0/13"), readyRange("new", "172.24.0.0/15")},
 	}
 	for _, s := range snap.Services {
-		for _, ip := range clusterIPs(&s) {
-			snap.Held = append(snap.Held, ip)
-		}
+		snap.Held = append(snap.Held, clusterIPs(&s)...)
 	}
 	return snap
 }
