@@ -525,3 +525,45 @@ func TestAccEndpointsControllerDeletesHandMadeEndpoints(t *testing.T) {
 		t.Fatal("the hand-made Endpoints outlived their Service: the journal of Endpoints may be unnecessary on this version")
 	}
 }
+
+// TestAccServiceRecreation_unknownAtPlan: when target_cidrs is only known at apply (the whole
+// migration applied in one go), the previews are unknown at plan and the checks run at apply.
+func TestAccServiceRecreation_unknownAtPlan(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.service("app", ipService("web", "ClusterIP", "100.64.7.200"))
+	config := providerBlock(c.Kubeconfig) + `
+resource "k8scidr_service_cidr" "this" {
+  name              = "new"
+  cidrs             = ["172.24.0.0/15"]
+  wait_for_deletion = false
+}
+
+resource "terraform_data" "target" {
+  input = k8scidr_service_cidr.this.cidrs
+}
+
+resource "k8scidr_service_recreation" "this" {
+  target_cidrs = terraform_data.target.output
+}
+`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectUnknownValue(recreationAddr, tfjsonpath.New("pending")),
+				plancheck.ExpectUnknownValue(recreationAddr, tfjsonpath.New("skipped")),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"),
+					movesCheck(map[string][2][]string{"app/web": {{"100.64.7.200"}, {"172.24.7.200"}}})),
+				statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"),
+					movesCheck(map[string][2][]string{"app/web": {{"100.64.7.200"}, {"172.24.7.200"}}})),
+			},
+		}},
+	})
+}
