@@ -6,6 +6,8 @@
 #   etcd                                                                (tools/testbin/etcd/go.mod)
 #   kwok                                                                (KWOK_VERSION below)
 #   terraform: the one on PATH if >= 1.8, else built (TERRAFORM_VERSION below)
+#   calico-crds-<release>/: the crd.projectcalico.org/v1 CRDs of Calico releases (CALICO_CRDS
+#     below), copied from the github.com/projectcalico/calico source module, hash-checked
 #
 # `testbin.sh legacy` builds the optional older control plane (tools/testbin/kube-legacy/go.mod,
 # Kubernetes 1.32: ServiceCIDR as v1beta1 only) into bin/legacy/, with the same etcd and kwok.
@@ -14,6 +16,12 @@ set -euo pipefail
 KWOK_VERSION=v0.8.0
 TERRAFORM_VERSION=v1.8.5
 TERRAFORM_MIN_MINOR=8
+# Calico release, its github.com/projectcalico/calico pseudo-version, and the module's h1 hash
+# (the checksum database does not know these pseudo-versions, so the hash is pinned here).
+CALICO_CRDS=(
+	"v3.31 v0.0.0-20251021213802-b1f3c43f8437 h1:PbLe6D0Yis8ce4F+o/Dmlrv4Her2ZN6ns8rmlZoFoEY="
+	"v3.28 v1.11.0-cni-plugin.0.20250813170300-a0db560f0520 h1:TXnPEzx4pLWgwzCetIO/VJuz4iBZZrOdNSv16a50YqE="
+)
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${K8SCIDR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/k8scidr}
@@ -74,6 +82,17 @@ build_terraform() {
 		-ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" "github.com/hashicorp/terraform@$TERRAFORM_VERSION")
 }
 
+# fetch_calico_crds VERSION SUM copies libcalico-go/config/crd/*.yaml of the Calico module.
+fetch_calico_crds() {
+	local json dir sum
+	json=$(cd "$out" && GOFLAGS= GONOSUMDB=github.com/projectcalico go mod download -json "github.com/projectcalico/calico@$1")
+	sum=$(printf '%s\n' "$json" | sed -n 's/.*"Sum": *"\([^"]*\)".*/\1/p')
+	dir=$(printf '%s\n' "$json" | sed -n 's/.*"Dir": *"\([^"]*\)".*/\1/p')
+	if [ "$sum" != "$2" ]; then log "github.com/projectcalico/calico@$1 has hash $sum, pinned $2"; return 1; fi
+	cp "$dir"/libcalico-go/config/crd/crd.projectcalico.org_*.yaml "$out/"
+	chmod 0644 "$out"/*.yaml
+}
+
 # usable_terraform prints the path of a terraform on PATH whose version is >= 1.TERRAFORM_MIN_MINOR.
 usable_terraform() {
 	local tf version minor
@@ -104,6 +123,12 @@ if [ "${1:-}" = legacy ]; then
 	log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"
 	exit 0
 fi
+
+for entry in "${CALICO_CRDS[@]}"; do
+	read -r release version sum <<<"$entry"
+	build_into "calico-crds-$release" "$version" fetch_calico_crds "$version" "$sum"
+	ln -sfn "$cache/calico-crds-$release-$version" "$bin/calico-crds-$release"
+done
 
 build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done

@@ -81,6 +81,8 @@ type Cluster struct {
 	NodePodCIDRs []string
 	RESTConfig   *rest.Config
 	Kube         kubernetes.Interface
+	// BinDir holds the binaries and data (e.g. calico-crds-<release>/) the cluster was started from.
+	BinDir string
 
 	procs  []*process
 	ownDir bool
@@ -104,7 +106,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{ServiceCIDRs: o.ServiceCIDRs, NodePodCIDRs: podCIDRs, Dir: o.Dir}
+	c := &Cluster{ServiceCIDRs: o.ServiceCIDRs, NodePodCIDRs: podCIDRs, Dir: o.Dir, BinDir: o.BinDir}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "k8scidr-cluster-"); err != nil {
 			return nil, err

@@ -12,7 +12,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 )
 
@@ -111,4 +114,43 @@ func (c *Cluster) pids() map[string]int {
 		m[p.Name] = p.PID
 	}
 	return m
+}
+
+// TestCluster_calicoCRDs installs each Calico release's CRDs and shows the schema difference the
+// IPPool resource must read: 3.31 keeps spec.assignmentMode, 3.28 prunes it.
+func TestCluster_calicoCRDs(t *testing.T) {
+	requireBinaries(t)
+	ctx := context.Background()
+	pool := schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ippools"}
+	for release, keeps := range map[string]bool{Calico331: true, Calico328: false} {
+		t.Run(release, func(t *testing.T) {
+			c, err := Start(ctx, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Stop()
+			if err := c.InstallCalicoCRDs(ctx, release); err != nil {
+				t.Fatal(err)
+			}
+			dyn := dynamic.NewForConfigOrDie(c.RESTConfig)
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "crd.projectcalico.org/v1", "kind": "IPPool", "metadata": map[string]any{"name": "p"},
+				"spec": map[string]any{"cidr": "10.10.0.0/18", "blockSize": int64(26), "assignmentMode": "Automatic"},
+			}}
+			got, err := dyn.Resource(pool).Create(ctx, obj, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, has, _ := unstructured.NestedString(got.Object, "spec", "assignmentMode")
+			if has != keeps {
+				t.Errorf("Calico %s CRD: spec.assignmentMode kept = %v, want %v", release, has, keeps)
+			}
+			for _, r := range []string{"ipamblocks", "blockaffinities", "ipamhandles"} {
+				if _, err := dyn.Resource(schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: r}).
+					List(ctx, metav1.ListOptions{}); err != nil {
+					t.Errorf("%s not served: %v", r, err)
+				}
+			}
+		})
+	}
 }

@@ -1,0 +1,74 @@
+// Calico's CRDs in the test cluster, as kOps and manifest installs have them.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+// Calico releases whose crd.projectcalico.org/v1 CRDs tools/testbin.sh provides. 3.28 predates
+// IPPool's assignmentMode; 3.31 has it.
+const (
+	Calico328 = "v3.28"
+	Calico331 = "v3.31"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// InstallCalicoCRDs applies the crd.projectcalico.org/v1 CRDs of a Calico release (from
+// BinDir/calico-crds-<release>) and waits until every one is Established.
+func (c *Cluster) InstallCalicoCRDs(ctx context.Context, release string) error {
+	dir := filepath.Join(c.BinDir, "calico-crds-"+release)
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no Calico %s CRDs in %s (run make testbin): %v", release, dir, err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	api := dyn.Resource(crdResource)
+	var names []string
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		data, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		var crd unstructured.Unstructured
+		if err := crd.UnmarshalJSON(data); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		_, err = api.Patch(ctx, crd.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "k8scidr-testcluster", Force: ptr.To(true)})
+		if err != nil {
+			return fmt.Errorf("applying %s: %w", crd.GetName(), err)
+		}
+		names = append(names, crd.GetName())
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			obj, err := api.Get(ctx, n, metav1.GetOptions{})
+			if err != nil || !k8sops.ConditionTrue(obj, "Established") {
+				return false, nil //nolint:nilerr // not there yet: keep waiting
+			}
+		}
+		return true, nil
+	})
+}
