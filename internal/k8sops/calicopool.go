@@ -1,0 +1,110 @@
+// Calico IPPool validation as calicoctl does it: crd.projectcalico.org/v1 has no server-side
+// validation, so the provider must refuse what Calico itself would.
+package k8sops
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+// Calico encapsulation modes (ipipMode, vxlanMode).
+const (
+	EncapNever       = "Never"
+	EncapAlways      = "Always"
+	EncapCrossSubnet = "CrossSubnet"
+)
+
+// EncapModes lists the valid ipipMode and vxlanMode values.
+var EncapModes = []string{EncapNever, EncapAlways, EncapCrossSubnet}
+
+// IPPoolSpec is the part of an IPPool that validation looks at.
+type IPPoolSpec struct {
+	Name      string
+	CIDR      string
+	BlockSize int // 0: the family's default
+	IPIPMode  string
+	VXLANMode string
+}
+
+// Default block sizes and their allowed ranges (calicoctl's).
+const (
+	DefaultBlockSize4 = 26
+	DefaultBlockSize6 = 122
+)
+
+// DefaultBlockSize is the family's default block size for cidr, or 0 when cidr is invalid.
+func DefaultBlockSize(cidr string) int {
+	p, err := netip.ParsePrefix(cidr)
+	switch {
+	case err != nil:
+		return 0
+	case p.Addr().Is4():
+		return DefaultBlockSize4
+	default:
+		return DefaultBlockSize6
+	}
+}
+
+var linkLocal = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10")}
+
+// ValidateIPPool checks a pool as calicoctl would, and against the other pools for overlap.
+// Findings name the attribute: cidr, block_size, ipip_mode or vxlan_mode.
+func ValidateIPPool(pool IPPoolSpec, others []IPPoolSpec) []Finding {
+	var out []Finding
+	add := func(attr, summary, format string, args ...any) {
+		out = append(out, Finding{Attribute: attr, Summary: summary, Detail: fmt.Sprintf(format, args...)})
+	}
+	for _, m := range []struct{ attr, value string }{{"ipip_mode", pool.IPIPMode}, {"vxlan_mode", pool.VXLANMode}} {
+		if m.value != "" && !slices.Contains(EncapModes, m.value) {
+			add(m.attr, "Unknown Encapsulation Mode", "%q: use one of %v.", m.value, EncapModes)
+		}
+	}
+	if on(pool.IPIPMode) && on(pool.VXLANMode) {
+		add("vxlan_mode", "Both Encapsulations Enabled", "ipip_mode = %s and vxlan_mode = %s: Calico allows one encapsulation "+
+			"per pool. Set the other to Never.", pool.IPIPMode, pool.VXLANMode)
+	}
+	p, err := netip.ParsePrefix(pool.CIDR)
+	if err != nil {
+		add("cidr", "Invalid CIDR", "%q is not a CIDR: %v.", pool.CIDR, err)
+		return out
+	}
+	if p.Masked() != p {
+		add("cidr", "CIDR Has Host Bits Set", "%s has host bits set: use %s.", pool.CIDR, p.Masked())
+		return out
+	}
+	if p.Addr().Is6() && on(pool.IPIPMode) {
+		add("ipip_mode", "IPIP Is IPv4 Only", "IPIP cannot carry the IPv6 pool %s: use vxlan_mode, or Never.", p)
+	}
+	for _, ll := range linkLocal {
+		if ll.Overlaps(p) {
+			add("cidr", "CIDR Overlaps Link-Local Addresses", "%s overlaps %s, which Calico refuses for pools.", p, ll)
+		}
+	}
+	size := pool.BlockSize
+	if size == 0 {
+		size = DefaultBlockSize(pool.CIDR)
+	}
+	lo, hi := 20, 32
+	if p.Addr().Is6() {
+		lo, hi = 116, 128
+	}
+	switch {
+	case size < lo || size > hi:
+		add("block_size", "Block Size Out of Range", "%d: an %s pool's block size is %d to %d.", size, family(p.Addr()), lo, hi)
+	case size < p.Bits():
+		add("block_size", "Block Larger Than the Pool", "a /%d block does not fit in the pool %s: use a block size of at least %d, "+
+			"or a larger pool.", size, p, p.Bits())
+	}
+	for _, o := range others {
+		if o.Name == pool.Name {
+			continue
+		}
+		if q, err := netip.ParsePrefix(o.CIDR); err == nil && q.Overlaps(p) {
+			add("cidr", "CIDR Overlaps Another Pool", "%s overlaps IPPool %s (%s). Pools must not overlap: choose another range.", p, o.Name, q)
+		}
+	}
+	return out
+}
+
+func on(mode string) bool { return mode == EncapAlways || mode == EncapCrossSubnet }
