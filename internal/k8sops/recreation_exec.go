@@ -75,13 +75,19 @@ func CheckPlanned(snap Snapshot, fresh RecreationPlan, moves []Move, restore []R
 			held[ip] = true
 		}
 	}
+	var todo []Move
 	for _, m := range moves {
 		svc := byKey[m.Key]
 		if svc == nil {
 			problems = append(problems, m.Key+": no longer exists")
 			continue
 		}
-		if now := ipStrings(clusterIPs(svc)); !slices.Equal(now, m.OldIPs) {
+		now := ipStrings(clusterIPs(svc))
+		if slices.Equal(now, m.NewIPs) {
+			continue // done already: a plan that kept the last apply's moves (no refresh)
+		}
+		todo = append(todo, m)
+		if !slices.Equal(now, m.OldIPs) {
 			problems = append(problems, fmt.Sprintf("%s: has IPs %v now, planned from %v", m.Key, now, m.OldIPs))
 		}
 		claim(m.Key, m.OldIPs, m.NewIPs)
@@ -107,7 +113,7 @@ func CheckPlanned(snap Snapshot, fresh RecreationPlan, moves []Move, restore []R
 	for _, m := range fresh.Moves[:fresh.First] {
 		firstKeys[m.Key] = true
 	}
-	ordered := slices.Clone(moves)
+	ordered := todo
 	rank := map[string]int{}
 	for i, m := range fresh.Moves {
 		rank[m.Key] = i

@@ -266,6 +266,11 @@ func TestCheckPlanned(t *testing.T) {
 	if err != nil || len(got.Moves) != 2 || got.Moves[0].Key != DNSServiceKey || got.First != 1 || got.Bridge == nil {
 		t.Fatalf("CheckPlanned = %+v, %v", got.Moves, err)
 	}
+	moved := mixedSnapshot()
+	moved.Services[1].Spec.ClusterIPs = fresh.Moves[2].NewIPs // app/web is where the plan puts it
+	if got, err := CheckPlanned(moved, fresh, planned, nil); err != nil || len(got.Moves) != 1 || got.Moves[0].Key != DNSServiceKey {
+		t.Errorf("a planned move already done must be dropped, not refused: %+v, %v", got.Moves, err)
+	}
 	got, err = CheckPlanned(snap, fresh, planned[:1], nil)
 	if err != nil || got.Bridge != nil {
 		t.Errorf("without kube-dns the bridge stays: %v %v", got.Bridge, err)
