@@ -98,7 +98,7 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 		if !ok {
 			continue
 		}
-		key := svc.Namespace + "/" + svc.Name
+		key := svcKey(&svc)
 		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Labels[DNSBridgeLabel] == "true" || keep[key]
 		delete(keep, key)
 		outside := false
@@ -141,15 +141,7 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 // serviceIPs reads a Service's ClusterIPs; headless and ExternalName Services have none.
 func serviceIPs(svc corev1.Service, ranges []netip.Prefix) (ServiceIPs, bool) {
 	s := ServiceIPs{Namespace: svc.Namespace, Name: svc.Name, Type: string(svc.Spec.Type)}
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	for _, raw := range ips {
-		ip, err := netip.ParseAddr(raw)
-		if err != nil {
-			continue // "None" (headless)
-		}
+	for _, ip := range clusterIPs(&svc) {
 		s.ClusterIPs = append(s.ClusterIPs, ip)
 		holder := netip.Prefix{}
 		for _, r := range ranges {

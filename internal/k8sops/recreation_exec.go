@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -401,10 +402,10 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 			return nil, fmt.Errorf("%s: creating at %v: %w", key, svc.Spec.ClusterIPs, err)
 		}
 		ip, _ := netip.ParseAddr(svc.Spec.ClusterIPs[taken])
-		svc.Spec.ClusterIPs[taken] = ip.Next().String()
 		if !ip.Next().IsValid() {
 			return nil, fmt.Errorf("%s: creating at %v: %w", key, planned, err)
 		}
+		svc.Spec.ClusterIPs[taken] = ip.Next().String()
 		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
 	}
 }
@@ -519,7 +520,7 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry) (*corev1.En
 }
 
 func endpointsEqual(a, b *corev1.Endpoints) bool {
-	return fmt.Sprint(a.Subsets) == fmt.Sprint(b.Subsets) && fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels)
+	return equality.Semantic.DeepEqual(a.Subsets, b.Subsets) && equality.Semantic.DeepEqual(a.Labels, b.Labels)
 }
 
 func clearServerFields(m *metav1.ObjectMeta) {
@@ -635,9 +636,9 @@ func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
 	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == uid })
 }
 
-func readyEndpoints(slices []discoveryv1.EndpointSlice) int {
+func readyEndpoints(list []discoveryv1.EndpointSlice) int {
 	n := 0
-	for _, s := range slices {
+	for _, s := range list {
 		for _, ep := range s.Endpoints {
 			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
 				n++
