@@ -32,6 +32,9 @@ type Capabilities struct {
 	ServiceCIDRVersion string
 	// CalicoServed lists the Calico group/versions that serve ippools, in CalicoAPIGroups order.
 	CalicoServed []string
+	// CalicoIPAMServed lists the Calico group/versions that serve ipamblocks. The Calico API
+	// server serves IPPools in projectcalico.org/v3 while IPAM blocks stay in the v1 CRDs.
+	CalicoIPAMServed []string
 }
 
 // Probe asks the discovery API what the cluster serves.
@@ -67,6 +70,13 @@ func Probe(disc discovery.DiscoveryInterface) (Capabilities, error) {
 		}
 		if ok {
 			caps.CalicoServed = append(caps.CalicoServed, gv)
+		}
+		ok, err = servesResource(disc, served, gv, "ipamblocks")
+		if err != nil {
+			return caps, err
+		}
+		if ok {
+			caps.CalicoIPAMServed = append(caps.CalicoIPAMServed, gv)
 		}
 	}
 	return caps, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,29 @@ const (
 	Calico328 = "v3.28"
 	Calico331 = "v3.31"
 )
+
+// podReadyStage is the kwok stage that makes a pod Running with its IP.
+const podReadyStage = "pod-ready.yaml"
+
+// calicoRequirement holds a pod in Pending until the calico-ipam double has annotated its
+// address (hostNetwork pods need none). The stage takes the IP from the annotation.
+const calicoRequirement = `    - key: '.spec.hostNetwork == true or .metadata.annotations["cni.projectcalico.org/podIPs"] != null'
+      operator: 'In'
+      values:
+      - 'true'
+`
+
+// calicoPodReady adds calicoRequirement to the pod-ready stage's selector.
+func calicoPodReady(stage []byte) []byte {
+	const anchor = "    matchExpressions:\n"
+	s := string(stage)
+	i := strings.Index(s, anchor)
+	if i < 0 {
+		panic("pod-ready stage has no matchExpressions")
+	}
+	i += len(anchor)
+	return []byte(s[:i] + calicoRequirement + s[i:])
+}
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -71,4 +95,22 @@ func (c *Cluster) InstallCalicoCRDs(ctx context.Context, release string) error {
 		}
 		return true, nil
 	})
+}
+
+// CreateCalicoPool creates an IPPool as an installer would (calico-node's default pool, or a
+// kOps manifest), with spec as given: no defaults are filled in.
+func (c *Cluster) CreateCalicoPool(ctx context.Context, groupVersion, name string, spec map[string]any) error {
+	gv, err := schema.ParseGroupVersion(groupVersion)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": groupVersion, "kind": "IPPool", "metadata": map[string]any{"name": name}, "spec": spec,
+	}}
+	_, err = dyn.Resource(gv.WithResource("ippools")).Create(ctx, pool, metav1.CreateOptions{})
+	return err
 }

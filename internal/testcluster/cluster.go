@@ -66,6 +66,10 @@ type Options struct {
 	Detached bool
 	// StartTimeout bounds Start. Default 90 s.
 	StartTimeout time.Duration
+	// Calico, a release such as Calico331, installs that release's crd.projectcalico.org/v1
+	// CRDs and makes pods wait for an address from the calico-ipam test double
+	// (StartCalicoIPAM) instead of taking one from kwok.
+	Calico string
 }
 
 // Cluster is a running control plane.
@@ -84,8 +88,9 @@ type Cluster struct {
 	// BinDir holds the binaries and data (e.g. calico-crds-<release>/) the cluster was started from.
 	BinDir string
 
-	procs  []*process
-	ownDir bool
+	procs     []*process
+	ownDir    bool
+	stopHooks []func()
 }
 
 // state is what a detached cluster leaves in its directory for StopDir.
@@ -252,6 +257,11 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 		return err
 	}
 
+	if o.Calico != "" {
+		if err := c.InstallCalicoCRDs(ctx, o.Calico); err != nil {
+			return err
+		}
+	}
 	others, err := c.startAgents(o, files)
 	if err != nil {
 		return err
@@ -274,6 +284,9 @@ func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, e
 			return err
 		}
 		dst := filepath.Join(c.Dir, path)
+		if o.Calico != "" && filepath.Base(path) == podReadyStage {
+			data = calicoPodReady(data)
+		}
 		stageArgs = append(stageArgs, "--config="+dst)
 		return os.WriteFile(dst, data, 0o600)
 	})
@@ -440,6 +453,9 @@ func freePorts(n int) ([]int, error) {
 
 // Stop ends the processes this cluster started and removes its directory if it made it.
 func (c *Cluster) Stop() {
+	for _, hook := range slices.Backward(c.stopHooks) {
+		hook()
+	}
 	var wg sync.WaitGroup
 	for _, p := range c.procs {
 		wg.Go(func() { p.stop(5 * time.Second) })
