@@ -26,8 +26,12 @@ const (
 	DefaultAssignmentMode = string(apiv3.Automatic)
 )
 
-// DefaultAllowedUses is what Calico assumes when allowedUses is empty.
-var DefaultAllowedUses = []string{string(apiv3.IPPoolAllowedUseWorkload), string(apiv3.IPPoolAllowedUseTunnel)}
+// DefaultAllowedUses is what Calico assumes when allowedUses is empty (sorted, as
+// SortAllowedUses leaves a list).
+var DefaultAllowedUses = []string{string(apiv3.IPPoolAllowedUseTunnel), string(apiv3.IPPoolAllowedUseWorkload)}
+
+// SortAllowedUses puts allowed uses in a canonical order: the field is a set.
+func SortAllowedUses(uses []string) { slices.Sort(uses) }
 
 // AllowedUses lists the valid allowed_uses values; AssignmentModes the valid assignment_mode values.
 var (
@@ -118,7 +122,10 @@ func crdSpecFields(ctx context.Context, dyn dynamic.Interface, gv schema.GroupVe
 		if m["name"] != gv.Version {
 			continue
 		}
-		props, _, _ := unstructured.NestedMap(m, "schema", "openAPIV3Schema", "properties", "spec", "properties")
+		props, found, _ := unstructured.NestedMap(m, "schema", "openAPIV3Schema", "properties", "spec", "properties")
+		if !found {
+			return nil, nil // no spec schema (unknown fields preserved): nothing is pruned
+		}
 		fields := map[string]bool{}
 		for k := range props {
 			fields[k] = true
@@ -199,6 +206,7 @@ func (a *CalicoAPI) poolFrom(u *unstructured.Unstructured) (IPPool, error) {
 			for _, u := range s.AllowedUses {
 				out.Settings.AllowedUses = append(out.Settings.AllowedUses, string(u))
 			}
+			SortAllowedUses(out.Settings.AllowedUses)
 		}
 	}
 	if a.Supports(FieldAssignmentMode) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,15 +106,21 @@ func TestAccClusterInfoDataSource_calicoAndDualStack(t *testing.T) {
 // installIPPoolCRD serves a minimal IPPool CRD in group/version and waits until it is Established.
 func installIPPoolCRD(t *testing.T, dyn dynamic.Interface, group, version string) {
 	t.Helper()
+	installCRD(t, dyn, group, version, "IPPool", "ippools")
+}
+
+// installCRD serves a minimal cluster-scoped CRD that keeps any field, and waits until it is Established.
+func installCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plural string) {
+	t.Helper()
 	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "ippools." + group},
+		"metadata":   map[string]any{"name": plural + "." + group},
 		"spec": map[string]any{
 			"group": group,
 			"scope": "Cluster",
-			"names": map[string]any{"kind": "IPPool", "listKind": "IPPoolList", "plural": "ippools", "singular": "ippool"},
+			"names": map[string]any{"kind": kind, "listKind": kind + "List", "plural": plural, "singular": strings.ToLower(kind)},
 			"versions": []any{map[string]any{
 				"name": version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
@@ -125,14 +132,14 @@ func installIPPoolCRD(t *testing.T, dyn dynamic.Interface, group, version string
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, "ippools."+group, metav1.GetOptions{})
+		got, err := crds.Get(ctx, plural+"."+group, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		return k8sops.ConditionTrue(got, "Established"), nil
 	})
 	if err != nil {
-		t.Fatalf("CRD ippools.%s not established: %v", group, err)
+		t.Fatalf("CRD %s.%s not established: %v", plural, group, err)
 	}
 }
 

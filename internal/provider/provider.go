@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -193,6 +194,7 @@ func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource 
 	return []func() resource.Resource{
 		newServiceCIDRResource,
 		newServiceRecreationResource,
+		newCalicoIPPoolResource,
 	}
 }
 
@@ -201,6 +203,7 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 		newClusterInfoDataSource,
 		newServiceCIDRsDataSource,
 		newServiceAllocationsDataSource,
+		newCalicoIPPoolsDataSource,
 	}
 }
 
@@ -223,6 +226,21 @@ func (d *providerData) Client() (*k8sops.Client, diag.Diagnostics) {
 		diags.AddError("Kubernetes Cluster Not Configured", "This operation needs the cluster, but "+d.err.Error()+".")
 	}
 	return d.client, diags
+}
+
+// begin starts an operation: the client, and ctx bounded by the operation's timeout (def unless
+// the timeouts block says otherwise). The client is nil when diags has an error.
+func (d *providerData) begin(ctx context.Context, timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics),
+	def time.Duration, diags *diag.Diagnostics) (*k8sops.Client, context.Context, context.CancelFunc) {
+	client, dd := d.Client()
+	diags.Append(dd...)
+	t, dd := timeout(ctx, def)
+	diags.Append(dd...)
+	if diags.HasError() {
+		return nil, ctx, func() {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	return client, ctx, cancel
 }
 
 // providerDataFrom is the checked type assertion every resource's Configure makes.

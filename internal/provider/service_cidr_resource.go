@@ -186,24 +186,10 @@ func appendsOtherFamily(prev, next []string) bool {
 	return errA == nil && errB == nil && a.Addr().Is4() != b.Addr().Is4()
 }
 
-// begin returns the client and ctx bounded by the operation's timeout; nil client on error.
-func (r *serviceCIDRResource) begin(ctx context.Context, timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics),
-	diags *diag.Diagnostics) (*k8sops.Client, context.Context, context.CancelFunc) {
-	client, d := r.data.Client()
-	diags.Append(d...)
-	t, d := timeout(ctx, serviceCIDRTimeout)
-	diags.Append(d...)
-	if diags.HasError() {
-		return nil, ctx, func() {}
-	}
-	ctx, cancel := context.WithTimeout(ctx, t)
-	return client, ctx, cancel
-}
-
 func (r *serviceCIDRResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan serviceCIDRModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	client, ctx, cancel := r.begin(ctx, plan.Timeouts.Create, &resp.Diagnostics)
+	client, ctx, cancel := r.data.begin(ctx, plan.Timeouts.Create, serviceCIDRTimeout, &resp.Diagnostics)
 	defer cancel()
 	if client == nil {
 		return
@@ -243,7 +229,7 @@ func (r *serviceCIDRResource) Update(ctx context.Context, req resource.UpdateReq
 	var plan, state serviceCIDRModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	client, ctx, cancel := r.begin(ctx, plan.Timeouts.Update, &resp.Diagnostics)
+	client, ctx, cancel := r.data.begin(ctx, plan.Timeouts.Update, serviceCIDRTimeout, &resp.Diagnostics)
 	defer cancel()
 	if client == nil {
 		return
@@ -266,7 +252,7 @@ func (r *serviceCIDRResource) Update(ctx context.Context, req resource.UpdateReq
 func (r *serviceCIDRResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state serviceCIDRModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	client, ctx, cancel := r.begin(ctx, state.Timeouts.Delete, &resp.Diagnostics)
+	client, ctx, cancel := r.data.begin(ctx, state.Timeouts.Delete, serviceCIDRTimeout, &resp.Diagnostics)
 	defer cancel()
 	if client == nil {
 		return

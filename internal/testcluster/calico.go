@@ -3,6 +3,7 @@ package testcluster
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,24 +62,42 @@ func (c *Cluster) InstallCalicoCRDs(ctx context.Context, release string) error {
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no Calico %s CRDs in %s (run make testbin): %v", release, dir, err)
 	}
+	var docs [][]byte
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, raw)
+	}
+	return c.applyCRDs(ctx, docs)
+}
+
+//go:embed crds/projectcalico.org_ippools.yaml
+var v3IPPoolCRD []byte
+
+// InstallCalicoV3IPPoolCRD serves IPPool in projectcalico.org/v3 through a hand-written CRD, as
+// the Calico API server would (IPAM objects stay in the v1 CRDs).
+func (c *Cluster) InstallCalicoV3IPPoolCRD(ctx context.Context) error {
+	return c.applyCRDs(ctx, [][]byte{v3IPPoolCRD})
+}
+
+// applyCRDs server-side applies CRD manifests and waits until every one is Established.
+func (c *Cluster) applyCRDs(ctx context.Context, docs [][]byte) error {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return err
 	}
 	api := dyn.Resource(crdResource)
 	var names []string
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
+	for _, raw := range docs {
+		data, err := yaml.YAMLToJSON(raw)
 		if err != nil {
 			return err
 		}
-		data, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
 		var crd unstructured.Unstructured
 		if err := crd.UnmarshalJSON(data); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return err
 		}
 		_, err = api.Patch(ctx, crd.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "k8scidr-testcluster", Force: ptr.To(true)})
 		if err != nil {

@@ -1,0 +1,480 @@
+// Resource k8scidr_calico_ippool: a Calico IPPool, created new or imported to be disabled and
+// retired once drained.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/numberplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+var (
+	_ resource.ResourceWithConfigure   = (*calicoIPPoolResource)(nil)
+	_ resource.ResourceWithImportState = (*calicoIPPoolResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*calicoIPPoolResource)(nil)
+)
+
+// Default timeouts: writes take a moment; a drain waits for pods to be restarted elsewhere.
+const (
+	calicoPoolWriteTimeout = 2 * time.Minute
+	calicoPoolDrainTimeout = 30 * time.Minute
+)
+
+type calicoIPPoolResource struct {
+	data *providerData
+}
+
+func newCalicoIPPoolResource() resource.Resource { return &calicoIPPoolResource{} }
+
+func (r *calicoIPPoolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_calico_ippool"
+}
+
+type calicoIPPoolModel struct {
+	Name             types.String   `tfsdk:"name"`
+	CIDR             types.String   `tfsdk:"cidr"`
+	BlockSize        types.Int64    `tfsdk:"block_size"`
+	IPIPMode         types.String   `tfsdk:"ipip_mode"`
+	VXLANMode        types.String   `tfsdk:"vxlan_mode"`
+	NATOutgoing      types.Bool     `tfsdk:"nat_outgoing"`
+	Disabled         types.Bool     `tfsdk:"disabled"`
+	DisableBGPExport types.Bool     `tfsdk:"disable_bgp_export"`
+	NodeSelector     types.String   `tfsdk:"node_selector"`
+	AllowedUses      types.Set      `tfsdk:"allowed_uses"`
+	AssignmentMode   types.String   `tfsdk:"assignment_mode"`
+	DeletionPolicy   types.String   `tfsdk:"deletion_policy"`
+	ReleaseLeaked    types.Bool     `tfsdk:"release_leaked"`
+	APIGroup         types.String   `tfsdk:"api_group"`
+	Capacity         types.Number   `tfsdk:"capacity"`
+	Allocated        types.Int64    `tfsdk:"allocated"`
+	Blocks           types.Int64    `tfsdk:"blocks"`
+	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+}
+
+func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keep := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, Computed: true, MarkdownDescription: desc,
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+	}
+	keepBool := func(desc string) schema.BoolAttribute {
+		return schema.BoolAttribute{Optional: true, Computed: true, MarkdownDescription: desc,
+			PlanModifiers: []planmodifier.Bool{boolplanmodifier.UseStateForUnknown()}}
+	}
+	encap := func(desc string) schema.StringAttribute {
+		a := keep(desc + " `Never`, `Always` or `CrossSubnet`; at most one of `ipip_mode` and `vxlan_mode` is on. Default on create: `Never`.")
+		a.Validators = []validator.String{stringvalidator.OneOf(k8sops.EncapModes...)}
+		return a
+	}
+	ipip, vxlan := encap("IPIP encapsulation (IPv4 pools only):"), encap("VXLAN encapsulation:")
+	assignment := keep("`Automatic` or `Manual` (only requested addresses are assigned). Only where the installed IPPool CRD " +
+		"has `assignmentMode` (Calico 3.30+); setting it on an older CRD is a plan error. Default on create: `Automatic`.")
+	assignment.Validators = []validator.String{stringvalidator.OneOf(k8sops.AssignmentModes...)}
+	nodeSelector := keep("Calico selector of the nodes that take addresses from this pool. Default on create: `all()`.")
+	nodeSelector.Validators = []validator.String{stringvalidator.LengthAtLeast(1)}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A Calico `IPPool`, through `projectcalico.org/v3` or the `crd.projectcalico.org/v1` CRDs (per the " +
+			"provider's `calico_api_group`). Create a new pod range with it, or import the old pool and set `disabled = true` " +
+			"so that no new pod gets an address from it. Destroy retires the pool the way calicoctl does (disable, release its " +
+			"block affinities, delete), by default only once no live pod holds an address in it.\n\n" +
+			"Attributes with a default are applied only on create: an imported pool keeps its live values for what the " +
+			"configuration does not set.",
+		Attributes: map[string]schema.Attribute{
+			"name": schema.StringAttribute{
+				Required: true, MarkdownDescription: "Name of the IPPool; import by this name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{stringvalidator.LengthBetween(1, 253)},
+			},
+			"cidr": schema.StringAttribute{
+				Required: true, MarkdownDescription: "The pool's range. Changing it replaces the pool.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"block_size": schema.Int64Attribute{
+				Optional: true, Computed: true,
+				MarkdownDescription: "Prefix length of the blocks nodes claim: 20–32 for IPv4 (default on create 26), 116–128 for " +
+					"IPv6 (default 122), and not shorter than the pool's. Changing it replaces the pool.",
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown(), int64planmodifier.RequiresReplace()},
+			},
+			"ipip_mode":          ipip,
+			"vxlan_mode":         vxlan,
+			"nat_outgoing":       keepBool("Masquerade traffic from the pool's pods to destinations outside every pool. Default on create: `false`."),
+			"disabled":           keepBool("No new address is assigned from a disabled pool; existing ones stay until their pods go. Default on create: `false`."),
+			"disable_bgp_export": keepBool("Do not export the pool's routes over BGP. Default on create: `false`."),
+			"node_selector":      nodeSelector,
+			"allowed_uses": schema.SetAttribute{
+				Optional: true, Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "What the pool's addresses are for: `Workload`, `Tunnel`, `LoadBalancer`. Only where the " +
+					"installed IPPool CRD has `allowedUses` (Calico 3.21+); setting it on an older CRD is a plan error. " +
+					"Default on create: `[\"Tunnel\", \"Workload\"]`.",
+				PlanModifiers: []planmodifier.Set{setplanmodifier.UseStateForUnknown()},
+				Validators:    []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.AllowedUses...))},
+			},
+			"assignment_mode": assignment,
+			"deletion_policy": schema.StringAttribute{
+				Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DeleteWaitForDrain),
+				MarkdownDescription: "What destroy does while pods hold addresses in the pool: `wait_for_drain` (default) disables " +
+					"the pool and waits, up to the delete timeout, until no live pod holds one; `refuse_if_allocated` fails at once, " +
+					"naming them; `force` deletes anyway (their addresses stay in orphaned blocks). Leaked addresses and node " +
+					"tunnel addresses never hold a drain: they are reported.",
+				Validators: []validator.String{stringvalidator.OneOf(k8sops.DeletionPolicies...)},
+			},
+			"release_leaked": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "On destroy, release addresses whose pod no longer exists (like `calicoctl ipam release`).",
+			},
+			"api_group": schema.StringAttribute{
+				Computed: true, MarkdownDescription: "The API group/version the pool is managed through.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"capacity": schema.NumberAttribute{
+				Computed: true, MarkdownDescription: "Addresses in the pool.",
+				PlanModifiers: []planmodifier.Number{numberplanmodifier.UseStateForUnknown()},
+			},
+			"allocated": schema.Int64Attribute{
+				Computed: true, MarkdownDescription: "Addresses allocated in the pool's IPAM blocks, as of the last refresh.",
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			},
+			"blocks": schema.Int64Attribute{
+				Computed: true, MarkdownDescription: "IPAM blocks inside the pool, as of the last refresh.",
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			},
+			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+		},
+	}
+}
+
+func (r *calicoIPPoolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// settings is the pool the plan asks for; ok is false while any managed value is unknown.
+func (m calicoIPPoolModel) settings(ctx context.Context, diags *diag.Diagnostics) (k8sops.PoolSettings, bool) {
+	for _, v := range []attr.Value{m.CIDR, m.BlockSize, m.IPIPMode, m.VXLANMode, m.NATOutgoing, m.Disabled, m.DisableBGPExport,
+		m.NodeSelector, m.AllowedUses, m.AssignmentMode} {
+		if v.IsUnknown() {
+			return k8sops.PoolSettings{}, false
+		}
+	}
+	s := k8sops.PoolSettings{
+		CIDR: m.CIDR.ValueString(), BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: m.IPIPMode.ValueString(),
+		VXLANMode: m.VXLANMode.ValueString(), NATOutgoing: m.NATOutgoing.ValueBool(), Disabled: m.Disabled.ValueBool(),
+		DisableBGPExport: m.DisableBGPExport.ValueBool(), NodeSelector: m.NodeSelector.ValueString(),
+		AssignmentMode: m.AssignmentMode.ValueString(),
+	}
+	if !m.AllowedUses.IsNull() {
+		diags.Append(m.AllowedUses.ElementsAs(ctx, &s.AllowedUses, false)...)
+		k8sops.SortAllowedUses(s.AllowedUses)
+	}
+	return s, true
+}
+
+// fill sets the computed values from the pool as the cluster has it.
+func (m *calicoIPPoolModel) fill(ctx context.Context, api *k8sops.CalicoAPI, p *k8sops.IPPool, usage *k8sops.PoolUsage, diags *diag.Diagnostics) {
+	s := p.Settings
+	m.Name, m.CIDR = types.StringValue(p.Name), types.StringValue(s.CIDR)
+	m.BlockSize = types.Int64Value(int64(s.BlockSize))
+	m.IPIPMode, m.VXLANMode = types.StringValue(s.IPIPMode), types.StringValue(s.VXLANMode)
+	m.NATOutgoing, m.Disabled, m.DisableBGPExport = types.BoolValue(s.NATOutgoing), types.BoolValue(s.Disabled), types.BoolValue(s.DisableBGPExport)
+	m.NodeSelector = types.StringValue(s.NodeSelector)
+	m.AllowedUses = types.SetNull(types.StringType)
+	if s.AllowedUses != nil {
+		var d diag.Diagnostics
+		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, s.AllowedUses)
+		diags.Append(d...)
+	}
+	m.AssignmentMode = types.StringNull()
+	if s.AssignmentMode != "" {
+		m.AssignmentMode = types.StringValue(s.AssignmentMode)
+	}
+	m.APIGroup = types.StringValue(api.Group)
+	m.Capacity = types.NumberValue(new(big.Float).SetInt(p.Capacity()))
+	if usage != nil {
+		m.Allocated, m.Blocks = types.Int64Value(int64(usage.Used)), types.Int64Value(int64(usage.Blocks))
+	}
+}
+
+// ModifyPlan fills create-time defaults, validates the pool as calicoctl would and against the
+// cluster's other pools and installed CRD, and warns about what would break traffic or be reverted.
+func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		var policy types.String
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("deletion_policy"), &policy)...)
+		if policy.ValueString() == k8sops.DeleteForce {
+			resp.Diagnostics.AddWarning("IPPool Deleted Even If Pods Hold Addresses",
+				"deletion_policy = \"force\": the pool is deleted without waiting for its pods; their addresses stay in orphaned "+
+					"IPAM blocks until released, and those pods keep working only until they restart.")
+		}
+		return
+	}
+	var plan, config calicoIPPoolModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	if resp.Diagnostics.HasError() || plan.CIDR.IsUnknown() || plan.Name.IsUnknown() {
+		return
+	}
+	client, diags := r.data.Client()
+	if resp.Diagnostics.Append(diags...); diags.HasError() {
+		return
+	}
+	api, err := k8sops.Calico(ctx, client)
+	if err != nil {
+		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		return
+	}
+	creating := req.State.Raw.IsNull()
+	plan.APIGroup = types.StringValue(api.Group)
+	for _, f := range []struct {
+		field string
+		value attr.Value
+		attr  string
+	}{{k8sops.FieldAllowedUses, config.AllowedUses, "allowed_uses"}, {k8sops.FieldAssignmentMode, config.AssignmentMode, "assignment_mode"}} {
+		if api.Supports(f.field) {
+			continue
+		}
+		if !f.value.IsNull() {
+			resp.Diagnostics.AddAttributeError(path.Root(f.attr), "Field Not in the Installed Calico CRD",
+				fmt.Sprintf("The installed IPPool CRD (%s) has no spec.%s, so the apiserver would silently drop it and every plan "+
+					"would show it again. Remove %s from the configuration, or upgrade Calico's CRDs.", api.Group, f.field, f.attr))
+		}
+	}
+	if !api.Supports(k8sops.FieldAllowedUses) {
+		plan.AllowedUses = types.SetNull(types.StringType)
+	}
+	if !api.Supports(k8sops.FieldAssignmentMode) {
+		plan.AssignmentMode = types.StringNull()
+	}
+	if creating {
+		plan.applyCreateDefaults(ctx, api, &resp.Diagnostics)
+	}
+	s, known := plan.settings(ctx, &resp.Diagnostics)
+	if !known || resp.Diagnostics.HasError() {
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	pools, err := api.ListIPPools(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		return
+	}
+	var others []k8sops.IPPoolSpec
+	var otherPools []k8sops.IPPool
+	for _, p := range pools {
+		if p.Name != plan.Name.ValueString() {
+			others = append(others, k8sops.IPPoolSpec{Name: p.Name, CIDR: p.Spec.CIDR})
+			otherPools = append(otherPools, p)
+		}
+	}
+	findings := k8sops.ValidateIPPool(k8sops.IPPoolSpec{Name: plan.Name.ValueString(), CIDR: s.CIDR, BlockSize: s.BlockSize,
+		IPIPMode: s.IPIPMode, VXLANMode: s.VXLANMode}, others)
+	addFindings(&resp.Diagnostics, findings, true)
+	if pfx, err := netip.ParsePrefix(s.CIDR); err == nil && creating {
+		plan.Capacity = types.NumberValue(new(big.Float).SetInt(k8sops.PrefixSize(pfx)))
+	}
+	if !s.Disabled {
+		if diffs := k8sops.PoolDifferences(s, plan.Name.ValueString(), otherPools); len(diffs) > 0 {
+			resp.Diagnostics.AddAttributeWarning(path.Root("ipip_mode"), "Encapsulation or NAT Differs From the Other Pools",
+				"This pool's settings differ from the cluster's other pools: "+strings.Join(diffs, "; ")+". Pods that move here "+
+					"use this pool's encapsulation and NAT: in an IPIP or VXLAN cluster a pool with Never breaks cross-node "+
+					"traffic for every moved pod unless the nodes route the pool natively. Match the other pools unless that is intended.")
+		}
+	}
+	if owner, ok := k8sops.OperatorOwnsPool(ctx, client, plan.Name.ValueString(), s.CIDR); ok {
+		resp.Diagnostics.AddWarning("Pool Managed by the Tigera Operator",
+			fmt.Sprintf("Installation %q lists this pool: the operator reverts edits made elsewhere. Change the pool in the "+
+				"Installation's spec.calicoNetwork.ipPools instead, and drop it from this configuration.", owner))
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// applyCreateDefaults fills calicoctl's defaults for what the configuration leaves unset.
+func (m *calicoIPPoolModel) applyCreateDefaults(ctx context.Context, api *k8sops.CalicoAPI, diags *diag.Diagnostics) {
+	str := func(v *types.String, def string) {
+		if v.IsUnknown() {
+			*v = types.StringValue(def)
+		}
+	}
+	boolean := func(v *types.Bool) {
+		if v.IsUnknown() {
+			*v = types.BoolValue(false)
+		}
+	}
+	if m.BlockSize.IsUnknown() {
+		m.BlockSize = types.Int64Value(int64(k8sops.DefaultBlockSize(m.CIDR.ValueString())))
+	}
+	str(&m.IPIPMode, k8sops.EncapNever)
+	str(&m.VXLANMode, k8sops.EncapNever)
+	str(&m.NodeSelector, k8sops.DefaultNodeSelector)
+	boolean(&m.NATOutgoing)
+	boolean(&m.Disabled)
+	boolean(&m.DisableBGPExport)
+	if m.AssignmentMode.IsUnknown() && api.Supports(k8sops.FieldAssignmentMode) {
+		m.AssignmentMode = types.StringValue(k8sops.DefaultAssignmentMode)
+	}
+	if m.AllowedUses.IsUnknown() && api.Supports(k8sops.FieldAllowedUses) {
+		var d diag.Diagnostics
+		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, k8sops.DefaultAllowedUses)
+		diags.Append(d...)
+	}
+}
+
+func (r *calicoIPPoolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan calicoIPPoolModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	client, ctx, cancel := r.data.begin(ctx, plan.Timeouts.Create, calicoPoolWriteTimeout, &resp.Diagnostics)
+	defer cancel()
+	if client == nil {
+		return
+	}
+	api, err := k8sops.Calico(ctx, client)
+	if err != nil {
+		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		return
+	}
+	s, _ := plan.settings(ctx, &resp.Diagnostics)
+	pool, err := api.CreateIPPool(ctx, client.FieldManager, plan.Name.ValueString(), s)
+	if err != nil {
+		resp.Diagnostics.AddError("IPPool Not Created", err.Error())
+		return
+	}
+	usage := k8sops.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
+	plan.fill(ctx, api, pool, &usage, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *calicoIPPoolResource) blocks(ctx context.Context, api *k8sops.CalicoAPI, diags *diag.Diagnostics) []k8sops.Block {
+	blocks, err := api.ListBlocks(ctx)
+	if err != nil {
+		diags.AddWarning("IPAM Blocks Not Readable", err.Error()+": allocated and blocks are left at 0.")
+	}
+	return blocks
+}
+
+func (r *calicoIPPoolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state calicoIPPoolModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	client, diags := r.data.Client()
+	if resp.Diagnostics.Append(diags...); diags.HasError() {
+		return
+	}
+	api, err := k8sops.Calico(ctx, client)
+	if err != nil {
+		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		return
+	}
+	pool, err := api.GetIPPool(ctx, state.Name.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("IPPool Not Readable", err.Error())
+		return
+	}
+	if pool == nil {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	usage := k8sops.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
+	state.fill(ctx, api, pool, &usage, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// Update writes only the fields whose planned value differs from the prior state; everything
+// else on the pool stays as the cluster has it.
+func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state calicoIPPoolModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	client, ctx, cancel := r.data.begin(ctx, plan.Timeouts.Update, calicoPoolWriteTimeout, &resp.Diagnostics)
+	defer cancel()
+	if client == nil {
+		return
+	}
+	api, err := k8sops.Calico(ctx, client)
+	if err != nil {
+		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		return
+	}
+	want, _ := plan.settings(ctx, &resp.Diagnostics)
+	had, _ := state.settings(ctx, &resp.Diagnostics)
+	pool, err := api.GetIPPool(ctx, plan.Name.ValueString())
+	if fields := want.Fields(had); err == nil && len(fields) > 0 {
+		pool, err = api.UpdateIPPool(ctx, client.FieldManager, plan.Name.ValueString(), want, fields)
+	}
+	if err == nil && pool == nil {
+		err = fmt.Errorf("IPPool %q no longer exists", plan.Name.ValueString())
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("IPPool Not Updated", err.Error())
+		return
+	}
+	allocated, blocks := plan.Allocated, plan.Blocks // refreshed by the next Read
+	plan.fill(ctx, api, pool, nil, &resp.Diagnostics)
+	plan.Allocated, plan.Blocks = allocated, blocks
+	if plan.Allocated.IsUnknown() || plan.Blocks.IsUnknown() {
+		usage := k8sops.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
+		plan.Allocated, plan.Blocks = types.Int64Value(int64(usage.Used)), types.Int64Value(int64(usage.Blocks))
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state calicoIPPoolModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	client, ctx, cancel := r.data.begin(ctx, state.Timeouts.Delete, calicoPoolDrainTimeout, &resp.Diagnostics)
+	defer cancel()
+	if client == nil {
+		return
+	}
+	api, err := k8sops.Calico(ctx, client)
+	if err != nil {
+		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		return
+	}
+	res, err := api.DeleteIPPool(ctx, client, state.Name.ValueString(), k8sops.DeletePoolOptions{
+		Policy: state.DeletionPolicy.ValueString(), ReleaseLeaked: state.ReleaseLeaked.ValueBool(), FieldManager: client.FieldManager,
+	})
+	if err != nil {
+		resp.Diagnostics.AddError("IPPool Not Deleted", err.Error())
+		return
+	}
+	if len(res.Released) > 0 {
+		resp.Diagnostics.AddWarning("Leaked Addresses Released",
+			fmt.Sprintf("Released %d address(es) whose pods no longer exist: %s.", len(res.Released), k8sops.DescribeAllocations(res.Released)))
+	}
+	if len(res.Remained) > 0 {
+		detail := fmt.Sprintf("IPPool %s was deleted while its blocks still held %s.", state.Name.ValueString(), k8sops.DescribeAllocations(res.Remained))
+		if len(k8sops.ByClass(res.Remained, k8sops.AllocTunnel)) > 0 {
+			detail += " " + k8sops.TunnelNote
+		}
+		if len(k8sops.ByClass(res.Remained, k8sops.AllocLeaked)) > 0 {
+			detail += " Set release_leaked = true to release leaked addresses on destroy, or run `calicoctl ipam release`."
+		}
+		resp.Diagnostics.AddWarning("Addresses Left in the Deleted Pool's Blocks", detail)
+	}
+}
+
+func (r *calicoIPPoolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("deletion_policy"), k8sops.DeleteWaitForDrain)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("release_leaked"), false)...)
+}
