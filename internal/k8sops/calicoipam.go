@@ -357,7 +357,7 @@ func (a *CalicoAPI) ReleaseAddresses(ctx context.Context, allocs []Allocation) e
 	}
 	for _, name := range slices.Sorted(maps.Keys(byBlock)) {
 		ips := byBlock[name]
-		if _, err := a.updateBlock(ctx, name, func(spec *apiv3.IPAMBlockSpec) map[string]int {
+		if err := a.updateBlock(ctx, name, func(spec *apiv3.IPAMBlockSpec) map[string]int {
 			return releaseFromBlock(spec, func(ip netip.Addr, _ string) bool { return slices.Contains(ips, ip) })
 		}); err != nil {
 			return err
@@ -382,7 +382,7 @@ func (a *CalicoAPI) ReleaseHandle(ctx context.Context, handle string) error {
 		if err != nil {
 			continue
 		}
-		_, err = a.updateBlock(ctx, BlockName(pfx), func(spec *apiv3.IPAMBlockSpec) map[string]int {
+		err = a.updateBlock(ctx, BlockName(pfx), func(spec *apiv3.IPAMBlockSpec) map[string]int {
 			return releaseFromBlock(spec, func(_ netip.Addr, hd string) bool { return hd == handle })
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -392,10 +392,11 @@ func (a *CalicoAPI) ReleaseHandle(ctx context.Context, handle string) error {
 	return nil
 }
 
-// updateBlock rewrites one block with fn under a conflict retry, then decrements the released
-// handles. A missing block is not an error when nothing needs releasing.
-func (a *CalicoAPI) updateBlock(ctx context.Context, name string, fn func(*apiv3.IPAMBlockSpec) map[string]int) (map[string]int, error) {
+// updateBlock rewrites one block with fn, which returns how many addresses of each handle it
+// released, under a conflict retry; then it decrements those handles.
+func (a *CalicoAPI) updateBlock(ctx context.Context, name string, fn func(*apiv3.IPAMBlockSpec) map[string]int) error {
 	var released map[string]int
+	var cidr string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := a.Blocks.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -406,7 +407,7 @@ func (a *CalicoAPI) updateBlock(ctx context.Context, name string, fn func(*apiv3
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
 			return err
 		}
-		if released = fn(&spec); released == nil {
+		if released, cidr = fn(&spec), spec.CIDR; released == nil {
 			return nil
 		}
 		spec.SequenceNumber++
@@ -419,23 +420,16 @@ func (a *CalicoAPI) updateBlock(ctx context.Context, name string, fn func(*apiv3
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("releasing addresses in IPAMBlock %s: %w", name, err)
+		return fmt.Errorf("releasing addresses in IPAMBlock %s: %w", name, err)
 	}
-	cidr := ""
 	for h, n := range released {
-		if cidr == "" {
-			u, err := a.Blocks.Get(ctx, name, metav1.GetOptions{})
-			if err == nil {
-				cidr, _, _ = unstructured.NestedString(u.Object, "spec", "cidr")
-			}
-		}
 		if h != "" {
 			if err := a.decrementHandle(ctx, h, cidr, n); err != nil {
-				return released, err
+				return err
 			}
 		}
 	}
-	return released, nil
+	return nil
 }
 
 func (a *CalicoAPI) decrementHandle(ctx context.Context, handle, cidr string, n int) error {

@@ -176,7 +176,10 @@ func (i *CalicoIPAM) assignPod(ctx context.Context, key string) error {
 	if err != nil || !exists {
 		return err
 	}
-	pod := obj.(*corev1.Pod)
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return fmt.Errorf("unexpected %T in the pod cache", obj)
+	}
 	if pod.DeletionTimestamp != nil || pod.Annotations[k8sops.AnnotationPodIP] != "" {
 		return nil
 	}

@@ -159,3 +159,16 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 }
 
 func waitABit() { <-time.After(100 * time.Millisecond) }
+
+func TestSelectorMatches(t *testing.T) {
+	labels := map[string]string{"zone": "a", "pool": "new"}
+	for sel, want := range map[string]bool{
+		"": true, "all()": true, "!all()": false, "has(zone)": true, "has(rack)": false,
+		"zone == 'a'": true, `zone == "b"`: false, "zone != 'a'": false, "pool == 'new' && has(zone)": true,
+		"pool == 'new' && zone == 'b'": false, "zone in {'a'}": false,
+	} {
+		if got := selectorMatches(sel, labels); got != want {
+			t.Errorf("%q: %t, want %t", sel, got, want)
+		}
+	}
+}
