@@ -277,6 +277,14 @@ func ByClass(allocs []Allocation, class string) []Allocation {
 const TunnelNote = "Node tunnel addresses move only when calico-node restarts on that node: roll it, e.g. " +
 	"k8scidr_workload_roll with include = [\"kube-system/daemonset/calico-node\"] (calico-system/daemonset/calico-node under the operator)."
 
+// tunnelNote is a message suffix pointing at calico-node when node tunnel addresses remain.
+func tunnelNote(allocs []Allocation) string {
+	if len(ByClass(allocs, AllocTunnel)) == 0 {
+		return ""
+	}
+	return " " + TunnelNote
+}
+
 // PoolAllocations reads the pool's blocks and the pods and classifies every allocation.
 func (a *CalicoAPI) PoolAllocations(ctx context.Context, c *Client, pool netip.Prefix) ([]Allocation, error) {
 	blocks, err := a.ListBlocks(ctx)
@@ -576,8 +584,8 @@ func (a *CalicoAPI) DeleteIPPool(ctx context.Context, c *Client, name string, o 
 	}
 	if o.Policy == DeleteRefuseIfAllocated && len(ByClass(allocs, AllocLivePod)) > 0 {
 		return res, fmt.Errorf("%w: IPPool %s (%s) holds %s. With deletion_policy = %q nothing was changed: "+
-			"disable the pool and restart those pods (k8scidr_workload_roll), then destroy again",
-			ErrPoolAllocated, name, prefix, DescribeAllocations(allocs), DeleteRefuseIfAllocated)
+			"disable the pool and restart those pods (k8scidr_workload_roll), then destroy again.%s",
+			ErrPoolAllocated, name, prefix, DescribeAllocations(allocs), DeleteRefuseIfAllocated, tunnelNote(allocs))
 	}
 	if !pool.Settings.Disabled {
 		s := pool.Settings
@@ -597,8 +605,8 @@ func (a *CalicoAPI) DeleteIPPool(ctx context.Context, c *Client, name string, o 
 		})
 		if err != nil {
 			return res, fmt.Errorf("%w: IPPool %s (%s) is disabled but did not drain in time; it still holds %s. "+
-				"Restart those pods so they take addresses from another pool (k8scidr_workload_roll with pod_cidrs = [%q]), then destroy again",
-				ErrPoolAllocated, name, prefix, DescribeAllocations(allocs), prefix.String())
+				"Restart those pods so they take addresses from another pool (k8scidr_workload_roll with pod_cidrs = [%q]), then destroy again.%s",
+				ErrPoolAllocated, name, prefix, DescribeAllocations(allocs), prefix.String(), tunnelNote(allocs))
 		}
 	}
 	if o.ReleaseLeaked {

@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,7 +35,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -114,6 +117,34 @@ func (c *Cluster) StartCalicoIPAM(ctx context.Context, poolGroup string) (*Calic
 	go func() { <-runCtx.Done(); ipam.queue.ShutDown() }()
 	c.stopHooks = append(c.stopHooks, ipam.Stop)
 	return ipam, nil
+}
+
+// Connect describes an already running cluster from its kubeconfig, enough to run the
+// calico-ipam double against it (a detached cluster's double runs in its own process).
+func Connect(kubeconfig string) (*Cluster, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Kubeconfig: kubeconfig, RESTConfig: cfg, Kube: kube}, nil
+}
+
+// StartCalicoIPAMProcess runs the double as a process of a detached cluster (recorded with the
+// others, so StopDir ends it): bin must be a program whose "calico-ipam" command runs
+// StartCalicoIPAM until SIGTERM, as k8scidr-cluster does.
+func (c *Cluster) StartCalicoIPAMProcess(bin, poolGroup string) error {
+	p, err := startProcess("calico-ipam", bin, []string{"calico-ipam", "-kubeconfig", c.Kubeconfig, "-pool-group", poolGroup},
+		filepath.Join(c.Dir, "logs"), true)
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	return c.writeState()
 }
 
 // Stop ends the double and waits for its worker.
