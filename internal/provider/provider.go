@@ -195,6 +195,7 @@ func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource 
 		newServiceCIDRResource,
 		newServiceRecreationResource,
 		newCalicoIPPoolResource,
+		newWorkloadRollResource,
 	}
 }
 

@@ -1,0 +1,302 @@
+// Workload roll planning: which Deployments, StatefulSets and DaemonSets have a pod that must
+// move (an address in the old pool, or a DNS server from before the kube-dns move), and what
+// cannot be rolled and why. Pure over a snapshot, so plan and apply agree.
+package k8sops
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Workload kinds a roll restarts.
+const (
+	KindDeployment  = "Deployment"
+	KindStatefulSet = "StatefulSet"
+	KindDaemonSet   = "DaemonSet"
+)
+
+// RollKinds lists the kinds, and DefaultRollKinds the default scope.
+var (
+	RollKinds        = []string{KindDeployment, KindStatefulSet, KindDaemonSet}
+	DefaultRollKinds = RollKinds
+)
+
+// WorkloadKey is "namespace/kind/name" with the kind in lower case, as kubectl names it.
+func WorkloadKey(namespace, kind, name string) string {
+	return namespace + "/" + strings.ToLower(kind) + "/" + name
+}
+
+// ParseWorkloadKey splits "namespace/kind/name" and checks the kind; kind comes back capitalised.
+func ParseWorkloadKey(key string) (namespace, kind, name string, err error) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+		return "", "", "", fmt.Errorf("%q: use namespace/kind/name, e.g. kube-system/deployment/coredns", key)
+	}
+	for _, k := range RollKinds {
+		if strings.EqualFold(parts[1], k) {
+			return parts[0], k, parts[2], nil
+		}
+	}
+	return "", "", "", fmt.Errorf("%q: kind %q is not one of deployment, statefulset, daemonset", key, parts[1])
+}
+
+// RollSnapshot is what planning a roll reads: one paginated list per kind.
+type RollSnapshot struct {
+	Pods         []corev1.Pod
+	Deployments  []appsv1.Deployment
+	StatefulSets []appsv1.StatefulSet
+	DaemonSets   []appsv1.DaemonSet
+	ReplicaSets  []appsv1.ReplicaSet
+}
+
+// TakeRollSnapshot lists pods and workloads cluster-wide.
+func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
+	s := &RollSnapshot{}
+	apps := c.Kube.AppsV1()
+	steps := []struct {
+		what string
+		run  func() error
+	}{
+		{"pods", func() error {
+			return eachItem(ctx, listPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { s.Pods = append(s.Pods, *p); return nil })
+		}},
+		{"Deployments", func() error {
+			return eachItem(ctx, listPages(apps.Deployments("").List), func(d *appsv1.Deployment) error { s.Deployments = append(s.Deployments, *d); return nil })
+		}},
+		{"StatefulSets", func() error {
+			return eachItem(ctx, listPages(apps.StatefulSets("").List), func(d *appsv1.StatefulSet) error { s.StatefulSets = append(s.StatefulSets, *d); return nil })
+		}},
+		{"DaemonSets", func() error {
+			return eachItem(ctx, listPages(apps.DaemonSets("").List), func(d *appsv1.DaemonSet) error { s.DaemonSets = append(s.DaemonSets, *d); return nil })
+		}},
+		{"ReplicaSets", func() error {
+			return eachItem(ctx, listPages(apps.ReplicaSets("").List), func(d *appsv1.ReplicaSet) error { s.ReplicaSets = append(s.ReplicaSets, *d); return nil })
+		}},
+	}
+	for _, st := range steps {
+		if err := st.run(); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", st.what, err)
+		}
+	}
+	return s, nil
+}
+
+// RollOptions are the roll's scope and triggers.
+type RollOptions struct {
+	Namespaces        []string // empty: all
+	ExcludeNamespaces []string
+	Selector          labels.Selector // on the workload's labels (the pod's for bare pods); nil: everything
+	Kinds             []string        // default DefaultRollKinds
+	Include           []string        // workload keys rolled regardless of triggers
+	First             []string        // workload keys rolled and waited for before the rest
+	PodCIDRs          []netip.Prefix  // trigger: a pod address inside
+	StartedBefore     *time.Time      // trigger: a pod started before
+}
+
+// RollPlan is what a roll restarts, in order, and what it cannot.
+type RollPlan struct {
+	// Pending maps workload keys to the number of their pods that match a trigger (every pod
+	// for an included workload).
+	Pending map[string]int
+	// Order lists Pending's keys: First (in its order) then the rest, sorted.
+	Order []string
+	// Unmanaged maps what matches but cannot be rolled ("namespace/kind/name", pods as
+	// "namespace/pod/name") to the reason.
+	Unmanaged map[string]string
+	// BarePods are the bare pods among Unmanaged, evictable with evict_bare_pods.
+	BarePods []string // "namespace/name"
+	Errors   []Finding
+}
+
+type workloadInfo struct {
+	kind, namespace, name string
+	labels                map[string]string
+	unmanaged             string // why it cannot be rolled, or ""
+}
+
+// PlanRoll decides what to restart.
+func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
+	p := RollPlan{Pending: map[string]int{}, Unmanaged: map[string]string{}}
+	kinds := o.Kinds
+	if len(kinds) == 0 {
+		kinds = DefaultRollKinds
+	}
+	workloads := map[string]workloadInfo{}
+	rsOwner := map[string]string{} // "ns/rs" → workload key, or "" for a ReplicaSet no Deployment owns
+	for _, d := range s.Deployments {
+		w := workloadInfo{KindDeployment, d.Namespace, d.Name, d.Labels, foreignController(d.OwnerReferences)}
+		if d.Spec.Paused && w.unmanaged == "" {
+			w.unmanaged = "paused Deployment: kubectl rollout resume it first, or roll it yourself"
+		}
+		workloads[WorkloadKey(d.Namespace, KindDeployment, d.Name)] = w
+	}
+	for _, d := range s.StatefulSets {
+		w := workloadInfo{KindStatefulSet, d.Namespace, d.Name, d.Labels, foreignController(d.OwnerReferences)}
+		if d.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType && w.unmanaged == "" {
+			w.unmanaged = "StatefulSet with updateStrategy OnDelete: a restart annotation does not replace its pods; delete them yourself"
+		}
+		workloads[WorkloadKey(d.Namespace, KindStatefulSet, d.Name)] = w
+	}
+	for _, d := range s.DaemonSets {
+		w := workloadInfo{KindDaemonSet, d.Namespace, d.Name, d.Labels, foreignController(d.OwnerReferences)}
+		if d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && w.unmanaged == "" {
+			w.unmanaged = "DaemonSet with updateStrategy OnDelete: a restart annotation does not replace its pods; delete them yourself"
+		}
+		workloads[WorkloadKey(d.Namespace, KindDaemonSet, d.Name)] = w
+	}
+	for _, rs := range s.ReplicaSets {
+		owner := ""
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == KindDeployment {
+			owner = WorkloadKey(rs.Namespace, KindDeployment, ref.Name)
+		}
+		rsOwner[rs.Namespace+"/"+rs.Name] = owner
+	}
+	inScope := func(ns string, lbls map[string]string) bool {
+		if len(o.Namespaces) > 0 && !slices.Contains(o.Namespaces, ns) {
+			return false
+		}
+		if slices.Contains(o.ExcludeNamespaces, ns) {
+			return false
+		}
+		return o.Selector == nil || o.Selector.Matches(labels.Set(lbls))
+	}
+	for _, pod := range s.Pods {
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		key, reason := podWorkload(&pod, rsOwner)
+		w, known := workloads[key]
+		if key != "" && !known {
+			continue // its workload vanished meanwhile
+		}
+		lbls := pod.Labels
+		if known {
+			lbls = w.labels
+		}
+		if !inScope(pod.Namespace, lbls) || !matchesTrigger(&pod, o) {
+			continue
+		}
+		switch {
+		case key == "":
+			id := pod.Namespace + "/pod/" + pod.Name
+			p.Unmanaged[id] = reason
+			if reason == reasonBarePod {
+				p.BarePods = append(p.BarePods, pod.Namespace+"/"+pod.Name)
+			}
+		case w.unmanaged != "":
+			p.Unmanaged[key] = w.unmanaged
+		case !slices.ContainsFunc(kinds, func(k string) bool { return strings.EqualFold(k, w.kind) }):
+			p.Unmanaged[key] = fmt.Sprintf("kind %s is not in kinds", w.kind)
+		default:
+			p.Pending[key]++
+		}
+	}
+	for i, key := range o.Include {
+		ns, kind, name, err := ParseWorkloadKey(key)
+		if err != nil {
+			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("include[%d]", i), Summary: "Invalid Workload", Detail: err.Error()})
+			continue
+		}
+		key = WorkloadKey(ns, kind, name)
+		w, ok := workloads[key]
+		switch {
+		case !ok:
+			p.Errors = append(p.Errors, Finding{Attribute: "include", Summary: "Workload Not Found",
+				Detail: fmt.Sprintf("%s does not exist. Check the namespace, kind and name (kube-system/daemonset/calico-node, or calico-system/daemonset/calico-node under the operator).", key)})
+		case w.unmanaged != "":
+			p.Unmanaged[key] = w.unmanaged
+		default:
+			n := 0
+			for _, pod := range s.Pods {
+				if k, _ := podWorkload(&pod, rsOwner); k == key && pod.DeletionTimestamp == nil {
+					n++
+				}
+			}
+			p.Pending[key] = max(p.Pending[key], n)
+		}
+	}
+	for i, key := range o.First {
+		ns, kind, name, err := ParseWorkloadKey(key)
+		if err != nil {
+			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("first[%d]", i), Summary: "Invalid Workload", Detail: err.Error()})
+			continue
+		}
+		if key = WorkloadKey(ns, kind, name); p.Pending[key] > 0 && !slices.Contains(p.Order, key) {
+			p.Order = append(p.Order, key)
+		}
+	}
+	var rest []string
+	for key := range p.Pending {
+		if !slices.Contains(p.Order, key) {
+			rest = append(rest, key)
+		}
+	}
+	slices.Sort(rest)
+	p.Order = append(p.Order, rest...)
+	slices.Sort(p.BarePods)
+	return p
+}
+
+const reasonBarePod = "bare pod (no controller): evict it with evict_bare_pods = true, or delete and recreate it yourself"
+
+// podWorkload is the key of the workload a restart annotation reaches for this pod, or "" and
+// the reason none does.
+func podWorkload(pod *corev1.Pod, rsOwner map[string]string) (string, string) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return "", reasonBarePod
+	}
+	switch ref.Kind {
+	case "ReplicaSet":
+		owner, ok := rsOwner[pod.Namespace+"/"+ref.Name]
+		if ok && owner != "" {
+			return owner, ""
+		}
+		return "", "pod of ReplicaSet " + ref.Name + ", which no Deployment owns: scale it down and up yourself"
+	case KindStatefulSet, KindDaemonSet:
+		return WorkloadKey(pod.Namespace, ref.Kind, ref.Name), ""
+	case "Job":
+		return "", "pod of Job " + ref.Name + ": it moves when the Job's next pod starts"
+	}
+	return "", fmt.Sprintf("pod owned by %s %s, which a restart annotation does not reach", ref.Kind, ref.Name)
+}
+
+// foreignController says why a workload another controller owns cannot be rolled, or "".
+func foreignController(refs []metav1.OwnerReference) string {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			return fmt.Sprintf("managed by %s %s, which would revert a restart annotation: restart it through that controller", r.Kind, r.Name)
+		}
+	}
+	return ""
+}
+
+// matchesTrigger reports whether the pod matches pod_cidrs or started_before.
+func matchesTrigger(pod *corev1.Pod, o RollOptions) bool {
+	if len(o.PodCIDRs) > 0 && !pod.Spec.HostNetwork {
+		for _, s := range pod.Status.PodIPs {
+			if ip, err := netip.ParseAddr(s.IP); err == nil && slices.ContainsFunc(o.PodCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+				return true
+			}
+		}
+	}
+	if o.StartedBefore != nil && (!pod.Spec.HostNetwork || pod.Spec.DNSPolicy == corev1.DNSClusterFirstWithHostNet) {
+		started := pod.CreationTimestamp.Time
+		if pod.Status.StartTime != nil {
+			started = pod.Status.StartTime.Time
+		}
+		if started.Before(*o.StartedBefore) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,251 @@
+// Workload roll execution: `kubectl rollout restart` for each planned workload (kubectl's own
+// restarter), waiting by kubectl's rollout-status rules, `first` before the rest.
+package k8sops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/kubectl/pkg/polymorphichelpers"
+	"k8s.io/kubectl/pkg/scheme"
+)
+
+// RollExecOptions shape ExecuteRoll.
+type RollExecOptions struct {
+	Parallelism     int  // concurrent rollouts after First; default 5
+	Wait            bool // wait for each rollout by kubectl's rollout-status rules
+	ContinueOnError bool
+	EvictBarePods   bool
+	// PollInterval between rollout-status checks; default 1 s.
+	PollInterval time.Duration
+	Log          func(format string, args ...any)
+}
+
+// Rolled is the outcome of one workload's restart.
+type Rolled struct {
+	Key      string
+	Duration time.Duration
+	Err      error
+}
+
+// ExecuteRoll restarts the plan's workloads: First one after another, each waited for, then the
+// rest with Parallelism at a time. Without ContinueOnError the first failure stops new
+// restarts. Bare pods are evicted (PodDisruptionBudgets hold) when asked.
+func ExecuteRoll(ctx context.Context, c *Client, p RollPlan, first []string, o RollExecOptions) ([]Rolled, error) {
+	if o.Parallelism <= 0 {
+		o.Parallelism = 5
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	var firsts, rest []string
+	for _, key := range p.Order {
+		if slices.Contains(first, key) {
+			firsts = append(firsts, key)
+		} else {
+			rest = append(rest, key)
+		}
+	}
+	var out []Rolled
+	var mu sync.Mutex
+	failed := false
+	record := func(r Rolled) {
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, r)
+		if r.Err != nil {
+			failed = true
+		}
+	}
+	stop := func() bool { mu.Lock(); defer mu.Unlock(); return failed && !o.ContinueOnError }
+	for _, key := range firsts {
+		if stop() {
+			break
+		}
+		record(rollOne(ctx, c, key, o))
+	}
+	sem := make(chan struct{}, o.Parallelism)
+	var wg sync.WaitGroup
+	for _, key := range rest {
+		if stop() || ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if !stop() {
+				record(rollOne(ctx, c, key, o))
+			}
+		})
+	}
+	wg.Wait()
+	if o.EvictBarePods && !stop() {
+		for _, pod := range p.BarePods {
+			record(evict(ctx, c, pod))
+		}
+	}
+	slices.SortFunc(out, func(a, b Rolled) int { return strings.Compare(a.Key, b.Key) })
+	var errs []error
+	for _, r := range out {
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.Key, r.Err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func rollOne(ctx context.Context, c *Client, key string, o RollExecOptions) Rolled {
+	start := time.Now()
+	r := Rolled{Key: key}
+	ns, kind, name, err := ParseWorkloadKey(key)
+	if err == nil {
+		err = restart(ctx, c, ns, kind, name)
+	}
+	if err == nil && o.Wait {
+		o.Log("waiting for %s to roll out", key)
+		err = waitRollout(ctx, c, ns, kind, name, o.PollInterval)
+	}
+	r.Duration, r.Err = time.Since(start), err
+	o.Log("%s restarted in %s (error: %v)", key, r.Duration.Round(time.Millisecond), err)
+	return r
+}
+
+// restart is `kubectl rollout restart`: kubectl's restarter sets the restartedAt annotation on
+// the pod template, sent as a strategic merge patch of the difference.
+func restart(ctx context.Context, c *Client, ns, kind, name string) error {
+	apps := c.Kube.AppsV1()
+	var obj runtime.Object
+	var err error
+	switch kind {
+	case KindDeployment:
+		obj, err = apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	case KindStatefulSet:
+		obj, err = apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	default:
+		obj, err = apps.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	before, err := runtime.Encode(scheme.DefaultJSONEncoder(), obj)
+	if err != nil {
+		return err
+	}
+	after, err := polymorphichelpers.ObjectRestarterFn(obj.DeepCopyObject())
+	if err != nil {
+		return err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(before, after, obj)
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: c.FieldManager}
+	switch kind {
+	case KindDeployment:
+		_, err = apps.Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+	case KindStatefulSet:
+		_, err = apps.StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+	default:
+		_, err = apps.DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+	}
+	return err
+}
+
+// waitRollout polls kubectl's rollout status viewer until it reports done. A Deployment past its
+// progress deadline fails at once; otherwise ctx bounds the wait, and the error then says where
+// the rollout stands and which pods are not ready.
+func waitRollout(ctx context.Context, c *Client, ns, kind, name string, interval time.Duration) error {
+	if interval == 0 {
+		interval = time.Second
+	}
+	viewer, err := polymorphichelpers.StatusViewerFor(schema.GroupKind{Group: "apps", Kind: kind})
+	if err != nil {
+		return err
+	}
+	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: strings.ToLower(kind) + "s"}
+	var msg string
+	err = wait.PollUntilContextCancel(ctx, interval, false, func(ctx context.Context) (bool, error) {
+		u, err := c.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		var done bool
+		msg, done, err = viewer.Status(u, 0)
+		return done, err
+	})
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	stuck := notReadyPods(context.WithoutCancel(ctx), c, ns, kind, name)
+	return fmt.Errorf("no rollout progress before the timeout: %s; pods not ready: %s", strings.TrimSpace(msg), stuck)
+}
+
+// notReadyPods names the workload's pods that are not Ready, with their phase and the first
+// waiting reason.
+func notReadyPods(ctx context.Context, c *Client, ns, kind, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := TakeRollSnapshot(ctx, c)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	rsOwner := map[string]string{}
+	for _, rs := range s.ReplicaSets {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == KindDeployment {
+			rsOwner[rs.Namespace+"/"+rs.Name] = WorkloadKey(rs.Namespace, KindDeployment, ref.Name)
+		}
+	}
+	key := WorkloadKey(ns, kind, name)
+	var out []string
+	for _, pod := range s.Pods {
+		if k, _ := podWorkload(&pod, rsOwner); k != key || podReady(&pod) {
+			continue
+		}
+		desc := fmt.Sprintf("%s (%s", pod.Name, pod.Status.Phase)
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.State.Waiting != nil {
+				desc += ", " + cs.State.Waiting.Reason
+				break
+			}
+		}
+		out = append(out, desc+")")
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+func podReady(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
+}
+
+// evict deletes a bare pod through the Eviction API, so PodDisruptionBudgets hold.
+func evict(ctx context.Context, c *Client, nsName string) Rolled {
+	start := time.Now()
+	ns, name, _ := strings.Cut(nsName, "/")
+	err := c.Kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	if apierrors.IsNotFound(err) {
+		err = nil
+	}
+	if apierrors.IsTooManyRequests(err) {
+		err = fmt.Errorf("a PodDisruptionBudget refuses the eviction now (%w); retry later", err)
+	}
+	return Rolled{Key: ns + "/pod/" + name, Duration: time.Since(start), Err: err}
+}
