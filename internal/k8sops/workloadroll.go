@@ -114,7 +114,9 @@ type RollPlan struct {
 	Unmanaged map[string]string
 	// BarePods are the bare pods among Unmanaged, evictable with evict_bare_pods.
 	BarePods []string // "namespace/name"
-	Errors   []Finding
+	// IncludedOnly marks Pending keys there only because Include names them.
+	IncludedOnly map[string]bool
+	Errors       []Finding
 }
 
 type workloadInfo struct {
@@ -125,7 +127,7 @@ type workloadInfo struct {
 
 // PlanRoll decides what to restart.
 func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
-	p := RollPlan{Pending: map[string]int{}, Unmanaged: map[string]string{}}
+	p := RollPlan{Pending: map[string]int{}, Unmanaged: map[string]string{}, IncludedOnly: map[string]bool{}}
 	kinds := o.Kinds
 	if len(kinds) == 0 {
 		kinds = DefaultRollKinds
@@ -210,7 +212,7 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		w, ok := workloads[key]
 		switch {
 		case !ok:
-			p.Errors = append(p.Errors, Finding{Attribute: "include", Summary: "Workload Not Found",
+			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("include[%d]", i), Summary: "Workload Not Found",
 				Detail: fmt.Sprintf("%s does not exist. Check the namespace, kind and name (kube-system/daemonset/calico-node, or calico-system/daemonset/calico-node under the operator).", key)})
 		case w.unmanaged != "":
 			p.Unmanaged[key] = w.unmanaged
@@ -221,13 +223,45 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 					n++
 				}
 			}
+			if p.Pending[key] == 0 {
+				p.IncludedOnly[key] = true
+			}
 			p.Pending[key] = max(p.Pending[key], n)
 		}
 	}
 	for i, key := range o.First {
+		if _, _, _, err := ParseWorkloadKey(key); err != nil {
+			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("first[%d]", i), Summary: "Invalid Workload", Detail: err.Error()})
+		}
+	}
+	p.sortOrder(o.First)
+	slices.Sort(p.BarePods)
+	return p
+}
+
+// DropIncluded removes from Pending the workloads there only because include names them and
+// the given (earlier) include list already named them: an included workload is rolled once, when
+// it is added, not at every apply.
+func (p *RollPlan) DropIncluded(earlier []string, first []string) {
+	for _, key := range earlier {
 		ns, kind, name, err := ParseWorkloadKey(key)
 		if err != nil {
-			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("first[%d]", i), Summary: "Invalid Workload", Detail: err.Error()})
+			continue
+		}
+		if key = WorkloadKey(ns, kind, name); p.IncludedOnly[key] {
+			delete(p.Pending, key)
+			delete(p.IncludedOnly, key)
+		}
+	}
+	p.sortOrder(first)
+}
+
+// sortOrder sets Order: the keys of first that are pending, in their order, then the rest sorted.
+func (p *RollPlan) sortOrder(first []string) {
+	p.Order = nil
+	for _, key := range first {
+		ns, kind, name, err := ParseWorkloadKey(key)
+		if err != nil {
 			continue
 		}
 		if key = WorkloadKey(ns, kind, name); p.Pending[key] > 0 && !slices.Contains(p.Order, key) {
@@ -242,8 +276,6 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 	}
 	slices.Sort(rest)
 	p.Order = append(p.Order, rest...)
-	slices.Sort(p.BarePods)
-	return p
 }
 
 const reasonBarePod = "bare pod (no controller): evict it with evict_bare_pods = true, or delete and recreate it yourself"

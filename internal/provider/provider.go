@@ -205,6 +205,7 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 		newServiceCIDRsDataSource,
 		newServiceAllocationsDataSource,
 		newCalicoIPPoolsDataSource,
+		newPodAllocationsDataSource,
 	}
 }
 

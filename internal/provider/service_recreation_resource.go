@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -290,11 +291,20 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 func addFindings(diags *diag.Diagnostics, fs []k8sops.Finding, asError bool) {
 	for _, f := range fs {
 		if asError {
-			diags.AddAttributeError(path.Root(f.Attribute), f.Summary, f.Detail)
+			diags.AddAttributeError(findingPath(f.Attribute), f.Summary, f.Detail)
 		} else {
-			diags.AddAttributeWarning(path.Root(f.Attribute), f.Summary, f.Detail+" This is an error at apply time.")
+			diags.AddAttributeWarning(findingPath(f.Attribute), f.Summary, f.Detail+" This is an error at apply time.")
 		}
 	}
+}
+
+// findingPath turns a finding's attribute, "name" or "name[i]", into a path.
+func findingPath(attr string) path.Path {
+	name, index, ok := strings.Cut(strings.TrimSuffix(attr, "]"), "[")
+	if i, err := strconv.Atoi(index); ok && err == nil {
+		return path.Root(name).AtListIndex(i)
+	}
+	return path.Root(attr)
 }
 
 func (r *serviceRecreationResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -95,8 +95,9 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"kinds": schema.SetAttribute{Optional: true, Computed: true, ElementType: types.StringType, Default: setdefault.StaticValue(kinds),
 				MarkdownDescription: "Workload kinds rolled: `Deployment`, `StatefulSet`, `DaemonSet` (default all three).",
 				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.RollKinds...))}},
-			"include": keyList("Workloads (`namespace/kind/name`) rolled regardless of the triggers, e.g. " +
-				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses."),
+			"include": keyList("Workloads (`namespace/kind/name`) rolled regardless of the triggers and scope, e.g. " +
+				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses: once when the resource is created " +
+				"or the workload is added to the list, and again whenever a trigger matches it."),
 			"first": keyList("Workloads (`namespace/kind/name`) rolled and waited for, in this order, before the rest, e.g. " +
 				"`kube-system/deployment/coredns`."),
 			"pod_cidrs": keyList("Trigger: workloads with a pod whose IP is inside these ranges (the old pool). " +
@@ -210,14 +211,19 @@ func (m *workloadRollModel) options(ctx context.Context, diags *diag.Diagnostics
 }
 
 // plan reads the cluster and plans the roll; with evict_bare_pods the bare pods are pending.
-func (m *workloadRollModel) plan(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) (k8sops.RollPlan, bool) {
+// Workloads that prior's include already named are not rolled again for being included.
+func (m *workloadRollModel) plan(ctx context.Context, client *k8sops.Client, prior *workloadRollModel, diags *diag.Diagnostics) (k8sops.RollPlan, bool) {
 	snap, err := k8sops.TakeRollSnapshot(ctx, client)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", err.Error())
 		return k8sops.RollPlan{}, false
 	}
-	p := k8sops.PlanRoll(snap, m.options(ctx, diags))
+	o := m.options(ctx, diags)
+	p := k8sops.PlanRoll(snap, o)
 	addFindings(diags, p.Errors, true)
+	if prior != nil {
+		p.DropIncluded(stringList(ctx, prior.Include, diags), o.First)
+	}
 	if m.EvictBarePods.ValueBool() {
 		for _, pod := range p.BarePods {
 			ns, name, _ := strings.Cut(pod, "/")
@@ -275,7 +281,11 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 	if resp.Diagnostics.Append(diags...); diags.HasError() {
 		return
 	}
-	p, ok := plan.plan(ctx, client, &resp.Diagnostics)
+	var prior *workloadRollModel
+	if !creating {
+		prior = &state
+	}
+	p, ok := plan.plan(ctx, client, prior, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -297,7 +307,7 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 func (r *workloadRollResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan workloadRollModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if r.apply(ctx, &plan, plan.Timeouts.Create, &resp.Diagnostics) {
+	if r.apply(ctx, &plan, nil, plan.Timeouts.Create, &resp.Diagnostics) {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	}
 }
@@ -306,20 +316,20 @@ func (r *workloadRollResource) Update(ctx context.Context, req resource.UpdateRe
 	var plan, state workloadRollModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if r.apply(ctx, &plan, plan.Timeouts.Update, &resp.Diagnostics) {
+	if r.apply(ctx, &plan, &state, plan.Timeouts.Update, &resp.Diagnostics) {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	}
 }
 
 // apply plans again from the cluster, rolls, and fills the computed values.
-func (r *workloadRollResource) apply(ctx context.Context, plan *workloadRollModel,
+func (r *workloadRollResource) apply(ctx context.Context, plan, prior *workloadRollModel,
 	timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), diags *diag.Diagnostics) bool {
 	client, ctx, cancel := r.data.begin(ctx, timeout, workloadRollTimeout, diags)
 	defer cancel()
 	if client == nil {
 		return false
 	}
-	p, ok := plan.plan(ctx, client, diags)
+	p, ok := plan.plan(ctx, client, prior, diags)
 	if !ok {
 		return false
 	}
@@ -377,15 +387,13 @@ func describeRolled(done map[string]string) string {
 // recheck evaluates the triggers again after the roll and warns about what still matches.
 func (r *workloadRollResource) recheck(ctx context.Context, client *k8sops.Client, plan *workloadRollModel, diags *diag.Diagnostics) {
 	var d diag.Diagnostics
-	after, ok := plan.plan(ctx, client, &d)
+	after, ok := plan.plan(ctx, client, plan, &d)
 	if !ok {
 		return
 	}
 	var still []string
 	for _, key := range after.Order {
-		if !slices.Contains(stringList(ctx, plan.Include, &d), key) {
-			still = append(still, fmt.Sprintf("%s (%d pods)", key, after.Pending[key]))
-		}
+		still = append(still, fmt.Sprintf("%s (%d pods)", key, after.Pending[key]))
 	}
 	if len(still) > 0 {
 		diags.AddWarning("Pods Still Match After the Roll",
@@ -404,4 +412,5 @@ func (r *workloadRollResource) Read(ctx context.Context, req resource.ReadReques
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-func (r *workloadRollResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+func (r *workloadRollResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -270,4 +271,81 @@ func TestAccWorkloadRoll_invalid(t *testing.T) {
 		steps = append(steps, resource.TestStep{Config: res(c.body), PlanOnly: true, ExpectError: diagRE(c.want...)})
 	}
 	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
+}
+
+// started_before from a resource of the same run is unknown at plan, so pending is too; at apply
+// the pods started before it are rolled: hostNetwork pods only with ClusterFirstWithHostNet.
+// include rolls a workload outside the scope regardless of the trigger.
+func TestAccWorkloadRoll_startedBefore(t *testing.T) {
+	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
+	ctx := context.Background()
+	e.deployment("web", 2)
+	for name, policy := range map[string]corev1.DNSPolicy{"hostdns": corev1.DNSClusterFirstWithHostNet, "hostplain": corev1.DNSClusterFirst} {
+		d := deploymentOf(name, 1)
+		d.Spec.Template.Spec.HostNetwork, d.Spec.Template.Spec.DNSPolicy = true, policy
+		e.createDeployment(d, 0)
+		if _, err := e.c.WaitPods(ctx, "default", "app="+name, 1, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	idle := deploymentOf("idle", 1)
+	if _, err := e.c.Kube.AppsV1().Deployments("other").Create(ctx, idle, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.WaitPodIPs(ctx, "other", "app=idle", 1); err != nil {
+		t.Fatal(err)
+	}
+	// Every pod so far started before movedAt; pods of the rollouts start after it.
+	movedAt := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(movedAt) + 100*time.Millisecond)
+	config := e.provider() + fmt.Sprintf(`
+resource "terraform_data" "dns_moved" {
+  input = %q
+}
+
+resource "k8scidr_workload_roll" "dns" {
+  namespaces     = ["default"]
+  started_before = terraform_data.dns_moved.output
+  include        = ["other/deployment/idle"]
+}
+`, movedAt.UTC().Format(time.RFC3339))
+	const addr = "k8scidr_workload_roll.dns"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectUnknownValue(addr, tfjsonpath.New("pending")),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("pending"), knownvalue.MapExact(map[string]knownvalue.Check{
+					"default/deployment/web": knownvalue.Int64Exact(2), "default/deployment/hostdns": knownvalue.Int64Exact(1),
+					"other/deployment/idle": knownvalue.Int64Exact(1),
+				})),
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("rolled"), knownvalue.MapPartial(map[string]knownvalue.Check{
+					"default/deployment/web": knownvalue.NotNull(), "default/deployment/hostdns": knownvalue.NotNull(),
+					"other/deployment/idle": knownvalue.NotNull(),
+				})),
+				statecheck.ExpectKnownValue(addr, tfjsonpath.New("rolled"), knownvalue.MapSizeExact(3)),
+			},
+			Check: func(*terraform.State) error {
+				for ns, apps := range map[string][]string{"default": {"web", "hostdns", "hostplain"}, "other": {"idle"}} {
+					for _, app := range apps {
+						d, err := e.c.Kube.AppsV1().Deployments(ns).Get(ctx, app, metav1.GetOptions{})
+						if err != nil {
+							return err
+						}
+						restarted := d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != ""
+						if restarted != (app != "hostplain") {
+							return fmt.Errorf("%s/%s restarted = %t", ns, app, restarted)
+						}
+					}
+				}
+				return nil
+			},
+		}},
+	})
 }

@@ -1,0 +1,133 @@
+package k8sops
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+)
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func rollPod(ns, name, ownerKind, owner, ip string, started time.Time) corev1.Pod {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &metav1.Time{Time: started}},
+	}
+	if ip != "" {
+		p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	}
+	if ownerKind != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: ownerKind, Name: owner, Controller: ptr.To(true)}}
+	}
+	return p
+}
+
+func rollSnapshot() *RollSnapshot {
+	old, young := t0.Add(-time.Hour), t0.Add(time.Hour)
+	host := rollPod("kube-system", "node-exporter-1", "DaemonSet", "node-exporter", "192.168.0.1", old)
+	host.Spec.HostNetwork = true
+	hostDNS := rollPod("kube-system", "calico-node-1", "DaemonSet", "calico-node", "192.168.0.1", old)
+	hostDNS.Spec.HostNetwork, hostDNS.Spec.DNSPolicy = true, corev1.DNSClusterFirstWithHostNet
+	ondelete := appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "legacy"}}
+	ondelete.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
+	return &RollSnapshot{
+		Pods: []corev1.Pod{
+			rollPod("app", "web-1", "ReplicaSet", "web-abc", "10.10.0.5", old),
+			rollPod("app", "web-2", "ReplicaSet", "web-abc", "10.20.0.5", young),
+			rollPod("app", "orphan-rs-1", "ReplicaSet", "orphan-rs", "10.10.0.6", old),
+			rollPod("app", "bare", "", "", "10.10.0.7", old),
+			rollPod("app", "job-1", "Job", "backup", "10.10.0.8", old),
+			rollPod("db", "legacy-0", "StatefulSet", "legacy", "10.10.0.9", old),
+			rollPod("db", "pg-0", "StatefulSet", "pg", "10.20.0.9", old),
+			rollPod("kube-system", "coredns-1", "ReplicaSet", "coredns-x", "10.10.0.10", old),
+			host, hostDNS,
+		},
+		Deployments: []appsv1.Deployment{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", Labels: map[string]string{"tier": "web"}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns"}},
+		},
+		StatefulSets: []appsv1.StatefulSet{ondelete, {ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "pg"}}},
+		DaemonSets: []appsv1.DaemonSet{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "node-exporter"}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "calico-node"}},
+		},
+		ReplicaSets: []appsv1.ReplicaSet{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web-abc", OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "web", Controller: ptr.To(true)}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-x", OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "coredns", Controller: ptr.To(true)}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "orphan-rs"}},
+		},
+	}
+}
+
+func TestPlanRoll_podCIDRs(t *testing.T) {
+	p := PlanRoll(rollSnapshot(), RollOptions{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.0.0/18")}, First: []string{"kube-system/deployment/coredns"}})
+	want := map[string]int{"app/deployment/web": 1, "kube-system/deployment/coredns": 1}
+	if !maps.Equal(p.Pending, want) {
+		t.Errorf("pending %v, want %v", p.Pending, want)
+	}
+	if !slices.Equal(p.Order, []string{"kube-system/deployment/coredns", "app/deployment/web"}) {
+		t.Errorf("order %v: first comes first", p.Order)
+	}
+	for key, reason := range map[string]string{
+		"app/pod/orphan-rs-1":   "no Deployment owns",
+		"app/pod/bare":          "bare pod",
+		"app/pod/job-1":         "Job backup",
+		"db/statefulset/legacy": "OnDelete",
+	} {
+		if !strings.Contains(p.Unmanaged[key], reason) {
+			t.Errorf("unmanaged[%s] = %q, want it to say %q", key, p.Unmanaged[key], reason)
+		}
+	}
+	if len(p.Unmanaged) != 4 || !slices.Equal(p.BarePods, []string{"app/bare"}) {
+		t.Errorf("unmanaged %v, bare pods %v", p.Unmanaged, p.BarePods)
+	}
+}
+
+func TestPlanRoll_startedBeforeAndScope(t *testing.T) {
+	s := rollSnapshot()
+	p := PlanRoll(s, RollOptions{StartedBefore: &t0, Kinds: []string{KindDeployment, KindDaemonSet}, ExcludeNamespaces: []string{"app"}})
+	// hostNetwork pods match only with ClusterFirstWithHostNet; StatefulSets are out of kinds.
+	want := map[string]int{"kube-system/deployment/coredns": 1, "kube-system/daemonset/calico-node": 1}
+	if !maps.Equal(p.Pending, want) {
+		t.Errorf("pending %v, want %v", p.Pending, want)
+	}
+	if !strings.Contains(p.Unmanaged["db/statefulset/pg"], "not in kinds") {
+		t.Errorf("unmanaged %v: pg is a StatefulSet outside kinds", p.Unmanaged)
+	}
+	sel, _ := labels.Parse("tier=web")
+	p = PlanRoll(s, RollOptions{StartedBefore: &t0, Selector: sel})
+	if !maps.Equal(p.Pending, map[string]int{"app/deployment/web": 1}) {
+		t.Errorf("with selector tier=web: pending %v", p.Pending)
+	}
+}
+
+func TestPlanRoll_include(t *testing.T) {
+	p := PlanRoll(rollSnapshot(), RollOptions{Include: []string{"kube-system/DaemonSet/calico-node", "x/deployment/absent", "bad"}})
+	if !maps.Equal(p.Pending, map[string]int{"kube-system/daemonset/calico-node": 1}) {
+		t.Errorf("pending %v: an included workload rolls with all its pods", p.Pending)
+	}
+	if len(p.Errors) != 2 || p.Errors[0].Attribute != "include[1]" || p.Errors[0].Summary != "Workload Not Found" ||
+		p.Errors[1].Attribute != "include[2]" || p.Errors[1].Summary != "Invalid Workload" {
+		t.Errorf("errors %v, want one for the absent workload and one for the malformed key", p.Errors)
+	}
+	// Named by the earlier include list already: not rolled again for being included.
+	p.DropIncluded([]string{"kube-system/daemonset/calico-node"}, nil)
+	if len(p.Pending) != 0 || len(p.Order) != 0 {
+		t.Errorf("after DropIncluded: pending %v, order %v", p.Pending, p.Order)
+	}
+	// A trigger match is not dropped.
+	p = PlanRoll(rollSnapshot(), RollOptions{StartedBefore: &t0, Include: []string{"kube-system/daemonset/calico-node"}})
+	p.DropIncluded([]string{"kube-system/daemonset/calico-node"}, nil)
+	if p.Pending["kube-system/daemonset/calico-node"] != 1 {
+		t.Errorf("pending %v: calico-node matches started_before and must stay", p.Pending)
+	}
+}
