@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -173,7 +176,25 @@ func TestAccWorkloadRoll_poolMigration(t *testing.T) {
 				Check: moved("web", "db", "agent"),
 			},
 			{
+				// Eviction honours PodDisruptionBudgets: with one that allows no disruption, the
+				// bare pod stays and the apply says why.
+				PreConfig: func() {
+					pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "bare"}, Spec: policyv1.PodDisruptionBudgetSpec{
+						MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bare"}}}}
+					if _, err := e.c.Kube.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:      rollConfig(e, "  evict_bare_pods = true\n"),
+				ExpectError: diagRE("Rollout Failed", "default/pod/bare:", "PodDisruptionBudget refuses the eviction"),
+			},
+			{
 				// Bare pods are evicted only when asked.
+				PreConfig: func() {
+					if err := e.c.Kube.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "bare", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
 				Config: rollConfig(e, "  evict_bare_pods = true\n"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectKnownValue(addr, tfjsonpath.New("pending"), pending(map[string]int64{"default/pod/bare": 1})),
@@ -241,6 +262,16 @@ resource "k8scidr_workload_roll" "pods" {
 				Config: noFirst,
 				ExpectError: diagRE("Rollout Failed", "default/deployment/web:", "exceeded its progress deadline",
 					"default/statefulset/db:", "no rollout progress before the timeout", "pods not ready: db-0 (Pending"),
+			},
+			{
+				// continue_on_error: the failure is a warning, nothing counts as rolled, and the next
+				// plan shows web again (its old pods still hold old-pool addresses; db's only pod was
+				// replaced by one still waiting for an address, which matches nothing).
+				Config: strings.Replace(noFirst, "timeouts", "continue_on_error = true\n  timeouts", 1),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("k8scidr_workload_roll.pods", tfjsonpath.New("rolled"), knownvalue.MapExact(map[string]knownvalue.Check{})),
+				},
+				ExpectNonEmptyPlan: true,
 			},
 		},
 	})
