@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -28,6 +29,7 @@ import (
 var (
 	_ provider.Provider                   = (*k8scidrProvider)(nil)
 	_ provider.ProviderWithValidateConfig = (*k8scidrProvider)(nil)
+	_ provider.ProviderWithFunctions      = (*k8scidrProvider)(nil)
 )
 
 type k8scidrProvider struct {
@@ -197,6 +199,11 @@ func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource 
 		newCalicoIPPoolResource,
 		newWorkloadRollResource,
 	}
+}
+
+// Functions are the plan-time CIDR helpers.
+func (p *k8scidrProvider) Functions(context.Context) []func() function.Function {
+	return []func() function.Function{newCIDROverlapsFunction, newCIDRContainsFunction, newCIDRMapOffsetFunction}
 }
 
 func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataSource {
