@@ -21,7 +21,9 @@ output "kube_dns"      { value = provider::k8scidr::cidr_map_offset("100.64.0.10
 output "wrapped"       { value = provider::k8scidr::cidr_map_offset("100.69.0.5", "100.64.0.0/13", "172.24.0.0/15") }
 output "v6"            { value = provider::k8scidr::cidr_map_offset("fd00:10::a", "fd00:10::/108", "fd00:24::/108") }
 `
-	check := func(name string, v knownvalue.Check) statecheck.StateCheck { return statecheck.ExpectKnownOutputValue(name, v) }
+	check := func(name string, v knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownOutputValue(name, v)
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
