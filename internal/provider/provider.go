@@ -213,6 +213,7 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 		newServiceAllocationsDataSource,
 		newCalicoIPPoolsDataSource,
 		newPodAllocationsDataSource,
+		newNetworkOverlapsDataSource,
 	}
 }
 

@@ -1,0 +1,133 @@
+// Which of the cluster's address ranges collide: node addresses, node podCIDRs, ServiceCIDRs,
+// Calico pools, extra named ranges, and ranges reserved for something else (a VPN, Tailscale).
+package k8sops
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Kinds of named ranges.
+const (
+	RangeNodeAddress = "node_address"
+	RangeNodePodCIDR = "node_pod_cidr"
+	RangeServiceCIDR = "service_cidr"
+	RangeCalicoPool  = "calico_pool"
+	RangeExtra       = "extra"
+	RangeReserved    = "reserved"
+)
+
+// NamedRange is one range and where it comes from.
+type NamedRange struct {
+	Kind, Name string
+	CIDR       netip.Prefix
+}
+
+// Conflict is two overlapping ranges and the prefix they share (the narrower of the two).
+type Conflict struct {
+	A, B    NamedRange
+	Overlap netip.Prefix
+}
+
+// expectedOverlap lists the pairs of kinds that overlap by design: node podCIDRs are carved out
+// of the pod range (a Calico pool), and ServiceCIDRs may nest (a keep-range inside the old range).
+func expectedOverlap(a, b string) bool {
+	pair := func(x, y string) bool { return a == x && b == y || a == y && b == x }
+	return pair(RangeNodePodCIDR, RangeCalicoPool) || pair(RangeServiceCIDR, RangeServiceCIDR) ||
+		pair(RangeNodeAddress, RangeNodeAddress) || pair(RangeReserved, RangeReserved)
+}
+
+// FindConflicts checks every pair of ranges, except pairs that overlap by design.
+func FindConflicts(ranges []NamedRange) []Conflict {
+	var out []Conflict
+	for i, a := range ranges {
+		for _, b := range ranges[i+1:] {
+			if expectedOverlap(a.Kind, b.Kind) || !a.CIDR.Overlaps(b.CIDR) {
+				continue
+			}
+			overlap := a.CIDR
+			if b.CIDR.Bits() > a.CIDR.Bits() {
+				overlap = b.CIDR
+			}
+			out = append(out, Conflict{A: a, B: b, Overlap: overlap})
+		}
+	}
+	return out
+}
+
+// GatherRanges reads the cluster's ranges: node addresses (as /32 and /128) and podCIDRs,
+// ServiceCIDRs, and Calico pools where Calico is served. One paginated list per kind.
+func GatherRanges(ctx context.Context, c *Client) ([]NamedRange, error) {
+	var out []NamedRange
+	err := eachItem(ctx, listPages(c.Kube.CoreV1().Nodes().List), func(n *corev1.Node) error {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out = append(out, NamedRange{RangeNodeAddress, n.Name + " " + string(a.Type), netip.PrefixFrom(ip, ip.BitLen())})
+			}
+		}
+		cidrs := n.Spec.PodCIDRs
+		if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+			cidrs = []string{n.Spec.PodCIDR}
+		}
+		for _, s := range cidrs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				out = append(out, NamedRange{RangeNodePodCIDR, n.Name, p.Masked()})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	caps, err := c.Capabilities()
+	if err != nil {
+		return nil, err
+	}
+	var scs []ServiceCIDR
+	if caps.ServiceCIDRVersion != "" { // older clusters: only the apiserver flag's range, not readable here
+		if scs, _, err = listServiceCIDRObjects(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	for _, sc := range scs {
+		for _, s := range sc.CIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				out = append(out, NamedRange{RangeServiceCIDR, sc.Name, p.Masked()})
+			}
+		}
+	}
+	api, err := Calico(ctx, c)
+	switch {
+	case errors.Is(err, ErrNoCalico):
+	case err != nil:
+		return nil, err
+	default:
+		pools, err := api.ListIPPools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pools {
+			if pfx := p.Prefix(); pfx.IsValid() {
+				out = append(out, NamedRange{RangeCalicoPool, p.Name, pfx.Masked()})
+			}
+		}
+	}
+	SortRanges(out)
+	return out, nil
+}
+
+// SortRanges orders ranges by kind, name and address.
+func SortRanges(r []NamedRange) {
+	slices.SortStableFunc(r, func(a, b NamedRange) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), a.CIDR.Addr().Compare(b.CIDR.Addr()))
+	})
+}
