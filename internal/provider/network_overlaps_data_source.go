@@ -126,4 +126,3 @@ func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.Rea
 	m.ConflictFree = types.BoolValue(len(m.Conflicts) == 0)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
-
