@@ -91,6 +91,8 @@ type Cluster struct {
 	procs     []*process
 	ownDir    bool
 	stopHooks []func()
+	opts      Options  // as started, for restarts
+	apiArgs   []string // kube-apiserver's command line, for restarts
 }
 
 // state is what a detached cluster leaves in its directory for StopDir.
@@ -230,7 +232,8 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 		return err
 	}
 
-	apiserver, err := c.run(o, "kube-apiserver", append([]string{
+	c.opts = o
+	c.apiArgs = append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[2]),
 		"--cert-dir=" + filepath.Join(c.Dir, "pki"),
@@ -246,14 +249,8 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 		// rejected while the controller-manager has yet to create its default ServiceAccount.
 		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true", "--profiling=false",
-	}, o.APIServerFlags...)...)
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, "kube-apiserver to be ready", []*process{apiserver}, func(ctx context.Context) (bool, error) {
-		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil, nil
-	}); err != nil {
+	}, o.APIServerFlags...)
+	if err := c.startAPIServer(ctx); err != nil {
 		return err
 	}
 
@@ -270,6 +267,40 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 		return err
 	}
 	return c.waitSettled(ctx, others)
+}
+
+// startAPIServer runs kube-apiserver with c.apiArgs and waits until it is ready.
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	apiserver, err := c.run(c.opts, "kube-apiserver", c.apiArgs...)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, "kube-apiserver to be ready", []*process{apiserver}, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil, nil
+	})
+}
+
+// RestartAPIServer restarts kube-apiserver with a new --service-cluster-ip-range, as an
+// operator changing kOps' serviceClusterIPRange does. The other components reconnect by
+// themselves. Only for clusters this process started (not detached ones).
+func (c *Cluster) RestartAPIServer(ctx context.Context, serviceCIDRs []string) error {
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == "kube-apiserver" })
+	if i < 0 || c.opts.Detached {
+		return errors.New("no attached kube-apiserver to restart")
+	}
+	c.procs[i].stop(10 * time.Second)
+	c.procs = slices.Delete(c.procs, i, i+1)
+	flag := "--service-cluster-ip-range="
+	for j, a := range c.apiArgs {
+		if strings.HasPrefix(a, flag) {
+			c.apiArgs[j] = flag + strings.Join(serviceCIDRs, ",")
+		}
+	}
+	c.ServiceCIDRs = serviceCIDRs
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return c.startAPIServer(ctx)
 }
 
 // startAgents starts the components that talk only to the apiserver.
