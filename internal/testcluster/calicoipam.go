@@ -214,6 +214,9 @@ func (i *CalicoIPAM) assignPod(ctx context.Context, key string) error {
 	if pod.DeletionTimestamp != nil || pod.Annotations[k8sops.AnnotationPodIP] != "" {
 		return nil
 	}
+	if _, err := i.c.Kube.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil // bound to a node that is gone: no CNI will ever run for it
+	}
 	handle := podHandlePrefix + string(pod.UID)
 	ip, err := i.assign(ctx, handle, pod.Spec.NodeName, apiv3.IPPoolAllowedUseWorkload,
 		map[string]string{k8sops.AttrNamespace: pod.Namespace, k8sops.AttrPod: pod.Name, k8sops.AttrNode: pod.Spec.NodeName,
