@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -20,65 +19,30 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
-// migrationFixture is the conflicted cluster of write-ups 000/001: Services in 100.64.0.0/13 (kube-dns
-// at 100.64.0.10, a LoadBalancer, NodePort, headless, ExternalName and selector-less ones) and
-// pods in the Calico pool 100.96.0.0/11.
-func migrationFixture(t *testing.T) (*calicoEnv, map[string]string) {
+// migrationFixture is the conflicted cluster of write-ups 000/001, seeded as `make demo` seeds
+// it: Services in 100.64.0.0/13 (kube-dns at 100.64.0.10, LoadBalancer, NodePort, headless,
+// ExternalName and selector-less ones) and pods in the Calico pool 100.96.0.0/11.
+func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	t.Helper()
 	ctx := context.Background()
 	c := startCluster(t, testcluster.Options{Nodes: 2, Calico: testcluster.Calico331})
-	spec := map[string]any{"cidr": "100.96.0.0/11", "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",
-		"natOutgoing": true, "nodeSelector": "all()", "allowedUses": []any{"Workload", "Tunnel"}}
-	if err := c.CreateCalicoPool(ctx, k8sops.CalicoCRDV1Group, oldPoolName, spec); err != nil {
-		t.Fatal(err)
-	}
 	ipam, err := c.StartCalicoIPAM(ctx, k8sops.CalicoCRDV1Group)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := clientFor(c)
-	api, err := k8sops.Calico(ctx, client)
+	seeded, err := c.Seed(ctx, 2)
+	if err != nil {
+		t.Fatalf("%v (calico-ipam double: %v)", err, ipam.Errors())
+	}
+	api, err := k8sops.Calico(ctx, clientFor(c))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &calicoEnv{t: t, c: c, ipam: ipam, api: api, group: k8sops.CalicoCRDV1Group}
-	kube := c.Kube
-	dep := func(ns, name string, replicas int32) {
-		d := deploymentOf(name, replicas)
-		if _, err := kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	pods := 0
+	for _, n := range seeded.Workloads {
+		pods += n
 	}
-	dep("kube-system", "coredns", 2)
-	dep("default", "web", 3)
-	e.statefulSet("db", 2, appsv1.RollingUpdateStatefulSetStrategyType)
-	e.daemonSet("agent")
-	svc := func(ns, name string, typ corev1.ServiceType, ip, app string) {
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: corev1.ServiceSpec{Type: typ, ClusterIP: ip, Ports: []corev1.ServicePort{{Name: "p", Port: 80}}}}
-		if app != "" {
-			s.Spec.Selector = map[string]string{"app": app}
-		}
-		if typ == corev1.ServiceTypeExternalName {
-			s.Spec.ExternalName, s.Spec.ClusterIP, s.Spec.Ports = "db.example.com", "", nil
-		}
-		if _, err := kube.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("Service %s/%s: %v", ns, name, err)
-		}
-	}
-	svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, "100.64.0.10", "coredns")
-	svc("default", "web", corev1.ServiceTypeClusterIP, "100.64.7.200", "web")
-	svc("default", "api", corev1.ServiceTypeNodePort, "100.64.7.201", "web")
-	svc("default", "db", corev1.ServiceTypeClusterIP, "None", "db")
-	svc("default", "lb", corev1.ServiceTypeLoadBalancer, "100.64.12.7", "web")
-	svc("default", "ext", corev1.ServiceTypeExternalName, "", "")
-	svc("default", "legacy", corev1.ServiceTypeClusterIP, "100.64.9.9", "")
-	if _, err := c.WaitPodIPs(ctx, "kube-system", "app=coredns", 2); err != nil {
-		t.Fatal(err)
-	}
-	e.waitPods("web", 3)
-	return e, map[string]string{"kube-system/kube-dns": "100.64.0.10", "default/web": "100.64.7.200", "default/api": "100.64.7.201",
-		"default/lb": "100.64.12.7", "default/legacy": "100.64.9.9"}
+	return &calicoEnv{t: t, c: c, ipam: ipam, api: api, group: k8sops.CalicoCRDV1Group}, seeded, pods
 }
 
 // TestAccMigrationExample runs examples/migration/main.tf itself (linked, not copied) stage by
@@ -87,7 +51,7 @@ func migrationFixture(t *testing.T) (*calicoEnv, map[string]string) {
 func TestAccMigrationExample(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
-	e, oldIPs := migrationFixture(t)
+	e, seeded, podCount := migrationFixture(t)
 	ctx := context.Background()
 	kube := e.c.Kube
 	w := newCLIWorkspace(t, "")
@@ -113,16 +77,16 @@ func TestAccMigrationExample(t *testing.T) {
 	}
 
 	out := stage(1)
-	for key, ip := range oldIPs {
+	for key, ip := range seeded.ServiceIPs {
 		ns, name, _ := strings.Cut(key, "/")
 		s, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		in := netip.MustParsePrefix("172.24.0.0/15").Contains(netip.MustParseAddr(s.Spec.ClusterIP))
-		if key == "default/lb" {
+		if slices.Contains(seeded.LoadBalancers, key) {
 			if s.Spec.ClusterIP != ip {
-				t.Errorf("the LoadBalancer moved to %s", s.Spec.ClusterIP)
+				t.Errorf("the LoadBalancer %s moved to %s", key, s.Spec.ClusterIP)
 			}
 		} else if !in {
 			t.Errorf("%s at %s after stage 1, want 172.24.0.0/15", key, s.Spec.ClusterIP)
@@ -167,10 +131,7 @@ func TestAccMigrationExample(t *testing.T) {
 	if err := e.c.ReplaceNodes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, app := range []string{"web", "db", "agent"} {
-		e.waitPods(app, map[string]int{"web": 3, "db": 2, "agent": 2}[app])
-	}
-	if _, err := e.c.WaitPodIPs(ctx, "kube-system", "app=coredns", 2); err != nil {
+	if _, err := e.c.WaitPods(ctx, "", "app", podCount, func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -194,7 +155,7 @@ func TestAccMigrationExample(t *testing.T) {
 	if blocks, affs := e.blocksIn("100.96.0.0/11"); len(blocks)+len(affs) > 0 {
 		t.Errorf("old pool left blocks %v and affinities %v", blocks, affs)
 	}
-	lbRange, err := k8sops.GetServiceCIDR(ctx, scs, "keep-100-64-12-0-28")
+	lbRange, err := k8sops.GetServiceCIDR(ctx, scs, "keep-100-64-10-0-28")
 	if err != nil || !lbRange.Ready {
 		t.Errorf("the LoadBalancer's keep-range: %+v (%v)", lbRange, err)
 	}
@@ -209,7 +170,7 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(strings.Trim(strings.TrimSpace(outputs), "[]"), ",") {
-		if line = strings.TrimSpace(line); line != "" && !strings.Contains(line, "keep-100-64-12-0-28") {
+		if line = strings.TrimSpace(line); line != "" && !strings.Contains(line, "keep-100-64-10-0-28") {
 			t.Errorf("unexpected conflict after the migration: %s", line)
 		}
 	}

@@ -1,0 +1,277 @@
+// Command k8scidr-demo is `make demo`: the migration of write-ups 000/001 on a loopback cluster.
+// It starts the cluster in the conflicted state (kOps' default ranges inside Tailscale's
+// 100.64.0.0/10), then walks examples/migration stage by stage with terraform plan and apply
+// and the locally built provider, doing the steps outside the Kubernetes API where they fall,
+// and prints where Services, pods and node podCIDRs stand before and after.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+var (
+	oldServices = netip.MustParsePrefix("100.64.0.0/13")
+	newServices = netip.MustParsePrefix("172.24.0.0/15")
+	oldPods     = netip.MustParsePrefix("100.96.0.0/11")
+	newPods     = netip.MustParsePrefix("172.16.0.0/13")
+	tailscale   = netip.MustParsePrefix("100.64.0.0/10")
+)
+
+func main() {
+	root := flag.String("root", ".", "repository root")
+	groups := flag.Int("groups", 4, "namespaces of ten Services and three workloads each")
+	flag.Parse()
+	if err := run(*root, *groups); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, args ...any) { fmt.Printf("\n== "+format+"\n", args...) }
+
+func run(root string, groups int) error {
+	ctx := context.Background()
+	root, _ = filepath.Abs(root)
+	bin := filepath.Join(root, "bin")
+	say("Starting a loopback cluster as kOps sets one up: Services in %s, Calico pool %s", oldServices, oldPods)
+	c, err := testcluster.Start(ctx, testcluster.Options{Nodes: 3, Calico: testcluster.Calico331, BinDir: bin})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	if _, err := c.StartCalicoIPAM(ctx, k8sops.CalicoCRDV1Group); err != nil {
+		return err
+	}
+	seeded, err := c.Seed(ctx, groups)
+	if err != nil {
+		return err
+	}
+	client, err := k8sops.NewClient(c.RESTConfig, "k8scidr-demo", k8sops.CalicoAuto)
+	if err != nil {
+		return err
+	}
+	before, err := census(ctx, c, client)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d Services (%d LoadBalancer), %d workloads, %d nodes.\n", len(seeded.ServiceIPs)+1, len(seeded.LoadBalancers), len(seeded.Workloads), len(c.NodePodCIDRs))
+	say("What collides with Tailscale's %s", tailscale)
+	if err := overlaps(ctx, client); err != nil {
+		return err
+	}
+
+	w, err := newWorkspace(root, bin, c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(w.dir) }()
+	stages := []struct {
+		n      int
+		title  string
+		before func() error
+	}{
+		{1, "Stage 1: new Service ranges (and a keep-range for each group of LoadBalancer IPs), then every Service moves, kube-dns first; a bridge keeps answering on 100.64.0.10", nil},
+		{2, "Stage 2: restart every pod started before the DNS move", func() error {
+			say("Outside the API (kOps): kubeDNS.serverIP / kubelet clusterDNS = 172.24.0.10, nodes rolled. (kwok nodes run no kubelet: nothing to do here.)")
+			return nil
+		}},
+		{3, "Stage 3: the DNS bridge goes", nil},
+		{4, "Stage 4: new pod pool 172.16.0.0/13, the old pool imported and disabled, every workload with a pod in it restarted", func() error {
+			say("Outside the API (kOps): serviceClusterIPRange = %s, control plane restarted; then KEP-1880 steps 5-7", newServices)
+			return retireDefaultRange(ctx, c, client)
+		}},
+		{5, "Stage 5: the old pool is destroyed once drained", nil},
+	}
+	for _, st := range stages {
+		if st.before != nil {
+			if err := st.before(); err != nil {
+				return err
+			}
+		}
+		say("%s", st.title)
+		if err := w.tf("plan", "-input=false", "-no-color", fmt.Sprintf("-var=stage=%d", st.n), "-out=stage.tfplan"); err != nil {
+			return err
+		}
+		if err := w.tf("apply", "-input=false", "-no-color", "stage.tfplan"); err != nil {
+			return err
+		}
+	}
+	say("Outside the API (kOps): nonMasqueradeCIDR/podCIDR changed, allocateNodeCIDRs: false, rolling update replaces the nodes")
+	if err := c.ReplaceNodes(ctx); err != nil {
+		return err
+	}
+	if _, err := c.WaitPods(ctx, "", "app", len(c.NodePodCIDRs)+2+groups*3, func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
+		return err
+	}
+	// Terraform reads the new node list on the next refresh.
+	if err := w.tf("apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", "-var=stage=5"); err != nil {
+		return err
+	}
+	after, err := census(ctx, c, client)
+	if err != nil {
+		return err
+	}
+	say("Before and after")
+	printTable(before, after)
+	say("What still collides with Tailscale's %s (the LoadBalancer keep-range is kept on purpose)", tailscale)
+	if err := overlaps(ctx, client); err != nil {
+		return err
+	}
+	say("A last plan finds nothing to do")
+	return w.tf("plan", "-input=false", "-no-color", "-var=stage=5", "-detailed-exitcode")
+}
+
+// counts is where things stand: Services, pods and node podCIDRs per range.
+type counts struct {
+	services, pods, nodes map[string]int
+}
+
+func rangeOf(ip netip.Addr, ranges ...netip.Prefix) string {
+	for _, r := range ranges {
+		if r.Contains(ip) {
+			return r.String()
+		}
+	}
+	return "elsewhere"
+}
+
+func census(ctx context.Context, c *testcluster.Cluster, client *k8sops.Client) (counts, error) {
+	out := counts{services: map[string]int{}, pods: map[string]int{}, nodes: map[string]int{}}
+	svcs, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return out, err
+	}
+	for _, s := range svcs.Items {
+		if ip, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil {
+			out.services[rangeOf(ip, oldServices, newServices)]++
+		}
+	}
+	a, err := k8sops.ListPodAllocations(ctx, client, []netip.Prefix{oldPods, newPods}, nil)
+	if err != nil {
+		return out, err
+	}
+	for _, r := range a.Ranges {
+		out.pods[r.CIDR] = r.Pods
+	}
+	for _, n := range a.Outside {
+		out.pods["elsewhere"] += n
+	}
+	for _, n := range a.Nodes {
+		if len(n.PodCIDRs) == 0 {
+			out.nodes["none"]++
+		}
+		for _, s := range n.PodCIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				out.nodes[rangeOf(p.Addr(), oldPods, newPods)]++
+			}
+		}
+	}
+	return out, nil
+}
+
+func printTable(before, after counts) {
+	fmt.Println("| | range | before | after |")
+	fmt.Println("|---|---|---:|---:|")
+	row := func(what string, b, a map[string]int, keys ...string) {
+		for _, k := range keys {
+			if b[k] != 0 || a[k] != 0 {
+				fmt.Printf("| %s | %s | %d | %d |\n", what, k, b[k], a[k])
+			}
+		}
+	}
+	row("Service ClusterIPs", before.services, after.services, oldServices.String(), newServices.String(), "elsewhere")
+	row("pod IPs", before.pods, after.pods, oldPods.String(), newPods.String(), "elsewhere")
+	row("node podCIDRs", before.nodes, after.nodes, oldPods.String(), newPods.String(), "elsewhere", "none")
+}
+
+func overlaps(ctx context.Context, client *k8sops.Client) error {
+	ranges, err := k8sops.GatherRanges(ctx, client)
+	if err != nil {
+		return err
+	}
+	ranges = append(ranges, k8sops.NamedRange{Kind: k8sops.RangeReserved, Name: "tailscale", CIDR: tailscale})
+	conflicts := k8sops.FindConflicts(ranges)
+	for _, cf := range conflicts {
+		fmt.Printf("  %-14s %-28s %-18s overlaps %s %s in %s\n", cf.A.Kind, cf.A.Name, cf.A.CIDR, cf.B.Kind, cf.B.Name, cf.Overlap)
+	}
+	fmt.Printf("conflict_free = %t\n", len(conflicts) == 0)
+	return nil
+}
+
+// retireDefaultRange is KEP-1880 steps 5-7 after the flag change: the apiserver restarts on the
+// new range, the old default ServiceCIDR and default/kubernetes are deleted, and the apiserver
+// recreates both in the new range.
+func retireDefaultRange(ctx context.Context, c *testcluster.Cluster, client *k8sops.Client) error {
+	if err := c.RestartAPIServer(ctx, []string{newServices.String()}); err != nil {
+		return err
+	}
+	fmt.Println("kube-apiserver restarted with --service-cluster-ip-range=" + newServices.String())
+	if err := k8sops.DeleteServiceCIDR(ctx, client, k8sops.DefaultServiceCIDRName, false); err != nil {
+		return err
+	}
+	fmt.Println("kubectl delete servicecidr kubernetes   # Terminating while default/kubernetes holds 100.64.0.1")
+	if err := c.Kube.CoreV1().Services("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	fmt.Println("kubectl delete service kubernetes -n default")
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil || s.Spec.ClusterIP != "172.24.0.1" {
+			return false, nil //nolint:nilerr // not recreated yet
+		}
+		sc, err := k8sops.GetServiceCIDR(ctx, client, k8sops.DefaultServiceCIDRName)
+		return err == nil && sc.Ready && slices.Equal(sc.CIDRs, []string{newServices.String()}), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for default/kubernetes and the default ServiceCIDR in %s: %w", newServices, err)
+	}
+	fmt.Println("the apiserver recreated default/kubernetes at 172.24.0.1 and ServiceCIDR kubernetes = " + newServices.String())
+	return nil
+}
+
+// workspace runs the built terraform on examples/migration/main.tf (linked, not copied) with
+// the locally built provider through a dev override.
+type workspace struct {
+	dir, terraform string
+	env            []string
+}
+
+func newWorkspace(root, bin, kubeconfig string) (*workspace, error) {
+	dir, err := os.MkdirTemp("", "k8scidr-demo-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Symlink(filepath.Join(root, "examples", "migration", "main.tf"), filepath.Join(dir, "main.tf")); err != nil {
+		return nil, err
+	}
+	rc := filepath.Join(dir, ".terraformrc")
+	text := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"k8scidr/k8scidr\" = %q\n  }\n  direct {}\n}\n", bin)
+	if err := os.WriteFile(rc, []byte(text), 0o600); err != nil {
+		return nil, err
+	}
+	return &workspace{dir: dir, terraform: filepath.Join(bin, "terraform"),
+		env: append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBE_CONFIG_PATH="+kubeconfig)}, nil
+}
+
+func (w *workspace) tf(args ...string) error {
+	fmt.Printf("$ terraform %s\n", strings.Join(args, " "))
+	cmd := exec.Command(w.terraform, append([]string{"-chdir=" + w.dir}, args...)...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = w.env, os.Stdout, os.Stderr
+	return cmd.Run()
+}

@@ -1,0 +1,136 @@
+// The conflicted cluster of write-ups 000/001, for the migration test and the demo: kOps'
+// default ranges (Services 100.64.0.0/13, pods in the Calico pool 100.96.0.0/11), kube-dns at
+// 100.64.0.10, and Services and workloads of every kind.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Seeded is what Seed made.
+type Seeded struct {
+	// ServiceIPs maps "namespace/name" to the ClusterIP of every Service with one (headless and
+	// ExternalName Services excluded), default/kubernetes excluded.
+	ServiceIPs map[string]string
+	// LoadBalancers lists the LoadBalancer Services among them.
+	LoadBalancers []string
+	// Workloads maps "namespace/kind/name" to its pod count.
+	Workloads map[string]int
+}
+
+// Seed creates the installer's Calico pool (default-ipv4-ippool, 100.96.0.0/11, IPIP Always, NAT
+// on), kube-system/coredns behind kube-dns at 100.64.0.10, and in namespaces app-0 … app-k: per
+// group of ten Services a Deployment with its ClusterIP Services, a NodePort, a headless Service
+// with a StatefulSet, an ExternalName, a selector-less Service, and every fourth group a
+// LoadBalancer; plus a DaemonSet. It waits until every pod has an address. The Calico CRDs and
+// the calico-ipam double must be running (Options.Calico, StartCalicoIPAM).
+func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
+	s := &Seeded{ServiceIPs: map[string]string{}, Workloads: map[string]int{}}
+	pool := map[string]any{"cidr": "100.96.0.0/11", "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",
+		"natOutgoing": true, "nodeSelector": "all()", "allowedUses": []any{"Workload", "Tunnel"}}
+	if err := c.CreateCalicoPool(ctx, "crd.projectcalico.org/v1", "default-ipv4-ippool", pool); err != nil {
+		return nil, err
+	}
+	kube := c.Kube
+	svc := func(ns, name string, typ corev1.ServiceType, ip, app string) error {
+		sv := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{Type: typ, ClusterIP: ip, Ports: []corev1.ServicePort{{Name: "p", Port: 80}}}}
+		if app != "" {
+			sv.Spec.Selector = map[string]string{"app": app}
+		}
+		if typ == corev1.ServiceTypeExternalName {
+			sv.Spec.ExternalName, sv.Spec.ClusterIP, sv.Spec.Ports = "db.example.com", "", nil
+		}
+		got, err := kube.CoreV1().Services(ns).Create(ctx, sv, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating Service %s/%s: %w", ns, name, err)
+		}
+		if got.Spec.ClusterIP != "" && got.Spec.ClusterIP != corev1.ClusterIPNone {
+			s.ServiceIPs[ns+"/"+name] = got.Spec.ClusterIP
+		}
+		if typ == corev1.ServiceTypeLoadBalancer {
+			s.LoadBalancers = append(s.LoadBalancers, ns+"/"+name)
+		}
+		return nil
+	}
+	template := func(app string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c:1"}}}}
+	}
+	selector := func(app string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	}
+	deployment := func(ns, name string, replicas int32) error {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: selector(name), Template: template(name)}}
+		s.Workloads[ns+"/deployment/"+name] = int(replicas)
+		_, err := kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+		return err
+	}
+	if err := deployment("kube-system", "coredns", 2); err != nil {
+		return nil, err
+	}
+	if err := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, "100.64.0.10", "coredns"); err != nil {
+		return nil, err
+	}
+	for g := range groups {
+		ns := fmt.Sprintf("app-%d", g)
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		if err := deployment(ns, "web", 2); err != nil {
+			return nil, err
+		}
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](1), Selector: selector("db"), Template: template("db"), ServiceName: "db",
+			PodManagementPolicy: appsv1.ParallelPodManagement}}
+		if _, err := kube.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		s.Workloads[ns+"/statefulset/db"] = 1
+		for i := range 5 {
+			if err := svc(ns, fmt.Sprintf("web-%d", i), corev1.ServiceTypeClusterIP, fmt.Sprintf("100.64.%d.%d", 10+g, 20+i), "web"); err != nil {
+				return nil, err
+			}
+		}
+		typ := corev1.ServiceTypeNodePort
+		if g%4 == 0 {
+			typ = corev1.ServiceTypeLoadBalancer
+		}
+		steps := []struct {
+			name string
+			typ  corev1.ServiceType
+			ip   string
+			app  string
+		}{
+			{"front", typ, fmt.Sprintf("100.64.%d.7", 10+g), "web"},
+			{"api", corev1.ServiceTypeNodePort, "", "web"},
+			{"db", corev1.ServiceTypeClusterIP, corev1.ClusterIPNone, "db"},
+			{"ext", corev1.ServiceTypeExternalName, "", ""},
+			{"legacy", corev1.ServiceTypeClusterIP, "", ""},
+		}
+		for _, st := range steps {
+			if err := svc(ns, st.name, st.typ, st.ip, st.app); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: selector("node-agent"), Template: template("node-agent")}}
+	if _, err := kube.AppsV1().DaemonSets("kube-system").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	s.Workloads["kube-system/daemonset/node-agent"] = len(c.NodePodCIDRs)
+	want := len(c.NodePodCIDRs) + 2 + groups*3
+	_, err := c.WaitPods(ctx, "", "app", want, func(p corev1.Pod) bool { return p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning })
+	if err != nil {
+		return nil, fmt.Errorf("seeded pods: %w", err)
+	}
+	return s, nil
+}
