@@ -80,6 +80,9 @@ func prepareTerraform() error {
 
 func testAccPreCheck(t *testing.T) {
 	t.Helper()
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: runs with TF_ACC=1 (make test, make testacc)")
+	}
 	if testAccCluster == nil {
 		t.Fatal("no test cluster: TestMain starts one when TF_ACC is set")
 	}
