@@ -38,11 +38,7 @@ func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods := 0
-	for _, n := range seeded.Workloads {
-		pods += n
-	}
-	return &calicoEnv{t: t, c: c, ipam: ipam, api: api, group: k8sops.CalicoCRDV1Group}, seeded, pods
+	return &calicoEnv{t: t, c: c, ipam: ipam, api: api, group: k8sops.CalicoCRDV1Group}, seeded, seeded.Pods
 }
 
 // TestAccMigrationExample runs examples/migration/main.tf itself (linked, not copied) stage by

@@ -22,13 +22,15 @@ type Seeded struct {
 	LoadBalancers []string
 	// Workloads maps "namespace/kind/name" to its pod count.
 	Workloads map[string]int
+	// Pods is the number of pods the workloads run.
+	Pods int
 }
 
 // Seed creates the installer's Calico pool (default-ipv4-ippool, 100.96.0.0/11, IPIP Always, NAT
 // on), kube-system/coredns behind kube-dns at 100.64.0.10, and in namespaces app-0 … app-k: per
 // group of ten Services a Deployment with its ClusterIP Services, a NodePort, a headless Service
 // with a StatefulSet, an ExternalName, a selector-less Service, and every fourth group a
-// LoadBalancer; plus a DaemonSet. It waits until every pod has an address. The Calico CRDs and
+// LoadBalancer, plus two Deployments without Services; and a DaemonSet. It waits until every pod has an address. The Calico CRDs and
 // the calico-ipam double must be running (Options.Calico, StartCalicoIPAM).
 func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 	s := &Seeded{ServiceIPs: map[string]string{}, Workloads: map[string]int{}}
@@ -84,8 +86,10 @@ func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
-		if err := deployment(ns, "web", 2); err != nil {
-			return nil, err
+		for name, replicas := range map[string]int32{"web": 2, "worker": 1, "cache": 1} {
+			if err := deployment(ns, name, replicas); err != nil {
+				return nil, err
+			}
 		}
 		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To[int32](1), Selector: selector("db"), Template: template("db"), ServiceName: "db",
@@ -127,8 +131,10 @@ func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 		return nil, err
 	}
 	s.Workloads["kube-system/daemonset/node-agent"] = len(c.NodePodCIDRs)
-	want := len(c.NodePodCIDRs) + 2 + groups*3
-	_, err := c.WaitPods(ctx, "", "app", want, func(p corev1.Pod) bool { return p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning })
+	for _, n := range s.Workloads {
+		s.Pods += n
+	}
+	_, err := c.WaitPods(ctx, "", "app", s.Pods, func(p corev1.Pod) bool { return p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning })
 	if err != nil {
 		return nil, fmt.Errorf("seeded pods: %w", err)
 	}

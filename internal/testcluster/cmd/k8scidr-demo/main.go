@@ -35,7 +35,7 @@ var (
 
 func main() {
 	root := flag.String("root", ".", "repository root")
-	groups := flag.Int("groups", 4, "namespaces of ten Services and three workloads each")
+	groups := flag.Int("groups", 4, "namespaces of ten Services and four workloads each")
 	flag.Parse()
 	if err := run(*root, *groups); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -70,7 +70,12 @@ func run(root string, groups int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d Services (%d LoadBalancer), %d workloads, %d nodes.\n", len(seeded.ServiceIPs)+1, len(seeded.LoadBalancers), len(seeded.Workloads), len(c.NodePodCIDRs))
+	all, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d Services (%d with a ClusterIP besides default/kubernetes, %d of them LoadBalancer; the rest headless or ExternalName), %d workloads with %d pods, %d nodes.\n",
+		len(all.Items), len(seeded.ServiceIPs), len(seeded.LoadBalancers), len(seeded.Workloads), seeded.Pods, len(c.NodePodCIDRs))
 	say("What collides with Tailscale's %s", tailscale)
 	if err := overlaps(ctx, client); err != nil {
 		return err
@@ -116,7 +121,7 @@ func run(root string, groups int) error {
 	if err := c.ReplaceNodes(ctx); err != nil {
 		return err
 	}
-	if _, err := c.WaitPods(ctx, "", "app", len(c.NodePodCIDRs)+2+groups*3, func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
+	if _, err := c.WaitPods(ctx, "", "app", seeded.Pods, func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
 		return err
 	}
 	// Terraform reads the new node list on the next refresh.
