@@ -68,16 +68,12 @@ func ListPodAllocations(ctx context.Context, c *Client, cidrs, clusterCIDRs []ne
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	rsOwner := map[string]string{}
-	err = eachItem(ctx, listPages(c.Kube.AppsV1().ReplicaSets("").List), func(rs *appsv1.ReplicaSet) error {
-		if ref := metav1.GetControllerOf(rs); ref != nil && ref.Kind == KindDeployment {
-			rsOwner[rs.Namespace+"/"+rs.Name] = WorkloadKey(rs.Namespace, KindDeployment, ref.Name)
-		}
-		return nil
-	})
+	var rss []appsv1.ReplicaSet
+	err = eachItem(ctx, listPages(c.Kube.AppsV1().ReplicaSets("").List), func(rs *appsv1.ReplicaSet) error { rss = append(rss, *rs); return nil })
 	if err != nil {
 		return nil, fmt.Errorf("listing ReplicaSets: %w", err)
 	}
+	rsOwner := replicaSetOwners(rss)
 	for _, pod := range pods {
 		if pod.Spec.HostNetwork || pod.DeletionTimestamp != nil || len(pod.Status.PodIPs) == 0 {
 			continue

@@ -133,7 +133,6 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		kinds = DefaultRollKinds
 	}
 	workloads := map[string]workloadInfo{}
-	rsOwner := map[string]string{} // "ns/rs" → workload key, or "" for a ReplicaSet no Deployment owns
 	for _, d := range s.Deployments {
 		w := workloadInfo{KindDeployment, d.Namespace, d.Name, d.Labels, foreignController(d.OwnerReferences)}
 		if d.Spec.Paused && w.unmanaged == "" {
@@ -155,13 +154,7 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		}
 		workloads[WorkloadKey(d.Namespace, KindDaemonSet, d.Name)] = w
 	}
-	for _, rs := range s.ReplicaSets {
-		owner := ""
-		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == KindDeployment {
-			owner = WorkloadKey(rs.Namespace, KindDeployment, ref.Name)
-		}
-		rsOwner[rs.Namespace+"/"+rs.Name] = owner
-	}
+	rsOwner := replicaSetOwners(s.ReplicaSets)
 	inScope := func(ns string, lbls map[string]string) bool {
 		if len(o.Namespaces) > 0 && !slices.Contains(o.Namespaces, ns) {
 			return false
@@ -279,6 +272,20 @@ func (p *RollPlan) sortOrder(first []string) {
 }
 
 const reasonBarePod = "bare pod (no controller): evict it with evict_bare_pods = true, or delete and recreate it yourself"
+
+// replicaSetOwners maps "namespace/replicaset" to the key of the Deployment that controls it
+// ("" when none does).
+func replicaSetOwners(rss []appsv1.ReplicaSet) map[string]string {
+	out := make(map[string]string, len(rss))
+	for _, rs := range rss {
+		owner := ""
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == KindDeployment {
+			owner = WorkloadKey(rs.Namespace, KindDeployment, ref.Name)
+		}
+		out[rs.Namespace+"/"+rs.Name] = owner
+	}
+	return out
+}
 
 // podWorkload is the key of the workload a restart annotation reaches for this pod, or "" and
 // the reason none does.

@@ -194,24 +194,23 @@ func waitRollout(ctx context.Context, c *Client, ns, kind, name string, interval
 	return fmt.Errorf("no rollout progress before the timeout: %s; pods not ready: %s", strings.TrimSpace(msg), stuck)
 }
 
-// notReadyPods names the workload's pods that are not Ready, with their phase and the first
+// notReadyPods names the workload's pods (one list of the namespace's pods and ReplicaSets) that are not Ready, with their phase and the first
 // waiting reason.
 func notReadyPods(ctx context.Context, c *Client, ns, kind, name string) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s, err := TakeRollSnapshot(ctx, c)
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
-	rsOwner := map[string]string{}
-	for _, rs := range s.ReplicaSets {
-		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == KindDeployment {
-			rsOwner[rs.Namespace+"/"+rs.Name] = WorkloadKey(rs.Namespace, KindDeployment, ref.Name)
-		}
+	rss, err := c.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
 	}
+	rsOwner := replicaSetOwners(rss.Items)
 	key := WorkloadKey(ns, kind, name)
 	var out []string
-	for _, pod := range s.Pods {
+	for _, pod := range pods.Items {
 		if k, _ := podWorkload(&pod, rsOwner); k != key || podReady(&pod) {
 			continue
 		}

@@ -166,6 +166,16 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 	}
 }
 
+// calicoAPI resolves the cluster's Calico API; nil, with a diagnostic, when it cannot.
+func calicoAPI(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) *k8sops.CalicoAPI {
+	api, err := k8sops.Calico(ctx, client)
+	if err != nil {
+		diags.AddError("Calico Not Readable", err.Error())
+		return nil
+	}
+	return api
+}
+
 func (r *calicoIPPoolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
@@ -239,9 +249,8 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	if resp.Diagnostics.Append(diags...); diags.HasError() {
 		return
 	}
-	api, err := k8sops.Calico(ctx, client)
-	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+	api := calicoAPI(ctx, client, &resp.Diagnostics)
+	if api == nil {
 		return
 	}
 	creating := req.State.Raw.IsNull()
@@ -348,9 +357,8 @@ func (r *calicoIPPoolResource) Create(ctx context.Context, req resource.CreateRe
 	if client == nil {
 		return
 	}
-	api, err := k8sops.Calico(ctx, client)
-	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+	api := calicoAPI(ctx, client, &resp.Diagnostics)
+	if api == nil {
 		return
 	}
 	s, _ := plan.settings(ctx, &resp.Diagnostics)
@@ -379,9 +387,8 @@ func (r *calicoIPPoolResource) Read(ctx context.Context, req resource.ReadReques
 	if resp.Diagnostics.Append(diags...); diags.HasError() {
 		return
 	}
-	api, err := k8sops.Calico(ctx, client)
-	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+	api := calicoAPI(ctx, client, &resp.Diagnostics)
+	if api == nil {
 		return
 	}
 	pool, err := api.GetIPPool(ctx, state.Name.ValueString())
@@ -409,9 +416,8 @@ func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRe
 	if client == nil {
 		return
 	}
-	api, err := k8sops.Calico(ctx, client)
-	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+	api := calicoAPI(ctx, client, &resp.Diagnostics)
+	if api == nil {
 		return
 	}
 	want, _ := plan.settings(ctx, &resp.Diagnostics)
@@ -445,9 +451,8 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 	if client == nil {
 		return
 	}
-	api, err := k8sops.Calico(ctx, client)
-	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+	api := calicoAPI(ctx, client, &resp.Diagnostics)
+	if api == nil {
 		return
 	}
 	res, err := api.DeleteIPPool(ctx, client, state.Name.ValueString(), k8sops.DeletePoolOptions{

@@ -113,9 +113,8 @@ func (d *calicoIPPoolsDataSource) Read(ctx context.Context, _ datasource.ReadReq
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	api, err := k8sops.Calico(ctx, client)
-	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+	api := calicoAPI(ctx, client, &resp.Diagnostics)
+	if api == nil {
 		return
 	}
 	pools, err := api.ListIPPools(ctx)
