@@ -390,8 +390,18 @@ func (p *RecreationPlan) planBridge(snap Snapshot, byKey map[string]*corev1.Serv
 		}
 		return
 	}
+	if existing != nil {
+		return
+	}
 	dns := byKey[DNSServiceKey]
-	if dns == nil || existing != nil || !slices.ContainsFunc(p.Moves, func(m Move) bool { return m.Key == DNSServiceKey }) {
+	if dns == nil {
+		// An apply stopped between deleting kube-dns and creating the bridge: the journal holds
+		// kube-dns with its old IPs, and the bridge is created before it is restored.
+		dns = journaledDNS(snap.Journal, p.Restore)
+	} else if !slices.ContainsFunc(p.Moves, func(m Move) bool { return m.Key == DNSServiceKey }) {
+		dns = nil
+	}
+	if dns == nil {
 		return
 	}
 	if _, pinned := dns.Labels["addon.kops.k8s.io/name"]; pinned {
@@ -412,6 +422,23 @@ func (p *RecreationPlan) planBridge(snap Snapshot, byKey map[string]*corev1.Serv
 		}
 	}
 	p.Bridge = bridgeService(dns, name)
+}
+
+// journaledDNS is kube-dns as it was before an interrupted move (its old IPs), when the plan
+// restores it from the journal; nil otherwise.
+func journaledDNS(journal []JournalEntry, restore []Restore) *corev1.Service {
+	if !slices.ContainsFunc(restore, func(r Restore) bool { return r.Key == DNSServiceKey }) {
+		return nil
+	}
+	for _, e := range journal {
+		if e.Key == DNSServiceKey && len(e.OldIPs) > 0 {
+			dns := e.Service.DeepCopy()
+			dns.Spec.ClusterIPs = slices.Clone(e.OldIPs)
+			dns.Spec.ClusterIP = e.OldIPs[0]
+			return dns
+		}
+	}
+	return nil
 }
 
 // bridgeService is a ClusterIP Service with kube-dns's selector and ports on its current IPs.

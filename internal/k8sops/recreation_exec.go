@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -139,7 +140,8 @@ func CheckPlanned(snap Snapshot, fresh RecreationPlan, moves []Move, restore []R
 			fresh.First++
 		}
 	}
-	if fresh.Bridge != nil && !slices.ContainsFunc(ordered, func(m Move) bool { return m.Key == DNSServiceKey }) {
+	if fresh.Bridge != nil && !slices.ContainsFunc(ordered, func(m Move) bool { return m.Key == DNSServiceKey }) &&
+		!slices.ContainsFunc(restore, func(r Restore) bool { return r.Key == DNSServiceKey }) {
 		fresh.Bridge = nil
 	}
 	return fresh, nil
@@ -153,7 +155,8 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 	if o.SliceWait == 0 {
 		o.SliceWait = 2 * time.Minute
 	}
-	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{}, endpoints: snap.Endpoints}
+	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
+		endpoints: snap.Endpoints, bridge: plan.Bridge}
 	for i := range snap.Services {
 		x.services[svcKey(&snap.Services[i])] = &snap.Services[i]
 	}
@@ -176,15 +179,11 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		if err := x.moveAll(ctx, part); err != nil {
 			return x.res, err
 		}
-		if plan.Bridge != nil && x.res.BridgeCreated == "" && slices.ContainsFunc(x.res.Recreated, func(m Move) bool { return m.Key == DNSServiceKey }) {
-			if err := x.createBridge(ctx, plan.Bridge); err != nil {
-				return x.res, err
-			}
-		}
 	}
 	if err := x.settleEndpoints(ctx); err != nil {
 		return x.res, err
 	}
+	x.retireBridgeMirror(ctx)
 	if err := deleteJournal(ctx, c, o.JournalNamespace, x.heldJournals); err != nil {
 		return x.res, err
 	}
@@ -211,6 +210,12 @@ type executor struct {
 	// restoredEndpoints are re-checked at the end; heldJournals hold them until then.
 	restoredEndpoints []JournalEntry
 	heldJournals      []string
+
+	// bridge is the DNS bridge to create the moment kube-dns's old IP is free; bridgeMirror is
+	// the EndpointSlice that gives it kube-dns's endpoints until the controller writes its own.
+	bridge       *corev1.Service
+	bridgeUID    types.UID
+	bridgeMirror []string
 
 	mu  sync.Mutex
 	res RecreationResult
@@ -249,6 +254,11 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, pl
 			if !ok {
 				settled[e.Object] = false // not in this plan: the next plan shows it
 				continue
+			}
+			if e.Key == DNSServiceKey {
+				if err := x.ensureBridge(ctx, nil); err != nil {
+					return err
+				}
 			}
 			cur, err = x.create(ctx, recreationCopy(&e.Service, ips), e.Key)
 			if err != nil {
@@ -339,6 +349,10 @@ const (
 func (x *executor) move(ctx context.Context, e JournalEntry) error {
 	old := x.services[e.Key]
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	var dnsSlices []discoveryv1.EndpointSlice
+	if e.Key == DNSServiceKey && x.bridge != nil {
+		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists
+	}
 	for _, s := range e.Slices { // the garbage collector would delete them with the Service
 		err := x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -363,9 +377,17 @@ func (x *executor) move(ctx context.Context, e JournalEntry) error {
 			return fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", e.Key, old.Finalizers, err)
 		}
 	}
+	// kube-dns's old IP is what every pod's resolv.conf names: the bridge takes it back first.
+	var bridgeErr error
+	if e.Key == DNSServiceKey && x.bridge != nil {
+		bridgeErr = x.ensureBridge(ctx, dnsSlices)
+	}
 	created, err := x.create(ctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
 	if err != nil {
-		return err
+		return errors.Join(bridgeErr, err)
+	}
+	if bridgeErr != nil {
+		return bridgeErr
 	}
 	if err := x.restoreDependents(ctx, e, created); err != nil {
 		return err
@@ -530,14 +552,97 @@ func clearServerFields(m *metav1.ObjectMeta) {
 	m.ManagedFields = nil
 }
 
-func (x *executor) createBridge(ctx context.Context, b *corev1.Service) error {
-	_, err := x.c.Kube.CoreV1().Services(b.Namespace).Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("kube-dns moved, but the DNS bridge %s/%s on its old IP %v was not created: %w. Pods and kubelets "+
-			"still using the old IP cannot resolve: create it by hand, or restart them", b.Namespace, b.Name, b.Spec.ClusterIPs, err)
+// ensureBridge creates the DNS bridge on kube-dns's old IPs, once per run, and when kube-dns's
+// EndpointSlices are given, a copy of their endpoints for it: kube-proxy then routes the old IP
+// as soon as the bridge exists, not only once kube-controller-manager has written its slice.
+func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.EndpointSlice) error {
+	b := x.bridge
+	if b == nil || x.bridgeUID != "" {
+		return nil
 	}
+	api := x.c.Kube.CoreV1().Services(b.Namespace)
+	var created *corev1.Service
+	// The old IP is released with the delete; retry briefly should the allocator lag behind.
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		created, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			created, err = api.Get(ctx, b.Name, metav1.GetOptions{})
+		}
+		if err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0 {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("kube-dns moved, but the DNS bridge %s/%s on its old IP %v was not created: %w. Pods and kubelets "+
+			"still using the old IP cannot resolve: run terraform apply again, or create it by hand", b.Namespace, b.Name, b.Spec.ClusterIPs, err)
+	}
+	x.bridgeUID = created.UID
+	x.mu.Lock()
 	x.res.BridgeCreated = b.Namespace + "/" + b.Name
+	x.mu.Unlock()
+	for i, s := range dnsSlices {
+		m := bridgeMirror(&s, created, i)
+		_, err := x.c.Kube.DiscoveryV1().EndpointSlices(m.Namespace).Create(ctx, m, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			x.note("The DNS bridge %s/%s was created, but copying kube-dns's endpoints to it failed (%v): it answers once "+
+				"kube-controller-manager writes its EndpointSlice.", b.Namespace, b.Name, err)
+			break
+		}
+		x.bridgeMirror = append(x.bridgeMirror, m.Name)
+	}
 	return nil
+}
+
+// bridgeMirrorManager is the managed-by value of the bridge's copied EndpointSlices; the
+// EndpointSlice controller leaves slices managed by others alone, and kube-proxy merges them.
+const bridgeMirrorManager = "k8scidr.io"
+
+func bridgeMirror(s *discoveryv1.EndpointSlice, bridge *corev1.Service, i int) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-k8scidr-%d", bridge.Name, i), Namespace: bridge.Namespace,
+			Labels: map[string]string{discoveryv1.LabelServiceName: bridge.Name, discoveryv1.LabelManagedBy: bridgeMirrorManager,
+				DNSBridgeLabel: "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: bridge.Name, UID: bridge.UID}},
+		},
+		AddressType: s.AddressType,
+		Endpoints:   slices.Clone(s.Endpoints),
+		Ports:       slices.Clone(s.Ports),
+	}
+}
+
+// currentSlices are the EndpointSlices the watch holds for a Service now.
+func (x *executor) currentSlices(key string) []discoveryv1.EndpointSlice {
+	items, _ := x.sliceIndex.ByIndex("service", key)
+	var out []discoveryv1.EndpointSlice
+	for _, o := range items {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0 {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
+
+// retireBridgeMirror deletes the copied endpoints once the EndpointSlice controller serves the
+// bridge itself: a copy would go stale as CoreDNS pods are replaced.
+func (x *executor) retireBridgeMirror(ctx context.Context) {
+	if len(x.bridgeMirror) == 0 {
+		return
+	}
+	b := x.bridge
+	if !x.waitSlice(ctx, b.Namespace+"/"+b.Name, x.bridgeUID, sliceControllerName) {
+		x.note("The DNS bridge keeps a copy of kube-dns's endpoints (EndpointSlices %s in %s) because kube-controller-manager "+
+			"wrote none for it: delete them once it does, since they do not follow CoreDNS pods.", strings.Join(x.bridgeMirror, ", "), b.Namespace)
+		return
+	}
+	for _, name := range x.bridgeMirror {
+		err := x.c.Kube.DiscoveryV1().EndpointSlices(b.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			x.note("Deleting the DNS bridge's copied EndpointSlice %s/%s failed (%v): delete it by hand.", b.Namespace, name, err)
+		}
+	}
 }
 
 // objectWatch lists and watches one named object.
@@ -610,7 +715,7 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 
 // waitSlice waits until managedBy has written an EndpointSlice with a ready endpoint for the
 // new Service. It paces the run to kube-controller-manager; on timeout it notes and goes on.
-func (x *executor) waitSlice(ctx context.Context, key string, owner types.UID, managedBy string) {
+func (x *executor) waitSlice(ctx context.Context, key string, owner types.UID, managedBy string) bool {
 	ctx, cancel := context.WithTimeout(ctx, x.o.SliceWait)
 	defer cancel()
 	for {
@@ -620,14 +725,14 @@ func (x *executor) waitSlice(ctx context.Context, key string, owner types.UID, m
 			s, ok := o.(*discoveryv1.EndpointSlice)
 			return ok && s.Labels[discoveryv1.LabelManagedBy] == managedBy && ownedBy(s.OwnerReferences, owner) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
 		}) {
-			return
+			return true
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			x.note("%s was recreated, but no EndpointSlice with a ready endpoint appeared within %s (by %s): check kube-controller-manager.",
 				key, x.o.SliceWait, managedBy)
-			return
+			return false
 		}
 	}
 }

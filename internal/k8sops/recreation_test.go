@@ -232,6 +232,32 @@ func TestPlanRecreationBridgeLifecycle(t *testing.T) {
 	}
 }
 
+// An apply that stopped after deleting kube-dns, before the bridge existed: the next plan
+// restores kube-dns at its new IP and creates the bridge on the old one it journaled.
+func TestPlanRecreationBridgeAfterInterruptedDNSMove(t *testing.T) {
+	snap := mixedSnapshot()
+	snap.Services = slices.DeleteFunc(snap.Services, func(s corev1.Service) bool { return s.Name == "kube-dns" })
+	snap.Held = slices.DeleteFunc(snap.Held, func(ip netip.Addr) bool { return ip.String() == "100.64.0.10" })
+	snap.Journal = []JournalEntry{{Key: DNSServiceKey, OldIPs: []string{"100.64.0.10"},
+		Service: rsvc(DNSServiceKey, "ClusterIP", "172.24.0.10"), Object: "j1"}}
+	p := PlanRecreation(snap, defaultOpts())
+	if len(p.Restore) != 1 || p.Restore[0].NewIPs[0] != "172.24.0.10" {
+		t.Fatalf("restore = %v", p.Restore)
+	}
+	if p.Bridge == nil || p.Bridge.Spec.ClusterIP != "100.64.0.10" || !slices.Equal(p.Bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) {
+		t.Fatalf("bridge = %+v, want one on the journaled old IP 100.64.0.10", p.Bridge)
+	}
+	got, err := CheckPlanned(snap, p, nil, p.Restore)
+	if err != nil || got.Bridge == nil {
+		t.Errorf("CheckPlanned dropped the bridge of a restored kube-dns: %v %v", got.Bridge, err)
+	}
+	o := defaultOpts()
+	o.DNSBridge = false
+	if p := PlanRecreation(snap, o); p.Bridge != nil {
+		t.Errorf("dns_bridge = false still plans a bridge: %+v", p.Bridge)
+	}
+}
+
 func TestPlanRecreationRestore(t *testing.T) {
 	snap := mixedSnapshot()
 	gone := rsvc("app/gone", "ClusterIP", "172.24.9.9")

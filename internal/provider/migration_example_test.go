@@ -41,6 +41,40 @@ func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	return &calicoEnv{t: t, c: c, ipam: ipam, api: api, group: k8sops.CalicoCRDV1Group}, seeded, seeded.Pods
 }
 
+const (
+	oldDNS = "100.64.0.10"
+	newDNS = "172.24.0.10"
+	// dnsGapBudget bounds how long kube-dns's old IP may route nowhere while kube-dns moves and
+	// the bridge takes the IP: far below a resolver's retry timeout (resolv.conf's default
+	// timeout is 5 s), so a lookup in the gap is retried, not failed.
+	dnsGapBudget = 500 * time.Millisecond
+)
+
+// checkDNS asserts there was no DNS outage while the migration ran: kube-dns's old IP routed
+// from the start until the bridge was switched off (bridgeOff), with no gap longer than
+// dnsGapBudget, and the new IP routed without a gap from when it first did until end.
+func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time.Time) {
+	t.Helper()
+	first, _ := dns.Report(oldDNS)
+	if first.IsZero() || first.After(begin) {
+		t.Errorf("the old DNS IP %s did not route before the migration (first routed %v)", oldDNS, first)
+	}
+	longest, n := dns.Longest(oldDNS, begin, bridgeOff)
+	t.Logf("old DNS IP %s: %d outage(s) before the bridge was switched off, longest %v", oldDNS, n, longest)
+	if longest > dnsGapBudget {
+		t.Errorf("the old DNS IP %s routed nowhere for %v while kube-dns moved (budget %v)", oldDNS, longest, dnsGapBudget)
+	}
+	first, _ = dns.Report(newDNS)
+	if first.IsZero() {
+		t.Fatalf("the new DNS IP %s never routed", newDNS)
+	}
+	longest, n = dns.Longest(newDNS, first, end)
+	t.Logf("new DNS IP %s: routed %v after the start, %d outage(s) since, longest %v", newDNS, first.Sub(begin), n, longest)
+	if n > 0 {
+		t.Errorf("the new DNS IP %s stopped routing %d time(s) during the migration, longest %v", newDNS, n, longest)
+	}
+}
+
 // TestAccMigrationExample runs examples/migration/main.tf itself (linked, not copied) stage by
 // stage under the real terraform CLI and the built provider, with the steps outside the
 // Kubernetes API done between the stages as an operator does them, and checks the end state.
@@ -72,6 +106,13 @@ func TestAccMigrationExample(t *testing.T) {
 		return out
 	}
 
+	// The resolver check: kube-dns's old and new IPs, as kube-proxy would route them.
+	dns, err := e.c.ProbeServiceIPs(ctx, "kube-system", oldDNS, newDNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dns.Stop()
+	begin := time.Now()
 	out := stage(1)
 	for key, ip := range seeded.ServiceIPs {
 		ns, name, _ := strings.Cut(key, "/")
@@ -91,8 +132,16 @@ func TestAccMigrationExample(t *testing.T) {
 	if !strings.Contains(out, "kubelet_cluster_dns = tolist([\n  \"172.24.0.10\",") {
 		t.Errorf("stage 1 outputs lack kubelet_cluster_dns 172.24.0.10:\n%s", out)
 	}
+	// The bridge got a copy of kube-dns's endpoints when created; once kube-controller-manager
+	// wrote its own slice the copy is gone, so it cannot go stale when CoreDNS pods roll.
+	copies, err := kube.DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{
+		LabelSelector: "endpointslice.kubernetes.io/managed-by=k8scidr.io"})
+	if err != nil || len(copies.Items) > 0 {
+		t.Errorf("the DNS bridge's copied EndpointSlices were not retired after stage 1: %v (%v)", copies, err)
+	}
 	// Outside the API: kubelet clusterDNS now points at 172.24.0.10 (kwok has no kubelet).
 	stage(2)
+	bridgeOff := time.Now()
 	stage(3)
 	if _, err := kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{}); err == nil {
 		t.Error("the DNS bridge is still there after stage 3")
@@ -124,6 +173,8 @@ func TestAccMigrationExample(t *testing.T) {
 	stage(5)
 	// Outside the API: the nodes are replaced (kOps rolling update with allocateNodeCIDRs:
 	// false), so no node keeps a podCIDR in the old range; the pods come back on the new nodes.
+	nodesReplaced := time.Now()
+	checkDNS(t, dns, begin, bridgeOff, nodesReplaced)
 	if err := e.c.ReplaceNodes(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,13 @@ func run(root string, groups int) error {
 		return err
 	}
 
+	// Watch what kube-proxy would route on kube-dns's old and new IPs for the whole story.
+	dns, err := c.ProbeServiceIPs(ctx, "kube-system", "100.64.0.10", "172.24.0.10")
+	if err != nil {
+		return err
+	}
+	defer dns.Stop()
+	begin := time.Now()
 	w, err := newWorkspace(root, bin, c.Kubeconfig)
 	if err != nil {
 		return err
@@ -115,6 +122,12 @@ func run(root string, groups int) error {
 		}
 		if err := w.tf("apply", "-input=false", "-no-color", "stage.tfplan"); err != nil {
 			return err
+		}
+		if st.n == 1 {
+			gap, n := dns.Longest("100.64.0.10", begin, time.Now())
+			fmt.Printf("DNS check (what kube-proxy would route): 100.64.0.10 routed nowhere %d time(s), for at most %v, "+
+				"between kube-dns's delete and the bridge taking the IP; 172.24.0.10 routes: %v.\n",
+				n, gap.Round(time.Millisecond), dns.Routes("172.24.0.10"))
 		}
 	}
 	say("Outside the API (kOps): nonMasqueradeCIDR/podCIDR changed, allocateNodeCIDRs: false, rolling update replaces the nodes")
