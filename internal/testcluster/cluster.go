@@ -61,6 +61,8 @@ type Options struct {
 	APIServerFlags []string
 	// ControllerManagerFlags are appended to kube-controller-manager's command line.
 	ControllerManagerFlags []string
+	// SchedulerFlags are appended to kube-scheduler's command line, e.g. --kube-api-qps=500.
+	SchedulerFlags []string
 	// BinDir holds the binaries; default $K8SCIDR_TESTBIN, else the repository's bin/.
 	BinDir string
 	// Dir is the work directory; default a new temporary directory, removed by Stop.
@@ -306,6 +308,33 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, serviceCIDRs []string) e
 	return c.startAPIServer(ctx)
 }
 
+// RestartControllerManager restarts kube-controller-manager with flags (e.g.
+// "--kube-api-qps=100") replacing the same flags of its command line or added to it, and waits
+// until it serves again. Benchmarks use it to compare its client budgets on one cluster.
+func (c *Cluster) RestartControllerManager(ctx context.Context, flags ...string) error {
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == "kube-controller-manager" })
+	if i < 0 || c.opts.Detached {
+		return errors.New("no attached kube-controller-manager to restart")
+	}
+	old := c.procs[i]
+	args := slices.Clone(old.args)
+	for _, f := range flags {
+		name, _, _ := strings.Cut(f, "=")
+		args = slices.DeleteFunc(args, func(a string) bool { return a == name || strings.HasPrefix(a, name+"=") })
+		args = append(args, f)
+	}
+	old.stop(10 * time.Second)
+	p, err := startProcess(old.Name, old.Bin, args, filepath.Join(c.Dir, "logs"), false)
+	if err != nil {
+		return err
+	}
+	c.procs[i] = p
+	// It logs each controller it starts; the EndpointSlice controller is the one benchmarks pace on.
+	return waitFor(ctx, "kube-controller-manager to start its EndpointSlice controller", []*process{p}, func(context.Context) (bool, error) {
+		return strings.Contains(logTail(p.Log, 1000), `"Started controller" controller="endpointslice-controller"`), nil
+	})
+}
+
 // startAgents starts the components that talk only to the apiserver.
 func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, error) {
 	var stageArgs []string
@@ -335,7 +364,7 @@ func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, e
 		{"kube-controller-manager", append([]string{kc, "--secure-port=0", "--leader-elect=false", "--controllers=*",
 			"--service-account-private-key-file=" + files["sa.key"], "--root-ca-file=" + files["ca.crt"],
 			"--allocate-node-cidrs=false"}, o.ControllerManagerFlags...)},
-		{"kube-scheduler", []string{kc, "--secure-port=0", "--leader-elect=false"}},
+		{"kube-scheduler", append([]string{kc, "--secure-port=0", "--leader-elect=false"}, o.SchedulerFlags...)},
 		{"kwok", append([]string{kc, "--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
 			"--node-lease-duration-seconds=40"}, stageArgs...)},

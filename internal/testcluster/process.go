@@ -25,6 +25,7 @@ type process struct {
 	PID  int    `json:"pid"`
 	Log  string `json:"log"`
 
+	args []string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited (attached mode only)
 }
@@ -65,7 +66,7 @@ func startProcess(name, bin string, args []string, logDir string, detached bool)
 	if err := <-errc; err != nil {
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}
-	p := &process{Name: name, Bin: bin, PID: cmd.Process.Pid, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &process{Name: name, Bin: bin, PID: cmd.Process.Pid, Log: logPath, args: args, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(p.done)

@@ -1,0 +1,173 @@
+// Command k8scidr-bench is `make bench`: on its own loopback cluster it measures the provider
+// against the write-ups' kubectl loops and a minimal client-go floor, side by side, with the
+// contenders in alternation and every one given the same fresh state and client budget, and
+// prints one Markdown table (also written to bench/results/<date>.md).
+//
+//	k8scidr-bench [-quick] [-rounds 3] [-root .]
+//
+// BENCH_QUICK=1 (or -quick) is the smoke mode `make test` runs: 100 Services, 20 Deployments,
+// one round.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+func main() {
+	if len(os.Args) > 3 && os.Args[1] == "rss-wrap" {
+		os.Exit(rssWrap(os.Args[2], os.Args[3], os.Args[4:]))
+	}
+	o := options{}
+	flag.BoolVar(&o.quick, "quick", os.Getenv("BENCH_QUICK") == "1", "smoke mode: 100 Services, 20 Deployments, 1 round")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each scenario (contenders alternate within a round)")
+	flag.StringVar(&o.root, "root", ".", "repository root (bin/ holds the binaries)")
+	flag.StringVar(&o.scenarios, "scenarios", "recreation,roll,plan", "scenarios to run, comma-separated")
+	flag.StringVar(&o.out, "out", "", "results file; default bench/results/<date>.md (none in quick mode)")
+	flag.Parse()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "k8scidr-bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	quick             bool
+	settle            time.Duration // how long a run's Services may take to come back before counting as lost
+	rounds            int
+	root, scenarios   string
+	out               string
+	services, rollDep int
+	planSizes         [][2]int // Services, pods
+}
+
+func run(ctx context.Context, o options) error {
+	o.services, o.rollDep, o.planSizes, o.settle = 1000, 200, [][2]int{{1000, 2000}, {10000, 20000}}, 30*time.Second
+	if o.quick {
+		o.settle = 10 * time.Second
+		o.rounds, o.services, o.rollDep, o.planSizes = 1, 100, 20, [][2]int{{100, 200}, {200, 400}}
+	}
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, bin: filepath.Join(root, "bin"), self: self, table: &table{}}
+	maxPods := 0
+	for _, s := range o.planSizes {
+		maxPods = max(maxPods, s[1])
+	}
+	started := time.Now()
+	logf("starting a loopback cluster (%d kwok nodes; Services default range %s)", maxPods/100+20, target)
+	b.c, err = testcluster.Start(ctx, testcluster.Options{
+		Nodes: maxPods/100 + 20, ServiceCIDRs: []string{target}, BinDir: b.bin,
+		ControllerManagerFlags: kcmDefaults,
+		SchedulerFlags:         []string{"--kube-api-qps=1000", "--kube-api-burst=2000"},
+	})
+	if err != nil {
+		return err
+	}
+	defer b.c.Stop()
+	fast := *b.c.RESTConfig // the harness's own client: setup and checks, outside the budget
+	fast.QPS, fast.Burst = 1000, 2000
+	fast.WarningHandler = rest.NoWarnings{} // writing Endpoints (selector-less Services) warns each time
+	if b.kube, err = kubernetes.NewForConfig(&fast); err != nil {
+		return err
+	}
+	if b.proxy, err = startProxy(b.c.RESTConfig, clientQPS, clientBurst); err != nil {
+		return err
+	}
+	b.kubeconfig = filepath.Join(b.c.Dir, "proxy.kubeconfig")
+	if err := b.proxy.kubeconfig(b.kubeconfig); err != nil {
+		return err
+	}
+	for _, s := range strings.Split(o.scenarios, ",") {
+		var err error
+		switch s {
+		case "recreation":
+			if err = b.recreation(ctx, "kcm defaults (qps 20)", false); err == nil {
+				if err = b.c.RestartControllerManager(ctx, kcmRaised...); err == nil {
+					err = b.recreation(ctx, "kcm raised (qps 100)", true)
+				}
+			}
+		case "roll":
+			if err = b.c.RestartControllerManager(ctx, kcmRaised...); err == nil {
+				err = b.roll(ctx)
+			}
+		case "plan":
+			err = b.planCost(ctx)
+		default:
+			err = fmt.Errorf("unknown scenario %q", s)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	report := b.table.markdown(o, time.Since(started))
+	fmt.Println(report)
+	if o.out == "" && !o.quick {
+		o.out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("2006-01-02")+".md")
+	}
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil { //nolint:gosec // a results file for the repository
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	return b.table.failed()
+}
+
+const (
+	target = "172.24.0.0/15"
+	old    = "100.64.0.0/13"
+	// clientQPS and clientBurst are the provider's defaults, given to every contender.
+	clientQPS   = 50
+	clientBurst = 100
+	parallelism = 10 // the provider's default recreation parallelism, also the floor's
+	rollWorkers = 5  // the provider's default roll parallelism, also the xargs -P loop's
+)
+
+var (
+	kcmDefaults = []string{"--kube-api-qps=20", "--kube-api-burst=30"}
+	kcmRaised   = []string{"--kube-api-qps=100", "--kube-api-burst=200"}
+)
+
+type bench struct {
+	o          options
+	bin, self  string
+	c          *testcluster.Cluster
+	kube       kubernetes.Interface
+	proxy      *proxy
+	kubeconfig string
+	table      *table
+	runs       int
+}
+
+func (b *bench) nextRun() int {
+	b.runs++
+	return b.runs
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"sync/atomic"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// proxy is the one door every contender talks through: a loopback HTTP proxy to the
+// apiserver that counts requests and holds them all to the same client budget (a token bucket
+// of qps and burst, as client-go's own limiter), so no contender is faster by asking more.
+type proxy struct {
+	url      string
+	requests atomic.Int64
+	srv      *http.Server
+}
+
+func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		Transport:     rt,
+		FlushInterval: -1, // watches stream
+	}
+	limiter := flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	p := &proxy{}
+	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
+		if err := limiter.Wait(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p.url = "http://" + ln.Addr().String()
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// kubeconfig writes a kubeconfig for the proxy (no credentials: the proxy holds them).
+func (p *proxy) kubeconfig(path string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: p.url}
+	cfg.AuthInfos["bench"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
+	cfg.CurrentContext = "bench"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("writing the proxy's kubeconfig: %w", err)
+	}
+	return os.Chmod(path, 0o600)
+}
+
+// restConfig is a client config through the proxy with the shared budget.
+func (p *proxy) restConfig(qps float32, burst int) *rest.Config {
+	return &rest.Config{Host: p.url, QPS: qps, Burst: burst}
+}

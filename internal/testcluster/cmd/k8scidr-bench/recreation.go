@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+//go:embed scripts/*.sh
+var scripts embed.FS
+
+// recreation is scenario 1: move o.services Services from old to target, each contender on a
+// fresh namespace set per round, in alternation.
+func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) error {
+	contenders := []string{"k8scidr", "floor (client-go)"}
+	if withLoops {
+		contenders = append(contenders, "kubectl replace --force loop", "kubectl delete + apply loop")
+	}
+	n := b.o.services
+	scenario := fmt.Sprintf("1. recreate %d Services", n)
+	for round := range b.o.rounds {
+		for _, who := range contenders {
+			run := b.nextRun()
+			logf("%s, %s, round %d: %s", scenario, setting, round+1, who)
+			m, err := b.recreateOnce(ctx, run, who)
+			if err != nil {
+				return fmt.Errorf("%s, round %d: %w", who, round+1, err)
+			}
+			b.table.add(scenario, setting, who, m)
+		}
+	}
+	return nil
+}
+
+func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure, error) {
+	kube := b.kube
+	n := b.o.services
+	rangeName := fmt.Sprintf("bench-old-%d", run)
+	if err := oldRange(ctx, kube, rangeName, old); err != nil {
+		return measure{}, err
+	}
+	// Offsets differ per run, so preserve_offset targets never meet a previous run's leftovers.
+	nss, keys, err := serviceSet(ctx, kube, fmt.Sprintf("b%d", run), n, netip.MustParsePrefix(old), 4096+run*1024)
+	if err != nil {
+		return measure{}, err
+	}
+	defer deleteNamespaces(context.WithoutCancel(ctx), kube, nss)
+	w, err := watchOutages(ctx, kube, keys)
+	if err != nil {
+		return measure{}, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		return w.ready() == n, nil
+	})
+	if err != nil {
+		return measure{}, fmt.Errorf("only %d of %d Services have endpoints before the move: %w", w.ready(), n, err)
+	}
+	// KEP-1880: the old range is deleted and stays Terminating while its IPs are in use; new
+	// IPs are no longer allocated from it, so every contender's new Services land in target.
+	if err := retireRange(ctx, kube, rangeName, nss[0]); err != nil {
+		return measure{}, err
+	}
+	before := b.proxy.requests.Load()
+	start := time.Now()
+	var m measure
+	switch who {
+	case "k8scidr":
+		m.wall, m.rss, err = b.k8scidrRecreate(nss)
+	case "floor (client-go)":
+		err = b.floor(ctx, nss)
+		m.wall = time.Since(start)
+	case "kubectl replace --force loop":
+		err = b.loop(ctx, "replace-force.sh", keys)
+		m.wall = time.Since(start)
+	case "kubectl delete + apply loop":
+		err = b.loop(ctx, "delete-apply.sh", keys)
+		m.wall = time.Since(start)
+	}
+	m.requests = b.proxy.requests.Load() - before
+	if err != nil {
+		return m, err
+	}
+	m.windows, m.lostKeys = w.settle(ctx, b.o.settle)
+	m.notMoved, err = notMoved(ctx, kube, nss, keys)
+	return m, err
+}
+
+// retireRange deletes the old range and waits until the apiserver no longer allocates from it
+// (its allocator learns of the deletion from a watch): five probe Services in a row must land
+// in target.
+func retireRange(ctx context.Context, kube kubernetes.Interface, name, ns string) error {
+	if err := kube.NetworkingV1().ServiceCIDRs().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	tp := netip.MustParsePrefix(target)
+	inRow := 0
+	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+		got, err := kube.CoreV1().Services(ns).Create(ctx, probe, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		if err := kube.CoreV1().Services(ns).Delete(ctx, got.Name, metav1.DeleteOptions{}); err != nil {
+			return false, err
+		}
+		if ip, err := netip.ParseAddr(got.Spec.ClusterIP); err == nil && tp.Contains(ip) {
+			inRow++
+		} else {
+			inRow = 0
+		}
+		return inRow == 5, nil
+	})
+}
+
+const recreationConfig = `terraform {
+  required_providers {
+    k8scidr = { source = "k8scidr/k8scidr" }
+  }
+}
+
+provider "k8scidr" {}
+
+resource "k8scidr_service_recreation" "bench" {
+  target_cidrs = [%q]
+  namespaces   = [%s]
+}
+`
+
+func quoted(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func (b *bench) k8scidrRecreate(nss []string) (time.Duration, float64, error) {
+	w, err := newWorkspace(b.bin, b.self, b.kubeconfig, fmt.Sprintf(recreationConfig, target, quoted(nss)))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer w.close()
+	return w.run("apply", "-auto-approve", "-input=false", "-no-color")
+}
+
+// floor is the least any tool must do: list the Services, then one delete and one create per
+// Service, parallelism at a time, through the same proxy and client budget.
+func (b *bench) floor(ctx context.Context, nss []string) error {
+	kube, err := kubernetes.NewForConfig(b.proxy.restConfig(clientQPS, clientBurst))
+	if err != nil {
+		return err
+	}
+	var all []corev1.Service
+	for _, ns := range nss {
+		l, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		all = append(all, l.Items...)
+	}
+	return parallel(len(all), parallelism, func(i int) error {
+		s := all[i]
+		uid := s.UID
+		if err := kube.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+			return err
+		}
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
+		s.ResourceVersion, s.UID, s.CreationTimestamp, s.ManagedFields = "", "", metav1.Time{}, nil
+		s.Status = corev1.ServiceStatus{}
+		_, err := kube.CoreV1().Services(s.Namespace).Create(ctx, &s, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// loop runs one of the write-ups' shell loops over keys with kubectl through the proxy.
+func (b *bench) loop(ctx context.Context, script string, keys []string) error {
+	path, err := b.script(script)
+	if err != nil {
+		return err
+	}
+	var in strings.Builder
+	for _, k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		fmt.Fprintf(&in, "%s %s\n", ns, name)
+	}
+	cmd := exec.CommandContext(ctx, "bash", path)
+	cmd.Stdin = strings.NewReader(in.String())
+	cmd.Env = b.loopEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", script, err, tail(string(out), 20))
+	}
+	return nil
+}
+
+func (b *bench) loopEnv() []string {
+	return append(os.Environ(), "KUBECONFIG="+b.kubeconfig, "KUBECTL="+filepath.Join(b.bin, "kubectl"),
+		"JQ="+filepath.Join(b.bin, "tools", "gojq"))
+}
+
+// script writes an embedded script to the cluster's directory and returns its path.
+func (b *bench) script(name string) (string, error) {
+	data, err := scripts.ReadFile("scripts/" + name)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(b.c.Dir, name)
+	return path, os.WriteFile(path, data, 0o700) //nolint:gosec // a script to run
+}
+
+// notMoved counts Services that are missing or not in target after a run.
+func notMoved(ctx context.Context, kube kubernetes.Interface, nss, keys []string) (int, error) {
+	tp := netip.MustParsePrefix(target)
+	in := map[string]bool{}
+	for _, ns := range nss {
+		l, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		for _, s := range l.Items {
+			ip, err := netip.ParseAddr(s.Spec.ClusterIP)
+			in[s.Namespace+"/"+s.Name] = err == nil && tp.Contains(ip)
+		}
+	}
+	bad := 0
+	for _, k := range keys {
+		if !in[k] {
+			bad++
+		}
+	}
+	return bad, nil
+}
