@@ -23,6 +23,8 @@ type Client struct {
 	FieldManager string
 	// CalicoAPIGroup is the configured preference: CalicoAuto or one of the Calico groups.
 	CalicoAPIGroup string
+	// QPS is the client's rate limit (0: none known); executors size their concurrency to it.
+	QPS float32
 
 	capsMu sync.Mutex
 	caps   *Capabilities
@@ -67,5 +69,6 @@ func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, 
 		Dynamic:        dyn,
 		FieldManager:   fieldManager,
 		CalicoAPIGroup: calicoAPIGroup,
+		QPS:            cfg.QPS,
 	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -35,6 +36,9 @@ type ExecOptions struct {
 	SliceWait time.Duration
 	// Log receives one line per batch; nil discards.
 	Log func(msg string, fields map[string]any)
+	// WindowTarget is the unavailability per Service the run steers its concurrency to;
+	// default DefaultWindowTarget. Parallelism stays the upper bound.
+	WindowTarget time.Duration
 	// DelayAfterDelete is fault injection for crash tests: it holds every move between delete
 	// and create, so a kill lands while Services are gone.
 	DelayAfterDelete time.Duration
@@ -207,8 +211,8 @@ type executor struct {
 	sliceIndex cache.Indexer
 	changed    *broadcast
 
-	// restoredEndpoints are re-checked at the end; heldJournals hold them until then.
-	restoredEndpoints []JournalEntry
+	// restoredEndpoints are re-checked once quiet; heldJournals hold them until then.
+	restoredEndpoints []restoredEndpoints
 	heldJournals      []string
 
 	// bridge is the DNS bridge to create the moment kube-dns's old IP is free; bridgeMirror is
@@ -289,39 +293,189 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, pl
 	return nil
 }
 
-// moveAll moves Services in batches of Parallelism: journal the batch, move its Services
-// concurrently, remove the journal once all are verified. It stops after a failed batch.
+// journalChunk is how many moves one journal write records (one object, split further only
+// past the ConfigMap size limit). It is written before the first of them is deleted and
+// removed once all of them are verified.
+const journalChunk = 50
+
+// moveAll moves Services with at most Parallelism in flight, fewer while kube-controller-manager
+// is slow to write their EndpointSlices (adaptiveLimit). Moves are journaled in chunks ahead of
+// their deletes. After a failed move no new move starts; the ones in flight finish.
 func (x *executor) moveAll(ctx context.Context, moves []Move) error {
-	for start := 0; start < len(moves); start += x.o.Parallelism {
-		began := time.Now()
-		batch := moves[start:min(start+x.o.Parallelism, len(moves))]
-		entries := make([]JournalEntry, len(batch))
-		for i, m := range batch {
+	lim := newAdaptiveLimit(x.o.Parallelism, x.o.WindowTarget, x.c.QPS)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		kept    []string // journals kept because a move of theirs failed
+		done    int
+		started = time.Now()
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(errs) > 0
+	}
+	for start := 0; start < len(moves) && !failed(); start += journalChunk {
+		chunk := moves[start:min(start+journalChunk, len(moves))]
+		entries := make([]JournalEntry, len(chunk))
+		for i, m := range chunk {
 			entries[i] = x.entry(m)
 		}
 		names, err := writeJournal(ctx, x.c, x.o.JournalNamespace, entries)
 		if err != nil {
-			return err // nothing of this batch was deleted
+			fail(err) // nothing of this chunk was deleted
+			break
 		}
-		errs := make([]error, len(batch))
-		var wg sync.WaitGroup
-		for i := range batch {
-			wg.Go(func() { errs[i] = x.move(ctx, entries[i]) })
+		var chunkWG sync.WaitGroup
+		chunkErrs := make([]error, len(entries))
+		for i := range entries {
+			if failed() {
+				break // the rest of the chunk stays untouched; the next plan drops its entries
+			}
+			if err := lim.acquire(ctx); err != nil {
+				chunkErrs[i] = err
+				fail(err)
+				break
+			}
+			chunkWG.Add(1)
+			wg.Go(func() {
+				defer chunkWG.Done()
+				window, err := x.move(ctx, entries[i])
+				lim.release(window, err == nil)
+				if err != nil {
+					chunkErrs[i] = err
+					fail(err)
+				}
+			})
 		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("%w. What was deleted is in the journal (ConfigMaps %s in %s): the next plan shows it "+
-				"under restore and the next apply recreates it", err, strings.Join(names, ", "), x.o.JournalNamespace)
-		}
-		if slices.ContainsFunc(entries, func(e JournalEntry) bool { return e.Endpoints != nil }) {
-			x.heldJournals = append(x.heldJournals, names...) // until settleEndpoints
-		} else if err := deleteJournal(ctx, x.c, x.o.JournalNamespace, names); err != nil {
+		wg.Go(func() {
+			chunkWG.Wait()
+			if errors.Join(chunkErrs...) != nil {
+				mu.Lock()
+				kept = append(kept, names...)
+				mu.Unlock()
+				return
+			}
+			if slices.ContainsFunc(entries, func(e JournalEntry) bool { return e.Endpoints != nil }) {
+				x.mu.Lock()
+				x.heldJournals = append(x.heldJournals, names...) // until settleEndpoints
+				x.mu.Unlock()
+			} else if err := deleteJournal(ctx, x.c, x.o.JournalNamespace, names); err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			done += len(entries)
+			n := done
+			mu.Unlock()
+			x.log("moved Services", map[string]any{"done": n, "total": len(moves), "in_flight_limit": lim.current(),
+				"elapsed_ms": time.Since(started).Milliseconds()})
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		err := errors.Join(errs...)
+		if len(kept) == 0 {
 			return err
 		}
-		x.log("moved a batch of Services", map[string]any{"batch": len(batch), "done": start + len(batch),
-			"total": len(moves), "elapsed_ms": time.Since(began).Milliseconds()})
+		slices.Sort(kept)
+		return fmt.Errorf("%w. What was deleted is in the journal (ConfigMaps %s in %s): the next plan shows it "+
+			"under restore and the next apply recreates it", err, strings.Join(kept, ", "), x.o.JournalNamespace)
 	}
 	return nil
+}
+
+// DefaultWindowTarget is the unavailability per moved Service (delete to a ready EndpointSlice
+// of the new Service) that adaptiveLimit steers to.
+const DefaultWindowTarget = 150 * time.Millisecond
+
+// adaptiveLimit bounds the moves in flight, additive increase and multiplicative decrease on
+// each move's window, as TCP does on round-trip times: every move whose window stayed under
+// target adds 1/limit, a window over it halves the limit (once per window, not once per late
+// move). The run then goes as fast as kube-controller-manager writes EndpointSlices (its
+// --kube-api-qps, 20 by default) and no faster, so no Service waits long without endpoints.
+//
+// The limit also never grows past what the client's rate allows to be useful: a move costs
+// two requests, so qps/2 moves a second, each in flight for about the shortest window seen;
+// twice that is enough. More in flight would buy no speed, only a queue that turns into
+// downtime the moment the controller's burst runs out.
+type adaptiveLimit struct {
+	mu        sync.Mutex
+	limit     float64
+	max       float64
+	inFlight  int
+	target    time.Duration
+	lastCut   time.Time
+	qps       float64
+	minWindow time.Duration
+	wake      chan struct{}
+}
+
+func newAdaptiveLimit(max int, target time.Duration, qps float32) *adaptiveLimit {
+	if target <= 0 {
+		target = DefaultWindowTarget
+	}
+	return &adaptiveLimit{limit: float64(min(2, max)), max: float64(max), target: target, qps: float64(qps), wake: make(chan struct{})}
+}
+
+func (l *adaptiveLimit) acquire(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		if l.inFlight < int(l.limit) {
+			l.inFlight++
+			l.mu.Unlock()
+			return nil
+		}
+		ch := l.wake
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+func (l *adaptiveLimit) release(window time.Duration, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight--
+	switch {
+	case !ok:
+	case window > l.target:
+		if time.Since(l.lastCut) > window {
+			l.limit = max(1, l.limit/2)
+			l.lastCut = time.Now()
+		}
+	default:
+		if l.minWindow == 0 || window < l.minWindow {
+			l.minWindow = window
+		}
+		l.limit = min(l.max, l.useful(), l.limit+1/l.limit)
+	}
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// useful is the most moves in flight the client's rate can keep busy (no bound without one).
+func (l *adaptiveLimit) useful() float64 {
+	if l.qps <= 0 || l.minWindow == 0 {
+		return l.max
+	}
+	movesPerSecond := l.qps / 2
+	return max(2, math.Ceil(2*movesPerSecond*l.minWindow.Seconds()))
+}
+
+func (l *adaptiveLimit) current() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(l.limit)
 }
 
 // entry is the journal entry for a move: the object to create and what its deletion takes along.
@@ -345,36 +499,44 @@ const (
 )
 
 // move recreates one journaled Service: delete (UID precondition), wait until gone, create
-// with the planned IPs, restore what the deletion took along, verify.
-func (x *executor) move(ctx context.Context, e JournalEntry) error {
+// with the planned IPs, restore what the deletion took along, verify. It returns the window
+// from the delete to the verification.
+func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, error) {
 	old := x.services[e.Key]
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
-	var dnsSlices []discoveryv1.EndpointSlice
+	var dnsSlices, mirrored []discoveryv1.EndpointSlice
 	if e.Key == DNSServiceKey && x.bridge != nil {
 		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists
+	}
+	if e.Endpoints != nil && len(old.Spec.Selector) == 0 {
+		// Served by the new Service until they are mirrored again.
+		mirrored = slices.DeleteFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {
+			return s.Labels[discoveryv1.LabelManagedBy] != mirrorControllerName
+		})
 	}
 	for _, s := range e.Slices { // the garbage collector would delete them with the Service
 		err := x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
+			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
 		}
 	}
 	err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%s: deleted by another client after the plan", e.Key)
+		return 0, fmt.Errorf("%s: deleted by another client after the plan", e.Key)
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("%s: replaced by another client after the plan (its UID changed); left as it is", e.Key)
+		return 0, fmt.Errorf("%s: replaced by another client after the plan (its UID changed); left as it is", e.Key)
 	case err != nil:
-		return fmt.Errorf("%s: deleting: %w", e.Key, err)
+		return 0, fmt.Errorf("%s: deleting: %w", e.Key, err)
 	}
+	deleted := time.Now()
 	if x.o.DelayAfterDelete > 0 {
 		time.Sleep(x.o.DelayAfterDelete)
 	}
 	// Without finalizers a successful delete has removed the object; with them, watch.
 	if len(old.Finalizers) > 0 {
 		if err := waitDeleted(ctx, objectWatch(api.List, api.Watch, old.Name), &corev1.Service{}, old.UID); err != nil {
-			return fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", e.Key, old.Finalizers, err)
+			return 0, fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", e.Key, old.Finalizers, err)
 		}
 	}
 	// kube-dns's old IP is what every pod's resolv.conf names: the bridge takes it back first.
@@ -384,13 +546,29 @@ func (x *executor) move(ctx context.Context, e JournalEntry) error {
 	}
 	created, err := x.create(ctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
 	if err != nil {
-		return errors.Join(bridgeErr, err)
+		return 0, errors.Join(bridgeErr, err)
 	}
 	if bridgeErr != nil {
-		return bridgeErr
+		return 0, bridgeErr
+	}
+	copies, err := x.copySlices(ctx, mirrored, created)
+	if err != nil {
+		x.note("%s: copying its EndpointSlices for the new Service failed (%v); it is served once they are mirrored again.", e.Key, err)
 	}
 	if err := x.restoreDependents(ctx, e, created); err != nil {
-		return err
+		return 0, err
+	}
+	if len(copies) > 0 {
+		// restoreDependents waited for the mirrored slices; without them the copies stay (owned
+		// by the Service, and the Endpoints they copy are hand-made, so they do not go stale by themselves).
+		if slices.ContainsFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {
+			return s.Labels[discoveryv1.LabelManagedBy] == mirrorControllerName
+		}) {
+			x.deleteSlices(ctx, created.Namespace, copies)
+		} else {
+			x.note("%s keeps copies of its EndpointSlices (%s): the mirroring controller wrote none in time; delete them once it has.",
+				e.Key, strings.Join(copies, ", "))
+		}
 	}
 	x.mu.Lock()
 	x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, OldIPs: e.OldIPs, NewIPs: created.Spec.ClusterIPs})
@@ -398,7 +576,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) error {
 	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
 		x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)
 	}
-	return nil
+	return time.Since(deleted), nil
 }
 
 // create creates svc; when another client took a planned IP mid-apply it takes the next free
@@ -481,45 +659,54 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 		return err
 	}
 	x.mu.Lock()
-	x.restoredEndpoints = append(x.restoredEndpoints, e)
+	x.restoredEndpoints = append(x.restoredEndpoints, restoredEndpoints{e, time.Now()})
 	x.mu.Unlock()
 	return nil
 }
 
-// endpointsQuiet is how long the restored Endpoints must stay in place at the end of a run.
+// endpointsQuiet is how long restored Endpoints must stay in place after being written.
 const endpointsQuiet = 3 * time.Second
 
-// settleEndpoints re-checks every restored Endpoints object until a whole endpointsQuiet
-// period passes without one going missing: a sync of the endpoints controller that looked at
-// its cache while the Service was gone may delete them late (its client is rate-limited).
+type restoredEndpoints struct {
+	e  JournalEntry
+	at time.Time // last written
+}
+
+// settleEndpoints re-checks every restored Endpoints object once endpointsQuiet has passed
+// since it was written, until none goes missing: a sync of the endpoints controller that
+// looked at its cache while the Service was gone may delete them late (its client is
+// rate-limited). Endpoints restored early in a run are quiet by its end, so only the last
+// ones make the run wait.
 func (x *executor) settleEndpoints(ctx context.Context) error {
-	if len(x.restoredEndpoints) == 0 {
-		return nil
-	}
-	for round := 0; round < 20; round++ {
-		select {
-		case <-time.After(endpointsQuiet):
-		case <-ctx.Done():
-			return fmt.Errorf("re-checking restored Endpoints: %w", ctx.Err())
+	todo := x.restoredEndpoints
+	for round := 0; len(todo) > 0; round++ {
+		if round == 20 {
+			return fmt.Errorf("restored Endpoints keep being deleted; the journal keeps them for the next apply")
 		}
-		repaired := 0
-		for _, e := range x.restoredEndpoints {
-			_, err := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace).Get(ctx, e.Endpoints.Name, metav1.GetOptions{})
+		slices.SortFunc(todo, func(a, b restoredEndpoints) int { return a.at.Compare(b.at) })
+		var again []restoredEndpoints
+		for _, r := range todo {
+			select {
+			case <-time.After(time.Until(r.at.Add(endpointsQuiet))):
+			case <-ctx.Done():
+				return fmt.Errorf("re-checking restored Endpoints: %w", ctx.Err())
+			}
+			_, err := x.c.Kube.CoreV1().Endpoints(r.e.Endpoints.Namespace).Get(ctx, r.e.Endpoints.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				if _, err = x.putEndpoints(ctx, e); err == nil {
-					repaired++
+				if _, err = x.putEndpoints(ctx, r.e); err == nil {
+					again = append(again, restoredEndpoints{r.e, time.Now()})
 				}
 			}
 			if err != nil {
 				return err
 			}
 		}
-		if repaired == 0 {
-			return nil
+		if len(again) > 0 {
+			x.log("re-created Endpoints deleted late by the endpoints controller", map[string]any{"count": len(again)})
 		}
-		x.log("re-created Endpoints deleted late by the endpoints controller", map[string]any{"count": repaired})
+		todo = again
 	}
-	return fmt.Errorf("restored Endpoints keep being deleted; the journal keeps them for the next apply")
+	return nil
 }
 
 // putEndpoints creates the journaled Endpoints, or brings an existing object back to them.
@@ -582,34 +769,54 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 	x.mu.Lock()
 	x.res.BridgeCreated = b.Namespace + "/" + b.Name
 	x.mu.Unlock()
-	for i, s := range dnsSlices {
-		m := bridgeMirror(&s, created, i)
-		_, err := x.c.Kube.DiscoveryV1().EndpointSlices(m.Namespace).Create(ctx, m, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			x.note("The DNS bridge %s/%s was created, but copying kube-dns's endpoints to it failed (%v): it answers once "+
-				"kube-controller-manager writes its EndpointSlice.", b.Namespace, b.Name, err)
-			break
-		}
-		x.bridgeMirror = append(x.bridgeMirror, m.Name)
+	x.bridgeMirror, err = x.copySlices(ctx, dnsSlices, created)
+	if err != nil {
+		x.note("The DNS bridge %s/%s was created, but copying kube-dns's endpoints to it failed (%v): it answers once "+
+			"kube-controller-manager writes its EndpointSlice.", b.Namespace, b.Name, err)
 	}
 	return nil
 }
 
-// bridgeMirrorManager is the managed-by value of the bridge's copied EndpointSlices; the
-// EndpointSlice controller leaves slices managed by others alone, and kube-proxy merges them.
-const bridgeMirrorManager = "k8scidr.io"
+// copyManager is the managed-by value of EndpointSlices copied for a new Service until its
+// controller writes its own; the EndpointSlice controllers leave slices managed by others
+// alone, and kube-proxy merges all slices of a Service.
+const copyManager = "k8scidr.io"
 
-func bridgeMirror(s *discoveryv1.EndpointSlice, bridge *corev1.Service, i int) *discoveryv1.EndpointSlice {
+func sliceCopy(s *discoveryv1.EndpointSlice, owner *corev1.Service, i int) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-k8scidr-%d", bridge.Name, i), Namespace: bridge.Namespace,
-			Labels: map[string]string{discoveryv1.LabelServiceName: bridge.Name, discoveryv1.LabelManagedBy: bridgeMirrorManager,
-				DNSBridgeLabel: "true"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: bridge.Name, UID: bridge.UID}},
+			Name: fmt.Sprintf("%s-k8scidr-%d", owner.Name, i), Namespace: owner.Namespace,
+			Labels:          map[string]string{discoveryv1.LabelServiceName: owner.Name, discoveryv1.LabelManagedBy: copyManager},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: owner.Name, UID: owner.UID}},
 		},
 		AddressType: s.AddressType,
 		Endpoints:   slices.Clone(s.Endpoints),
 		Ports:       slices.Clone(s.Ports),
+	}
+}
+
+// copySlices gives svc copies of its previous incarnation's EndpointSlices, so kube-proxy can
+// route it before a controller has written its own; it returns the names created.
+func (x *executor) copySlices(ctx context.Context, from []discoveryv1.EndpointSlice, svc *corev1.Service) ([]string, error) {
+	var names []string
+	for i := range from {
+		c := sliceCopy(&from[i], svc, i)
+		_, err := x.c.Kube.DiscoveryV1().EndpointSlices(c.Namespace).Create(ctx, c, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return names, err
+		}
+		names = append(names, c.Name)
+	}
+	return names, nil
+}
+
+// deleteSlices deletes copied EndpointSlices once they are no longer needed.
+func (x *executor) deleteSlices(ctx context.Context, namespace string, names []string) {
+	for _, name := range names {
+		err := x.c.Kube.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			x.note("Deleting the copied EndpointSlice %s/%s failed (%v): delete it by hand.", namespace, name, err)
+		}
 	}
 }
 
@@ -637,12 +844,7 @@ func (x *executor) retireBridgeMirror(ctx context.Context) {
 			"wrote none for it: delete them once it does, since they do not follow CoreDNS pods.", strings.Join(x.bridgeMirror, ", "), b.Namespace)
 		return
 	}
-	for _, name := range x.bridgeMirror {
-		err := x.c.Kube.DiscoveryV1().EndpointSlices(b.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			x.note("Deleting the DNS bridge's copied EndpointSlice %s/%s failed (%v): delete it by hand.", b.Namespace, name, err)
-		}
-	}
+	x.deleteSlices(ctx, b.Namespace, x.bridgeMirror)
 }
 
 // objectWatch lists and watches one named object.

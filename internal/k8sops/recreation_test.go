@@ -1,12 +1,14 @@
 package k8sops
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -335,5 +337,66 @@ func TestRecreationCopyKeepsEverythingButTheDenyList(t *testing.T) {
 	}
 	if s.Spec.ClusterIP != "100.64.7.200" {
 		t.Error("the original was modified")
+	}
+}
+
+func TestAdaptiveLimit(t *testing.T) {
+	ctx := context.Background()
+	l := newAdaptiveLimit(10, 100*time.Millisecond, 0)
+	if l.current() != 2 {
+		t.Fatalf("starts at %d, want 2", l.current())
+	}
+	// Fast windows: additive increase, 1/limit per move, up to the maximum.
+	for range 200 {
+		if err := l.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.release(20*time.Millisecond, true)
+	}
+	if l.current() != 10 {
+		t.Fatalf("after fast windows: %d, want the maximum 10", l.current())
+	}
+	// A slow window halves the limit; more slow windows within that window's span do not cut again.
+	l.acquire(ctx) //nolint:errcheck // a background context
+	l.release(time.Second, true)
+	if l.current() != 5 {
+		t.Fatalf("after a slow window: %d, want 5", l.current())
+	}
+	for range 5 {
+		l.acquire(ctx) //nolint:errcheck // as above
+		l.release(time.Second, true)
+	}
+	if l.current() != 5 {
+		t.Errorf("late moves of the same episode cut again: %d", l.current())
+	}
+	// Failed moves change nothing; acquire blocks at the limit until a release.
+	l.acquire(ctx) //nolint:errcheck // as above
+	l.release(time.Hour, false)
+	if l.current() != 5 {
+		t.Errorf("a failed move changed the limit: %d", l.current())
+	}
+	for range 5 {
+		if err := l.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := l.acquire(short); err == nil {
+		t.Error("a sixth move started with the limit at 5")
+	}
+	go l.release(10*time.Millisecond, true)
+	if err := l.acquire(ctx); err != nil {
+		t.Errorf("a release did not wake the waiter: %v", err)
+	}
+	// With a client rate of 50 QPS (25 moves a second) and 60 ms windows, 2 x 25 x 0.06 = 3 in
+	// flight keep the client busy: the limit grows no further, whatever the maximum.
+	q := newAdaptiveLimit(10, 150*time.Millisecond, 50)
+	for range 200 {
+		q.acquire(ctx) //nolint:errcheck // a background context
+		q.release(60*time.Millisecond, true)
+	}
+	if q.current() != 3 {
+		t.Errorf("with a 50 QPS client the limit grew to %d, want 3", q.current())
 	}
 }

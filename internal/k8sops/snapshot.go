@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -16,6 +17,10 @@ import (
 var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API (networking.k8s.io v1, v1beta1 or v1alpha1), " +
 	"so Services cannot move to another range: upgrade to Kubernetes 1.33+, or enable the MultiCIDRServiceAllocator " +
 	"feature gate and the API on 1.31/1.32")
+
+// endpointsGetMax is how many selector-less Services' Endpoints a snapshot reads one by one;
+// past it one paged list of all Endpoints is cheaper.
+const endpointsGetMax = 20
 
 // TakeSnapshot reads what PlanRecreation needs.
 func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string) (Snapshot, error) {
@@ -55,21 +60,38 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string) (Snap
 	if err != nil {
 		return snap, fmt.Errorf("listing EndpointSlices: %w", err)
 	}
-	// Hand-made Endpoints exist only for selector-less Services: read just those.
+	// Hand-made Endpoints exist only for selector-less Services: read just those, one by one
+	// when they are few, else in one paged list.
 	snap.Endpoints = map[string]corev1.Endpoints{}
+	want := map[string]bool{}
 	for i := range snap.Services {
 		svc := &snap.Services[i]
-		if len(svc.Spec.Selector) > 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
-			continue
+		if len(svc.Spec.Selector) == 0 && svc.Spec.Type != corev1.ServiceTypeExternalName {
+			want[svcKey(svc)] = true
 		}
-		ep, err := c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
+	}
+	if len(want) > endpointsGetMax {
+		err = eachItem(ctx, listPages(c.Kube.CoreV1().Endpoints("").List), func(ep *corev1.Endpoints) error {
+			if want[ep.Namespace+"/"+ep.Name] {
+				snap.Endpoints[ep.Namespace+"/"+ep.Name] = *ep
+			}
+			return nil
+		})
 		if err != nil {
-			return snap, fmt.Errorf("reading Endpoints %s: %w", svcKey(svc), err)
+			return snap, fmt.Errorf("listing Endpoints: %w", err)
 		}
-		snap.Endpoints[svcKey(svc)] = *ep
+	} else {
+		for key := range want {
+			ns, name, _ := strings.Cut(key, "/")
+			ep, err := c.Kube.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return snap, fmt.Errorf("reading Endpoints %s: %w", key, err)
+			}
+			snap.Endpoints[key] = *ep
+		}
 	}
 	if snap.Journal, err = readJournal(ctx, c, journalNamespace); err != nil {
 		return snap, err

@@ -112,8 +112,9 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultDNSBridgeName),
 				MarkdownDescription: "Name of the bridge Service in kube-system.", Validators: []validator.String{stringvalidator.LengthBetween(1, 63)}},
 			"parallelism": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(k8sops.DefaultParallelism),
-				MarkdownDescription: "Services moved at once. Each batch waits for kube-controller-manager's EndpointSlices.",
-				Validators:          []validator.Int64{int64validator.Between(1, 200)}},
+				MarkdownDescription: "Most Services in flight at once. The apply runs fewer while kube-controller-manager is slow to write the new Services' EndpointSlices, " +
+					"steering each Service's downtime (delete to a ready EndpointSlice) to about 150 ms.",
+				Validators: []validator.Int64{int64validator.Between(1, 200)}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultJournalNamespace),
 				MarkdownDescription: "Namespace of the journal ConfigMaps (label `k8scidr.io/journal`)."},
 			"pending": moves("Services this apply moves, by `namespace/name`: known at plan time. After the apply " +

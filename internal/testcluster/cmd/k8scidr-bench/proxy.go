@@ -7,6 +7,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/rest"
@@ -22,6 +24,41 @@ type proxy struct {
 	url      string
 	requests atomic.Int64
 	srv      *http.Server
+
+	mu    sync.Mutex
+	kinds map[string]int // BENCH_DEBUG: requests by verb and resource
+}
+
+func (p *proxy) byKind(r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	res := parts[len(parts)-1]
+	for i, s := range parts {
+		if s == "namespaces" && i+2 < len(parts) {
+			res = parts[i+2]
+		}
+	}
+	if len(parts) > 2 && parts[len(parts)-2] != "namespaces" && r.Method != http.MethodGet && r.Method != http.MethodPost {
+		res = parts[len(parts)-2]
+	}
+	if r.URL.Query().Get("watch") == "true" {
+		res += " (watch)"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kinds == nil {
+		p.kinds = map[string]int{}
+	}
+	p.kinds[r.Method+" "+res]++
+}
+
+// dumpKinds logs and resets the per-kind counts (BENCH_DEBUG).
+func (p *proxy) dumpKinds() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.kinds) > 0 {
+		logf("requests by kind: %v", p.kinds)
+	}
+	p.kinds = nil
 }
 
 func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
@@ -42,6 +79,9 @@ func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 	p := &proxy{}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		if debug {
+			p.byKind(r)
+		}
 		if err := limiter.Wait(r.Context()); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return

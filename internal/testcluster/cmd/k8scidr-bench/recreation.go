@@ -46,12 +46,15 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure, error) {
 	kube := b.kube
 	n := b.o.services
+	// A /20 of old per run. Not the same CIDR each time: kube-apiserver keys its allocators by
+	// CIDR, and one that served an earlier ServiceCIDR object stays allocatable while a later
+	// object of the same CIDR is Terminating (v1.34 MetaAllocator.syncAllocators).
+	oldRun := netip.PrefixFrom(addrAt(netip.MustParsePrefix(old), (run%128)*4096), 20)
 	rangeName := fmt.Sprintf("bench-old-%d", run)
-	if err := oldRange(ctx, kube, rangeName, old); err != nil {
+	if err := oldRange(ctx, kube, rangeName, oldRun.String()); err != nil {
 		return measure{}, err
 	}
-	// Offsets differ per run, so preserve_offset targets never meet a previous run's leftovers.
-	nss, keys, err := serviceSet(ctx, kube, fmt.Sprintf("b%d", run), n, netip.MustParsePrefix(old), 4096+run*1024)
+	nss, keys, err := serviceSet(ctx, kube, fmt.Sprintf("b%d", run), n, oldRun, 1)
 	if err != nil {
 		return measure{}, err
 	}
@@ -88,6 +91,7 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure,
 		m.wall = time.Since(start)
 	}
 	m.requests = b.proxy.requests.Load() - before
+	b.proxy.dumpKinds()
 	if err != nil {
 		return m, err
 	}
@@ -97,8 +101,8 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure,
 }
 
 // retireRange deletes the old range and waits until the apiserver no longer allocates from it
-// (its allocator learns of the deletion from a watch): five probe Services in a row must land
-// in target.
+// (its allocator learns of the deletion from a watch, and picks among ranges at random): twenty
+// probe Services in a row must land in target.
 func retireRange(ctx context.Context, kube kubernetes.Interface, name, ns string) error {
 	if err := kube.NetworkingV1().ServiceCIDRs().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return err
@@ -120,7 +124,7 @@ func retireRange(ctx context.Context, kube kubernetes.Interface, name, ns string
 		} else {
 			inRow = 0
 		}
-		return inRow == 5, nil
+		return inRow == 20, nil
 	})
 }
 
@@ -223,6 +227,7 @@ func (b *bench) script(name string) (string, error) {
 func notMoved(ctx context.Context, kube kubernetes.Interface, nss, keys []string) (int, error) {
 	tp := netip.MustParsePrefix(target)
 	in := map[string]bool{}
+	where := map[string]string{}
 	for _, ns := range nss {
 		l, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -231,11 +236,15 @@ func notMoved(ctx context.Context, kube kubernetes.Interface, nss, keys []string
 		for _, s := range l.Items {
 			ip, err := netip.ParseAddr(s.Spec.ClusterIP)
 			in[s.Namespace+"/"+s.Name] = err == nil && tp.Contains(ip)
+			where[s.Namespace+"/"+s.Name] = s.Spec.ClusterIP
 		}
 	}
 	bad := 0
 	for _, k := range keys {
 		if !in[k] {
+			if bad < 5 {
+				logf("not moved: %s at %q", k, where[k])
+			}
 			bad++
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
+
+var debug = os.Getenv("BENCH_DEBUG") != ""
 
 // outageWatch is the independent watcher of scenario 1: for every tracked Service it measures
 // the time from seeing its DELETE to both a new Service of that name and an EndpointSlice for
@@ -141,6 +144,9 @@ func (w *outageWatch) check(key string) {
 	from, down := w.downAt[key]
 	if down && w.routable(key) {
 		w.windows = append(w.windows, time.Since(from))
+		if debug && time.Since(from) > 250*time.Millisecond {
+			logf("slow: %s %v", key, time.Since(from).Round(time.Millisecond))
+		}
 		delete(w.downAt, key)
 	}
 }
