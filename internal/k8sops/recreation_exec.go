@@ -417,11 +417,11 @@ type adaptiveLimit struct {
 	wake      chan struct{}
 }
 
-func newAdaptiveLimit(max int, target time.Duration, qps float32) *adaptiveLimit {
+func newAdaptiveLimit(most int, target time.Duration, qps float32) *adaptiveLimit {
 	if target <= 0 {
 		target = DefaultWindowTarget
 	}
-	return &adaptiveLimit{limit: float64(min(2, max)), max: float64(max), target: target, qps: float64(qps), wake: make(chan struct{})}
+	return &adaptiveLimit{limit: float64(min(2, most)), max: float64(most), target: target, qps: float64(qps), wake: make(chan struct{})}
 }
 
 func (l *adaptiveLimit) acquire(ctx context.Context) error {

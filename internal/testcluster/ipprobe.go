@@ -126,13 +126,13 @@ func (p *IPProbe) evaluate() {
 
 func (p *IPProbe) routes(ip string) bool {
 	for _, o := range p.svcs.List() {
-		s := o.(*corev1.Service)
-		if !slices.Contains(s.Spec.ClusterIPs, ip) && s.Spec.ClusterIP != ip {
+		s, ok := o.(*corev1.Service)
+		if !ok || !slices.Contains(s.Spec.ClusterIPs, ip) && s.Spec.ClusterIP != ip {
 			continue
 		}
 		for _, o := range p.slices.List() {
-			es := o.(*discoveryv1.EndpointSlice)
-			if es.Labels[discoveryv1.LabelServiceName] != s.Name {
+			es, ok := o.(*discoveryv1.EndpointSlice)
+			if !ok || es.Labels[discoveryv1.LabelServiceName] != s.Name {
 				continue
 			}
 			for _, ep := range es.Endpoints {

@@ -52,15 +52,15 @@ func (b *bench) rollOnce(ctx context.Context, run int, who string) (measure, err
 		pairs = append(pairs, fmt.Sprintf("%s w%03d", nss[i/50], i))
 	}
 	if err := b.waitRolled(ctx, nss, n, false); err != nil {
-		return measure{}, fmt.Errorf("Deployments not available before the roll: %w", err)
+		return measure{}, fmt.Errorf("the Deployments are not available before the roll: %w", err)
 	}
 	time.Sleep(1100 * time.Millisecond) // started_before has second granularity
 	stamp := time.Now().UTC().Format(time.RFC3339)
 	before := b.proxy.requests.Load()
 	start := time.Now()
 	var m measure
-	switch {
-	case who == "k8scidr":
+	switch who {
+	case "k8scidr":
 		var w *workspace
 		w, err = newWorkspace(b.bin, b.self, b.kubeconfig, fmt.Sprintf(rollConfig, quoted(nss), stamp))
 		if err != nil {

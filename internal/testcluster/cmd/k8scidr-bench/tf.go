@@ -103,7 +103,7 @@ func rssWrap(file, bin string, args []string) int {
 	_ = cmd.Wait()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		if f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			fmt.Fprintf(f, "%d\n", ru.Maxrss)
+			_, _ = fmt.Fprintf(f, "%d\n", ru.Maxrss)
 			_ = f.Close()
 		}
 	}
