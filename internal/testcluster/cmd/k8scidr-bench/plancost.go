@@ -82,14 +82,7 @@ func (b *bench) planCost(ctx context.Context) error {
 	return nil
 }
 
-const planConfig = `terraform {
-  required_providers {
-    k8scidr = { source = "k8scidr/k8scidr" }
-  }
-}
-
-provider "k8scidr" {}
-
+const planConfig = providerBlock + `
 resource "k8scidr_service_recreation" "bench" {
   target_cidrs = [%q]
   namespaces   = [%s]

@@ -128,14 +128,7 @@ func retireRange(ctx context.Context, kube kubernetes.Interface, name, ns string
 	})
 }
 
-const recreationConfig = `terraform {
-  required_providers {
-    k8scidr = { source = "k8scidr/k8scidr" }
-  }
-}
-
-provider "k8scidr" {}
-
+const recreationConfig = providerBlock + `
 resource "k8scidr_service_recreation" "bench" {
   target_cidrs = [%q]
   namespaces   = [%s]

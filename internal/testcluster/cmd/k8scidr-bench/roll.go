@@ -96,14 +96,7 @@ func (b *bench) rollOnce(ctx context.Context, run int, who string) (measure, err
 	return m, nil
 }
 
-const rollConfig = `terraform {
-  required_providers {
-    k8scidr = { source = "k8scidr/k8scidr" }
-  }
-}
-
-provider "k8scidr" {}
-
+const rollConfig = providerBlock + `
 resource "k8scidr_workload_roll" "bench" {
   namespaces     = [%s]
   started_before = %q

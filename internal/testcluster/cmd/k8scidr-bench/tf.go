@@ -13,6 +13,16 @@ import (
 	"time"
 )
 
+// providerBlock starts every benchmark configuration: the locally built provider.
+const providerBlock = `terraform {
+  required_providers {
+    k8scidr = { source = "k8scidr/k8scidr" }
+  }
+}
+
+provider "k8scidr" {}
+`
+
 // workspace is a terraform working directory using the locally built provider (dev override)
 // through a wrapper that records each provider process's peak RSS.
 type workspace struct {
