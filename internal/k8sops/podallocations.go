@@ -64,12 +64,15 @@ func ListPodAllocations(ctx context.Context, c *Client, cidrs, clusterCIDRs []ne
 	}
 	counts := make([]int, len(cidrs))
 	var pods []corev1.Pod
-	err = eachItem(ctx, listPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { pods = append(pods, *p); return nil })
+	err = eachItem(ctx, listPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { pods = append(pods, podForPlan(p)); return nil })
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var rss []appsv1.ReplicaSet
-	err = eachItem(ctx, listPages(c.Kube.AppsV1().ReplicaSets("").List), func(rs *appsv1.ReplicaSet) error { rss = append(rss, *rs); return nil })
+	err = eachItem(ctx, listPages(c.Kube.AppsV1().ReplicaSets("").List), func(rs *appsv1.ReplicaSet) error {
+		rss = append(rss, appsv1.ReplicaSet{ObjectMeta: metaForPlan(&rs.ObjectMeta)})
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing ReplicaSets: %w", err)
 	}

@@ -55,7 +55,7 @@ func benchRecreation(b *testing.B, n int) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		o := k8sops.RecreationOptions{TargetCIDRs: ranges[i%2], IPAssignment: k8sops.PreserveOffset, Namespaces: []string{"bench"}}
-		snap, err := k8sops.TakeSnapshot(ctx, client, k8sops.DefaultJournalNamespace)
+		snap, err := k8sops.TakeSnapshot(ctx, client, k8sops.DefaultJournalNamespace, true)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -22,8 +22,10 @@ var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API (net
 // past it one paged list of all Endpoints is cheaper.
 const endpointsGetMax = 20
 
-// TakeSnapshot reads what PlanRecreation needs.
-func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string) (Snapshot, error) {
+// TakeSnapshot reads what PlanRecreation needs and, with forApply, the EndpointSlices that
+// ExecuteRecreation journals and paces by (a plan needs none of them). Services are kept without
+// managedFields: a recreated copy never carries them.
+func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forApply bool) (Snapshot, error) {
 	var snap Snapshot
 	if caps, err := c.Capabilities(); err != nil {
 		return snap, err
@@ -43,25 +45,50 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string) (Snap
 		snap.Held = append(snap.Held, ip.IP)
 	}
 	err = eachItem(ctx, listPages(c.Kube.CoreV1().Services("").List), func(svc *corev1.Service) error {
+		svc.ManagedFields = nil
 		snap.Services = append(snap.Services, *svc)
 		return nil
 	})
 	if err != nil {
 		return snap, fmt.Errorf("listing Services: %w", err)
 	}
+	if forApply {
+		if snap.Slices, err = listServiceSlices(ctx, c); err != nil {
+			return snap, err
+		}
+	}
+	if err := readEndpoints(ctx, c, &snap); err != nil {
+		return snap, err
+	}
+	if snap.Journal, err = readJournal(ctx, c, journalNamespace); err != nil {
+		return snap, err
+	}
+	_, err = c.Kube.AppsV1().DaemonSets("kube-system").Get(ctx, "node-local-dns", metav1.GetOptions{})
+	snap.NodeLocalDNS = err == nil
+	return snap, nil
+}
+
+// listServiceSlices lists the EndpointSlices labelled with a Service name.
+func listServiceSlices(ctx context.Context, c *Client) ([]discoveryv1.EndpointSlice, error) {
+	var out []discoveryv1.EndpointSlice
 	sliceList := c.Kube.DiscoveryV1().EndpointSlices("").List
-	err = eachItem(ctx, listPages(func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	err := eachItem(ctx, listPages(func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
 		o.LabelSelector = discoveryv1.LabelServiceName
 		return sliceList(ctx, o)
 	}), func(s *discoveryv1.EndpointSlice) error {
-		snap.Slices = append(snap.Slices, *s)
+		s.ManagedFields = nil
+		out = append(out, *s)
 		return nil
 	})
 	if err != nil {
-		return snap, fmt.Errorf("listing EndpointSlices: %w", err)
+		return nil, fmt.Errorf("listing EndpointSlices: %w", err)
 	}
-	// Hand-made Endpoints exist only for selector-less Services: read just those, one by one
-	// when they are few, else in one paged list.
+	return out, nil
+}
+
+// readEndpoints reads the hand-made Endpoints, which exist only for selector-less Services:
+// just those, one by one when they are few, else in one paged list.
+func readEndpoints(ctx context.Context, c *Client, snap *Snapshot) error {
 	snap.Endpoints = map[string]corev1.Endpoints{}
 	want := map[string]bool{}
 	for i := range snap.Services {
@@ -71,32 +98,27 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string) (Snap
 		}
 	}
 	if len(want) > endpointsGetMax {
-		err = eachItem(ctx, listPages(c.Kube.CoreV1().Endpoints("").List), func(ep *corev1.Endpoints) error {
+		err := eachItem(ctx, listPages(c.Kube.CoreV1().Endpoints("").List), func(ep *corev1.Endpoints) error {
 			if want[ep.Namespace+"/"+ep.Name] {
 				snap.Endpoints[ep.Namespace+"/"+ep.Name] = *ep
 			}
 			return nil
 		})
 		if err != nil {
-			return snap, fmt.Errorf("listing Endpoints: %w", err)
+			return fmt.Errorf("listing Endpoints: %w", err)
 		}
-	} else {
-		for key := range want {
-			ns, name, _ := strings.Cut(key, "/")
-			ep, err := c.Kube.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return snap, fmt.Errorf("reading Endpoints %s: %w", key, err)
-			}
-			snap.Endpoints[key] = *ep
+		return nil
+	}
+	for key := range want {
+		ns, name, _ := strings.Cut(key, "/")
+		ep, err := c.Kube.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
 		}
+		if err != nil {
+			return fmt.Errorf("reading Endpoints %s: %w", key, err)
+		}
+		snap.Endpoints[key] = *ep
 	}
-	if snap.Journal, err = readJournal(ctx, c, journalNamespace); err != nil {
-		return snap, err
-	}
-	_, err = c.Kube.AppsV1().DaemonSets("kube-system").Get(ctx, "node-local-dns", metav1.GetOptions{})
-	snap.NodeLocalDNS = err == nil
-	return snap, nil
+	return nil
 }

@@ -58,7 +58,9 @@ type RollSnapshot struct {
 	ReplicaSets  []appsv1.ReplicaSet
 }
 
-// TakeRollSnapshot lists pods and workloads cluster-wide.
+// TakeRollSnapshot lists pods and workloads cluster-wide, keeping of each item only what
+// planning reads (see podForPlan and metaForPlan): a plan over 20,000 pods then holds a few MB of them
+// instead of every pod's full spec, status and managedFields.
 func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
 	s := &RollSnapshot{}
 	apps := c.Kube.AppsV1()
@@ -67,19 +69,33 @@ func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
 		run  func() error
 	}{
 		{"pods", func() error {
-			return eachItem(ctx, listPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { s.Pods = append(s.Pods, *p); return nil })
+			return eachItem(ctx, listPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { s.Pods = append(s.Pods, podForPlan(p)); return nil })
 		}},
 		{"Deployments", func() error {
-			return eachItem(ctx, listPages(apps.Deployments("").List), func(d *appsv1.Deployment) error { s.Deployments = append(s.Deployments, *d); return nil })
+			return eachItem(ctx, listPages(apps.Deployments("").List), func(d *appsv1.Deployment) error {
+				s.Deployments = append(s.Deployments, appsv1.Deployment{ObjectMeta: metaForPlan(&d.ObjectMeta), Spec: appsv1.DeploymentSpec{Paused: d.Spec.Paused}})
+				return nil
+			})
 		}},
 		{"StatefulSets", func() error {
-			return eachItem(ctx, listPages(apps.StatefulSets("").List), func(d *appsv1.StatefulSet) error { s.StatefulSets = append(s.StatefulSets, *d); return nil })
+			return eachItem(ctx, listPages(apps.StatefulSets("").List), func(d *appsv1.StatefulSet) error {
+				s.StatefulSets = append(s.StatefulSets, appsv1.StatefulSet{ObjectMeta: metaForPlan(&d.ObjectMeta),
+					Spec: appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}}})
+				return nil
+			})
 		}},
 		{"DaemonSets", func() error {
-			return eachItem(ctx, listPages(apps.DaemonSets("").List), func(d *appsv1.DaemonSet) error { s.DaemonSets = append(s.DaemonSets, *d); return nil })
+			return eachItem(ctx, listPages(apps.DaemonSets("").List), func(d *appsv1.DaemonSet) error {
+				s.DaemonSets = append(s.DaemonSets, appsv1.DaemonSet{ObjectMeta: metaForPlan(&d.ObjectMeta),
+					Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}}})
+				return nil
+			})
 		}},
 		{"ReplicaSets", func() error {
-			return eachItem(ctx, listPages(apps.ReplicaSets("").List), func(d *appsv1.ReplicaSet) error { s.ReplicaSets = append(s.ReplicaSets, *d); return nil })
+			return eachItem(ctx, listPages(apps.ReplicaSets("").List), func(d *appsv1.ReplicaSet) error {
+				s.ReplicaSets = append(s.ReplicaSets, appsv1.ReplicaSet{ObjectMeta: metaForPlan(&d.ObjectMeta)})
+				return nil
+			})
 		}},
 	}
 	for _, st := range steps {
@@ -88,6 +104,22 @@ func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// metaForPlan is the part of an object's metadata that roll planning and pod allocations read.
+func metaForPlan(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, OwnerReferences: m.OwnerReferences,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp}
+}
+
+// podForPlan is the part of a pod that roll planning and pod allocations read: owner, triggers
+// (addresses, start time, host networking and DNS policy) and phase.
+func podForPlan(p *corev1.Pod) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metaForPlan(&p.ObjectMeta),
+		Spec:       corev1.PodSpec{HostNetwork: p.Spec.HostNetwork, DNSPolicy: p.Spec.DNSPolicy},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIPs: p.Status.PodIPs, StartTime: p.Status.StartTime},
+	}
 }
 
 // RollOptions are the roll's scope and triggers.

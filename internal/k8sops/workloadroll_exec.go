@@ -15,11 +15,15 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/kubectl/pkg/polymorphichelpers"
 	"k8s.io/kubectl/pkg/scheme"
 )
@@ -30,9 +34,7 @@ type RollExecOptions struct {
 	Wait            bool // wait for each rollout by kubectl's rollout-status rules
 	ContinueOnError bool
 	EvictBarePods   bool
-	// PollInterval between rollout-status checks; default 1 s.
-	PollInterval time.Duration
-	Log          func(format string, args ...any)
+	Log             func(format string, args ...any)
 }
 
 // Rolled is the outcome of one workload's restart.
@@ -117,7 +119,7 @@ func rollOne(ctx context.Context, c *Client, key string, o RollExecOptions) Roll
 	}
 	if err == nil && o.Wait {
 		o.Log("waiting for %s to roll out", key)
-		err = waitRollout(ctx, c, ns, kind, name, o.PollInterval)
+		err = waitRollout(ctx, c, ns, kind, name)
 	}
 	r.Duration, r.Err = time.Since(start), err
 	o.Log("%s restarted in %s (error: %v)", key, r.Duration.Round(time.Millisecond), err)
@@ -165,27 +167,42 @@ func restart(ctx context.Context, c *Client, ns, kind, name string) error {
 	return err
 }
 
-// waitRollout polls kubectl's rollout status viewer until it reports done. A Deployment past its
-// progress deadline fails at once; otherwise ctx bounds the wait, and the error then says where
-// the rollout stands and which pods are not ready.
-func waitRollout(ctx context.Context, c *Client, ns, kind, name string, interval time.Duration) error {
-	if interval == 0 {
-		interval = time.Second
-	}
+// waitRollout watches the workload, as `kubectl rollout status` does, until kubectl's status
+// viewer reports it done: each rollout ends the moment its last status update arrives. A
+// Deployment past its progress deadline fails at once; otherwise ctx bounds the wait, and the
+// error then says where the rollout stands and which pods are not ready.
+func waitRollout(ctx context.Context, c *Client, ns, kind, name string) error {
 	viewer, err := polymorphichelpers.StatusViewerFor(schema.GroupKind{Group: "apps", Kind: kind})
 	if err != nil {
 		return err
 	}
-	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: strings.ToLower(kind) + "s"}
+	api := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: strings.ToLower(kind) + "s"}).Namespace(ns)
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return api.List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return api.Watch(ctx, o)
+		},
+	}
 	var msg string
-	err = wait.PollUntilContextCancel(ctx, interval, false, func(ctx context.Context) (bool, error) {
-		u, err := c.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(e watch.Event) (bool, error) {
+		switch e.Type {
+		case watch.Deleted:
+			return false, fmt.Errorf("%s %s/%s was deleted during its rollout", kind, ns, name)
+		case watch.Added, watch.Modified:
+			u, ok := e.Object.(runtime.Unstructured)
+			if !ok {
+				return false, fmt.Errorf("unexpected watch object %T", e.Object)
+			}
+			status, done, err := viewer.Status(u, 0)
+			msg = status
+			return done, err
 		}
-		var done bool
-		msg, done, err = viewer.Status(u, 0)
-		return done, err
+		return false, nil
 	})
 	if err == nil || ctx.Err() == nil {
 		return err

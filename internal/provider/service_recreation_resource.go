@@ -245,7 +245,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if resp.Diagnostics.Append(diags...); diags.HasError() {
 		return
 	}
-	snap, err := k8sops.TakeSnapshot(ctx, client, plan.JournalNamespace.ValueString())
+	snap, err := k8sops.TakeSnapshot(ctx, client, plan.JournalNamespace.ValueString(), false)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", err.Error())
 		return
@@ -342,7 +342,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	ctx, cancel := context.WithTimeout(ctx, t)
 	defer cancel()
 	journalNS := plan.JournalNamespace.ValueString()
-	snap, err := k8sops.TakeSnapshot(ctx, client, journalNS)
+	snap, err := k8sops.TakeSnapshot(ctx, client, journalNS, true)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", err.Error())
 		return false
