@@ -20,15 +20,27 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
+// ArgError is an error about one argument (counted from 0) of a CIDR function, so a caller can
+// point at the argument.
+type ArgError struct {
+	Arg int
+	Err error
+}
+
+func (e *ArgError) Error() string { return e.Err.Error() }
+func (e *ArgError) Unwrap() error { return e.Err }
+
+func argError(arg int, err error) error { return &ArgError{Arg: arg, Err: err} }
+
 // CIDROverlaps reports whether two CIDRs share any address (false across IP families).
 func CIDROverlaps(a, b string) (bool, error) {
 	pa, err := ParseCIDR(a)
 	if err != nil {
-		return false, err
+		return false, argError(0, err)
 	}
 	pb, err := ParseCIDR(b)
 	if err != nil {
-		return false, err
+		return false, argError(1, err)
 	}
 	return pa.Overlaps(pb), nil
 }
@@ -37,18 +49,18 @@ func CIDROverlaps(a, b string) (bool, error) {
 func CIDRContains(cidr, ipOrCIDR string) (bool, error) {
 	p, err := ParseCIDR(cidr)
 	if err != nil {
-		return false, err
+		return false, argError(0, err)
 	}
 	if strings.Contains(ipOrCIDR, "/") {
 		q, err := ParseCIDR(ipOrCIDR)
 		if err != nil {
-			return false, err
+			return false, argError(1, err)
 		}
 		return q.Bits() >= p.Bits() && p.Contains(q.Addr()), nil
 	}
 	ip, err := netip.ParseAddr(strings.TrimSpace(ipOrCIDR))
 	if err != nil {
-		return false, fmt.Errorf("%q is neither an IP address nor a CIDR", ipOrCIDR)
+		return false, argError(1, fmt.Errorf("%q is neither an IP address nor a CIDR", ipOrCIDR))
 	}
 	return p.Contains(ip), nil
 }
@@ -59,21 +71,21 @@ func CIDRContains(cidr, ipOrCIDR string) (bool, error) {
 func MapOffset(ip, from, to string) (string, error) {
 	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
 	if err != nil {
-		return "", fmt.Errorf("%q is not an IP address", ip)
+		return "", argError(0, fmt.Errorf("%q is not an IP address", ip))
 	}
 	pf, err := ParseCIDR(from)
 	if err != nil {
-		return "", err
+		return "", argError(1, err)
 	}
 	pt, err := ParseCIDR(to)
 	if err != nil {
-		return "", err
+		return "", argError(2, err)
 	}
 	if !pf.Contains(addr) {
-		return "", fmt.Errorf("%s is not inside %s", addr, pf)
+		return "", argError(0, fmt.Errorf("%s is not inside %s", addr, pf))
 	}
 	if pf.Addr().Is4() != pt.Addr().Is4() {
-		return "", fmt.Errorf("%s and %s are of different IP families", pf, pt)
+		return "", argError(2, fmt.Errorf("%s and %s are of different IP families", pf, pt))
 	}
 	out, err := AssignIPs(PreserveOffset, []netip.Prefix{pt}, []netip.Prefix{pf}, []PlacementRequest{{Key: "ip", Old: addr}}, nil)
 	if err != nil {

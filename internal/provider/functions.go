@@ -3,6 +3,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 
 	"github.com/hashicorp/terraform-plugin-framework/function"
 
@@ -35,7 +36,12 @@ func (f *cidrFunction[T]) Run(ctx context.Context, req function.RunRequest, resp
 		return
 	}
 	out, err := f.run(args)
-	if err != nil {
+	var argErr *k8sops.ArgError
+	switch {
+	case errors.As(err, &argErr):
+		resp.Error = function.NewArgumentFuncError(int64(argErr.Arg), err.Error())
+		return
+	case err != nil:
 		resp.Error = function.NewFuncError(err.Error())
 		return
 	}

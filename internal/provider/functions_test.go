@@ -38,15 +38,15 @@ output "v6"            { value = provider::k8scidr::cidr_map_offset("fd00:10::a"
 			},
 			{
 				Config:      `output "x" { value = provider::k8scidr::cidr_overlaps("10.0.0.1/8", "10.0.0.0/8") }`,
-				ExpectError: diagRE("Error in function call", "cidr_overlaps", `"10.0.0.1/8" has host bits set: use 10.0.0.0/8`),
+				ExpectError: diagRE("Invalid function argument", `Invalid value for "a" parameter: "10.0.0.1/8" has host bits set: use 10.0.0.0/8`),
 			},
 			{
 				Config:      `output "x" { value = provider::k8scidr::cidr_map_offset("10.0.0.1", "100.64.0.0/13", "172.24.0.0/15") }`,
-				ExpectError: diagRE("Error in function call", "10.0.0.1 is not inside 100.64.0.0/13"),
+				ExpectError: diagRE("Invalid function argument", `Invalid value for "ip" parameter: 10.0.0.1 is not inside 100.64.0.0/13`),
 			},
 			{
 				Config:      `output "x" { value = provider::k8scidr::cidr_contains("10.0.0.0/8", "ten") }`,
-				ExpectError: diagRE("Error in function call", `"ten" is neither an IP address nor a CIDR`),
+				ExpectError: diagRE("Invalid function argument", `Invalid value for "ip_or_cidr" parameter: "ten" is neither an IP address nor a CIDR`),
 			},
 		},
 	})
