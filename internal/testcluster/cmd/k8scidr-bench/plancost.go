@@ -82,7 +82,7 @@ func (b *bench) planCost(ctx context.Context) error {
 	return nil
 }
 
-const planConfig = providerBlock + `
+var planConfig = providerBlock + `
 resource "k8scidr_service_recreation" "bench" {
   target_cidrs = [%q]
   namespaces   = [%s]

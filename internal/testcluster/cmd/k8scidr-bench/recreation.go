@@ -128,7 +128,7 @@ func retireRange(ctx context.Context, kube kubernetes.Interface, name, ns string
 	})
 }
 
-const recreationConfig = providerBlock + `
+var recreationConfig = providerBlock + `
 resource "k8scidr_service_recreation" "bench" {
   target_cidrs = [%q]
   namespaces   = [%s]

@@ -96,7 +96,7 @@ func (b *bench) rollOnce(ctx context.Context, run int, who string) (measure, err
 	return m, nil
 }
 
-const rollConfig = providerBlock + `
+var rollConfig = providerBlock + `
 resource "k8scidr_workload_roll" "bench" {
   namespaces     = [%s]
   started_before = %q

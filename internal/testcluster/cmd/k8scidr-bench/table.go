@@ -95,7 +95,7 @@ func (t *table) markdown(o options, took time.Duration) string {
 	}
 	fmt.Fprintf(&b, "# k8scidr bench, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "Loopback cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), %s, %s in all. "+
-		"Every contender talks through one counting proxy holding all to %d QPS / burst %d (the provider's defaults); "+
+		"Every contender talks through one counting proxy holding all to %d QPS / burst %d (the provider configured with the same qps and burst); "+
 		"medians with [min–max]; unavailability is per Service from its DELETE to a new Service and a ready EndpointSlice "+
 		"for it, seen by an independent watcher, pooled over rounds (p50 / p99 / max).\n\n", mode, took.Round(time.Second), clientQPS, clientBurst)
 	b.WriteString("| Scenario | Setting | Contender | Wall s | API requests | Unavailable ms p50 / p99 / max | Provider peak RSS MiB | Lost / not moved |\n")

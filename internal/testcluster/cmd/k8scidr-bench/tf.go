@@ -13,15 +13,19 @@ import (
 	"time"
 )
 
-// providerBlock starts every benchmark configuration: the locally built provider.
-const providerBlock = `terraform {
+// providerBlock starts every benchmark configuration: the locally built provider, given the
+// same client budget as every other contender.
+var providerBlock = fmt.Sprintf(`terraform {
   required_providers {
     k8scidr = { source = "k8scidr/k8scidr" }
   }
 }
 
-provider "k8scidr" {}
-`
+provider "k8scidr" {
+  qps   = %d
+  burst = %d
+}
+`, clientQPS, clientBurst)
 
 // workspace is a terraform working directory using the locally built provider (dev override)
 // through a wrapper that records each provider process's peak RSS.
