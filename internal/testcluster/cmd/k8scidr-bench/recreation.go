@@ -33,6 +33,11 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 		for _, who := range contenders {
 			run := b.nextRun()
 			logf("%s, %s, round %d: %s", scenario, setting, round+1, who)
+			// The previous run's namespaces are still being deleted: wait, so that every
+			// contender starts on a cluster doing nothing else.
+			if err := waitNamespacesGone(ctx, b.kube); err != nil {
+				return err
+			}
 			m, err := b.recreateOnce(ctx, run, who)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", who, round+1, err)

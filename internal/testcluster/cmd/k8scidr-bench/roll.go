@@ -11,19 +11,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// roll is scenario 3: restart o.rollDep two-replica Deployments.
-func (b *bench) roll(ctx context.Context) error {
+// roll is scenario 3: restart o.rollDep two-replica Deployments, with kube-controller-manager
+// at the given setting.
+func (b *bench) roll(ctx context.Context, setting string) error {
 	scenario := fmt.Sprintf("3. roll %d Deployments", b.o.rollDep)
 	contenders := []string{"k8scidr", "kubectl rollout loop, serial", fmt.Sprintf("kubectl rollout loop, xargs -P %d", rollWorkers)}
 	for round := range b.o.rounds {
 		for _, who := range contenders {
 			run := b.nextRun()
 			logf("%s, round %d: %s", scenario, round+1, who)
+			// The previous run's namespaces are still being deleted: wait, so that every
+			// contender starts on a cluster doing nothing else.
+			if err := waitNamespacesGone(ctx, b.kube); err != nil {
+				return err
+			}
 			m, err := b.rollOnce(ctx, run, who)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", who, round+1, err)
 			}
-			b.table.add(scenario, "kcm raised (qps 100)", who, m)
+			b.table.add(scenario, setting, who, m)
 		}
 	}
 	return nil

@@ -139,7 +139,7 @@ func (t *table) targets(o options) []string {
 		}
 		out = append(out, fmt.Sprintf("%s: %s", verdict, fmt.Sprintf(format, args...)))
 	}
-	raised, defaults := "kcm raised (qps 100)", "kcm defaults (qps 20)"
+	raised, defaults := settingRaised, settingDefaults
 	if k, f := t.find("1.", raised, "k8scidr"), t.find("1.", raised, "floor (client-go)"); k != nil && f != nil {
 		if l := t.find("1.", raised, "kubectl replace --force loop"); l != nil {
 			check(l.wall() >= 5*k.wall(), "kcm raised: recreation %.1fx faster than the kubectl replace loop (target ≥ 5x)", l.wall()/k.wall())
@@ -169,8 +169,10 @@ func (t *table) targets(o options) []string {
 		check(rss <= 300, "plan over %s: provider peak RSS %.0f MiB (target ≤ 300)", large.who, rss)
 		check(large.wall() <= 12*small.wall(), "plan %s / %s: %.1fx (target ≤ 12x)", large.who, small.who, large.wall()/small.wall())
 	}
-	if k, s := t.find("3.", raised, "k8scidr"), t.find("3.", raised, "kubectl rollout loop, serial"); k != nil && s != nil {
-		check(s.wall() >= 3*k.wall(), "roll %.1fx faster than the serial kubectl loop (target ≥ 3x)", s.wall()/k.wall())
+	for _, setting := range []string{raised, settingUnbound} {
+		if k, s := t.find("3.", setting, "k8scidr"), t.find("3.", setting, "kubectl rollout loop, serial"); k != nil && s != nil {
+			check(s.wall() >= 3*k.wall(), "%s: roll %.1fx faster than the serial kubectl loop (target ≥ 3x)", setting, s.wall()/k.wall())
+		}
 	}
 	if o.quick {
 		out = append(out, "(quick mode: sizes are too small for these targets to mean anything)")
