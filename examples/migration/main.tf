@@ -43,6 +43,12 @@ variable "pod_cidrs" {
   default = { old = "100.96.0.0/11", new = "172.16.0.0/13" }
 }
 
+variable "non_masquerade_cidr" {
+  description = "kOps' nonMasqueradeCIDR after the move: it must hold both new ranges."
+  type        = string
+  default     = "172.16.0.0/12"
+}
+
 variable "old_pool_name" {
   description = "The pool the installer created (kOps and calico-node name it default-ipv4-ippool)."
   type        = string
@@ -170,6 +176,11 @@ output "moved_services" {
 output "kubelet_cluster_dns" {
   description = "Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to this before stage 2."
   value       = k8scidr_service_recreation.services.dns_service_ips
+}
+
+output "kops_cluster_spec" {
+  description = "What kops edit cluster must say once Services and pods have moved (Calico IPAM): serviceClusterIPRange, nonMasqueradeCIDR, podCIDR, kubeDNS.serverIP, kubelet clusterDNS, allocateNodeCIDRs."
+  value       = provider::k8scidr::kops_networking(var.service_cidrs.new, var.pod_cidrs.new, var.non_masquerade_cidr).yaml
 }
 
 output "keep_ranges" {

@@ -35,6 +35,9 @@ type Capabilities struct {
 	// CalicoIPAMServed lists the Calico group/versions that serve ipamblocks. The Calico API
 	// server serves IPPools in projectcalico.org/v3 while IPAM blocks stay in the v1 CRDs.
 	CalicoIPAMServed []string
+	// AdmissionPolicyV1 is whether admissionregistration.k8s.io/v1 serves
+	// ValidatingAdmissionPolicies (GA in Kubernetes 1.30).
+	AdmissionPolicyV1 bool
 }
 
 // Probe asks the discovery API what the cluster serves.
@@ -62,6 +65,9 @@ func Probe(disc discovery.DiscoveryInterface) (Capabilities, error) {
 			caps.ServiceCIDRVersion = gv
 			break
 		}
+	}
+	if caps.AdmissionPolicyV1, err = servesResource(disc, served, "admissionregistration.k8s.io/v1", "validatingadmissionpolicies"); err != nil {
+		return caps, err
 	}
 	for _, gv := range []string{CalicoV3Group, CalicoCRDV1Group} {
 		ok, err := servesResource(disc, served, gv, "ippools")

@@ -46,8 +46,13 @@ func (c *Client) Capabilities() (Capabilities, error) {
 	return caps, nil
 }
 
-// NewClient builds a Client from a REST configuration.
+// NewClient builds a Client from a REST configuration. Server warnings go to the collector of
+// the request's context (CollectWarnings) when it has one.
 func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, error) {
+	if cfg.WarningHandler == nil && cfg.WarningHandlerWithContext == nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.WarningHandlerWithContext = contextWarnings{}
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)

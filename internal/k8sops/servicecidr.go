@@ -113,16 +113,21 @@ func CreateServiceCIDR(ctx context.Context, c *Client, name string, cidrs []stri
 	if err != nil {
 		return nil, err
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
+	obj := serviceCIDRObject(caps, name, cidrs)
+	if _, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.FieldManager}); err != nil {
+		return nil, fmt.Errorf("creating ServiceCIDR %q: %w", name, err)
+	}
+	return WaitServiceCIDRReady(ctx, c, name)
+}
+
+// serviceCIDRObject is a ServiceCIDR in the served API version.
+func serviceCIDRObject(caps Capabilities, name string, cidrs []string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": caps.ServiceCIDRVersion,
 		"kind":       "ServiceCIDR",
 		"metadata":   map[string]any{"name": name},
 		"spec":       map[string]any{"cidrs": toAny(cidrs)},
 	}}
-	if _, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.FieldManager}); err != nil {
-		return nil, fmt.Errorf("creating ServiceCIDR %q: %w", name, err)
-	}
-	return WaitServiceCIDRReady(ctx, c, name)
 }
 
 // AppendServiceCIDRFamily adds the second IP family's range in place (Kubernetes 1.33+).

@@ -36,16 +36,20 @@ func (f *cidrFunction[T]) Run(ctx context.Context, req function.RunRequest, resp
 		return
 	}
 	out, err := f.run(args)
-	var argErr *k8sops.ArgError
-	switch {
-	case errors.As(err, &argErr):
-		resp.Error = function.NewArgumentFuncError(int64(argErr.Arg), err.Error())
-		return
-	case err != nil:
-		resp.Error = function.NewFuncError(err.Error())
+	if err != nil {
+		resp.Error = funcError(err)
 		return
 	}
 	resp.Error = resp.Result.Set(ctx, out)
+}
+
+// funcError points at the argument a k8sops CIDR error names, if it names one.
+func funcError(err error) *function.FuncError {
+	var argErr *k8sops.ArgError
+	if errors.As(err, &argErr) {
+		return function.NewArgumentFuncError(int64(argErr.Arg), err.Error())
+	}
+	return function.NewFuncError(err.Error())
 }
 
 func str(name, desc string) function.Parameter {

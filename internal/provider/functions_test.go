@@ -20,6 +20,8 @@ output "wider"         { value = provider::k8scidr::cidr_contains("100.64.0.0/13
 output "kube_dns"      { value = provider::k8scidr::cidr_map_offset("100.64.0.10", "100.64.0.0/13", "172.24.0.0/15") }
 output "wrapped"       { value = provider::k8scidr::cidr_map_offset("100.69.0.5", "100.64.0.0/13", "172.24.0.0/15") }
 output "v6"            { value = provider::k8scidr::cidr_map_offset("fd00:10::a", "fd00:10::/108", "fd00:24::/108") }
+output "kops"          { value = provider::k8scidr::kops_networking("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12") }
+output "kops_kubenet"  { value = provider::k8scidr::kops_networking("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12", false) }
 `
 	check := func(name string, v knownvalue.Check) statecheck.StateCheck {
 		return statecheck.ExpectKnownOutputValue(name, v)
@@ -34,6 +36,15 @@ output "v6"            { value = provider::k8scidr::cidr_map_offset("fd00:10::a"
 					check("contains_ip", knownvalue.Bool(true)), check("contains_cidr", knownvalue.Bool(true)), check("wider", knownvalue.Bool(false)),
 					check("kube_dns", knownvalue.StringExact("172.24.0.10")), check("wrapped", knownvalue.StringExact("172.25.0.5")),
 					check("v6", knownvalue.StringExact("fd00:24::a")),
+					check("kops", knownvalue.ObjectExact(map[string]knownvalue.Check{
+						"service_cluster_ip_range": knownvalue.StringExact("172.24.0.0/15"), "pod_cidr": knownvalue.StringExact("172.16.0.0/13"),
+						"non_masquerade_cidr": knownvalue.StringExact("172.16.0.0/12"), "kube_dns_server_ip": knownvalue.StringExact("172.24.0.10"),
+						"allocate_node_cidrs": knownvalue.Bool(false),
+						"yaml": knownvalue.StringExact("spec:\n  serviceClusterIPRange: 172.24.0.0/15\n  nonMasqueradeCIDR: 172.16.0.0/12\n" +
+							"  podCIDR: 172.16.0.0/13\n  kubeDNS:\n    serverIP: 172.24.0.10\n  kubelet:\n    clusterDNS: 172.24.0.10\n" +
+							"  kubeControllerManager:\n    allocateNodeCIDRs: false\n"),
+					})),
+					check("kops_kubenet", knownvalue.ObjectPartial(map[string]knownvalue.Check{"allocate_node_cidrs": knownvalue.Bool(true)})),
 				},
 			},
 			{
@@ -43,6 +54,14 @@ output "v6"            { value = provider::k8scidr::cidr_map_offset("fd00:10::a"
 			{
 				Config:      `output "x" { value = provider::k8scidr::cidr_map_offset("10.0.0.1", "100.64.0.0/13", "172.24.0.0/15") }`,
 				ExpectError: diagRE("Invalid function argument", `Invalid value for "ip" parameter: 10.0.0.1 is not inside 100.64.0.0/13`),
+			},
+			{
+				Config:      `output "x" { value = provider::k8scidr::kops_networking("172.24.0.0/15", "172.16.0.0/13", "10.0.0.0/8") }`,
+				ExpectError: diagRE("Invalid function argument", `Invalid value for "non_masquerade_cidr" parameter`, "10.0.0.0/8 does not contain the Service range 172.24.0.0/15"),
+			},
+			{
+				Config:      `output "x" { value = provider::k8scidr::kops_networking("172.24.0.0/15", "172.24.0.0/13", "172.16.0.0/12") }`,
+				ExpectError: diagRE("Invalid function argument", `Invalid value for "pod_cidr" parameter`, "overlaps the Service range"),
 			},
 			{
 				Config:      `output "x" { value = provider::k8scidr::cidr_contains("10.0.0.0/8", "ten") }`,

@@ -198,12 +198,13 @@ func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource 
 		newServiceRecreationResource,
 		newCalicoIPPoolResource,
 		newWorkloadRollResource,
+		newServiceCIDRPolicyResource,
 	}
 }
 
-// Functions are the plan-time CIDR helpers.
+// Functions are the plan-time CIDR helpers and the kOps spec values they lead to.
 func (p *k8scidrProvider) Functions(context.Context) []func() function.Function {
-	return []func() function.Function{newCIDROverlapsFunction, newCIDRContainsFunction, newCIDRMapOffsetFunction}
+	return []func() function.Function{newCIDROverlapsFunction, newCIDRContainsFunction, newCIDRMapOffsetFunction, newKopsNetworkingFunction}
 }
 
 func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataSource {
@@ -214,6 +215,7 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 		newCalicoIPPoolsDataSource,
 		newPodAllocationsDataSource,
 		newNetworkOverlapsDataSource,
+		newLoadBalancersDataSource,
 	}
 }
 

@@ -4,7 +4,6 @@ package provider
 import (
 	"context"
 	"math/big"
-	"net/netip"
 	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -144,19 +143,19 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// cidrValidator accepts a CIDR prefix.
+// cidrValidator accepts a CIDR prefix without host bits, as every CIDR in the provider.
 type cidrValidator struct{}
 
 func (cidrValidator) Description(context.Context) string {
-	return "must be a CIDR prefix such as 172.24.0.0/15"
+	return "must be a CIDR prefix without host bits, such as 172.24.0.0/15"
 }
 func (v cidrValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v cidrValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+func (v cidrValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if _, err := netip.ParsePrefix(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CIDR", req.ConfigValue.ValueString()+" "+v.Description(ctx)+": "+err.Error())
+	if _, err := k8sops.ParseCIDR(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CIDR", err.Error()+".")
 	}
 }
 

@@ -194,10 +194,11 @@ func (r *serviceCIDRResource) Create(ctx context.Context, req resource.CreateReq
 	if client == nil {
 		return
 	}
+	ctx, warnings := k8sops.CollectWarnings(ctx)
 	sc, err := k8sops.CreateServiceCIDR(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
+	addServerWarnings(&resp.Diagnostics, warnings)
 	if err != nil {
-		resp.Diagnostics.AddError("ServiceCIDR Not Created", err.Error()+
-			". If the object was created but is not Ready, the next apply replaces it; check kube-controller-manager.")
+		resp.Diagnostics.AddError("ServiceCIDR Not Created", err.Error()+". "+serviceCIDRRefusalHint(err))
 		return
 	}
 	resp.Diagnostics.Append(plan.fill(ctx, sc)...)
@@ -236,13 +237,15 @@ func (r *serviceCIDRResource) Update(ctx context.Context, req resource.UpdateReq
 	}
 	var sc *k8sops.ServiceCIDR
 	var err error
+	ctx, warnings := k8sops.CollectWarnings(ctx)
 	if plan.CIDRs.Equal(state.CIDRs) {
 		sc, err = k8sops.GetServiceCIDR(ctx, client, plan.Name.ValueString())
 	} else {
 		sc, err = k8sops.AppendServiceCIDRFamily(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
 	}
+	addServerWarnings(&resp.Diagnostics, warnings)
 	if err != nil {
-		resp.Diagnostics.AddError("ServiceCIDR Not Updated", err.Error())
+		resp.Diagnostics.AddError("ServiceCIDR Not Updated", err.Error()+". "+serviceCIDRRefusalHint(err))
 		return
 	}
 	resp.Diagnostics.Append(plan.fill(ctx, sc)...)
@@ -277,6 +280,23 @@ func (r *serviceCIDRResource) Delete(ctx context.Context, req resource.DeleteReq
 func (r *serviceCIDRResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_deletion"), true)...)
+}
+
+// serviceCIDRRefusalHint says what to do after a failed write: an admission policy's refusal
+// (Forbidden) needs the policy changed; anything else is most likely kube-controller-manager.
+func serviceCIDRRefusalHint(err error) string {
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		return "The apiserver refused the range and gave the reason above. If an admission policy restricts ServiceCIDRs " +
+			"(k8scidr_service_cidr_policy), add the range to its allowed_cidrs or create the range before the policy."
+	}
+	return "If the object was created but is not Ready, the next apply replaces it; check kube-controller-manager."
+}
+
+// addServerWarnings shows the apiserver's warnings (e.g. an admission policy in Warn mode).
+func addServerWarnings(diags *diag.Diagnostics, w *k8sops.Warnings) {
+	for _, text := range w.List() {
+		diags.AddWarning("Kubernetes API Warning", text)
+	}
 }
 
 func stringList(ctx context.Context, l types.List, diags *diag.Diagnostics) []string {
