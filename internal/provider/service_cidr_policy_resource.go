@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -152,33 +153,23 @@ func (r *serviceCIDRPolicyResource) ModifyPlan(ctx context.Context, req resource
 func (r *serviceCIDRPolicyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan serviceCIDRPolicyModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	client, ctx, cancel := r.data.begin(ctx, plan.Timeouts.Create, serviceCIDRPolicyTimeout, &resp.Diagnostics)
-	defer cancel()
-	if client == nil {
-		return
-	}
-	r.write(ctx, client, &plan, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	}
+	r.write(ctx, &plan, plan.Timeouts.Create, &resp.State, &resp.Diagnostics)
 }
 
 func (r *serviceCIDRPolicyResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan serviceCIDRPolicyModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	client, ctx, cancel := r.data.begin(ctx, plan.Timeouts.Update, serviceCIDRPolicyTimeout, &resp.Diagnostics)
+	r.write(ctx, &plan, plan.Timeouts.Update, &resp.State, &resp.Diagnostics)
+}
+
+// write applies the planned policy and binding and records them in state.
+func (r *serviceCIDRPolicyResource) write(ctx context.Context, plan *serviceCIDRPolicyModel,
+	timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), state *tfsdk.State, diags *diag.Diagnostics) {
+	client, ctx, cancel := r.data.begin(ctx, timeout, serviceCIDRPolicyTimeout, diags)
 	defer cancel()
 	if client == nil {
 		return
 	}
-	r.write(ctx, client, &plan, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	}
-}
-
-// write applies the planned policy and binding.
-func (r *serviceCIDRPolicyResource) write(ctx context.Context, client *k8sops.Client, plan *serviceCIDRPolicyModel, diags *diag.Diagnostics) {
 	p := plan.policy(ctx, diags)
 	if diags.HasError() {
 		return
@@ -188,6 +179,7 @@ func (r *serviceCIDRPolicyResource) write(ctx context.Context, client *k8sops.Cl
 		return
 	}
 	plan.InSync = types.BoolValue(true)
+	diags.Append(state.Set(ctx, plan)...)
 }
 
 func (r *serviceCIDRPolicyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
