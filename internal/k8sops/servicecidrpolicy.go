@@ -144,8 +144,10 @@ func ApplyServiceCIDRPolicy(ctx context.Context, c *Client, p ServiceCIDRPolicy)
 		prev = nil
 	case err != nil:
 		return err
-	case len(prev.Actions) == 0:
-		prev = nil // no binding: nothing was enforced
+	case len(prev.Actions) == 0 || !prev.InSync:
+		// No binding: nothing was enforced. Edited by hand: what it enforces is unknown, so
+		// wait as if nothing were, until next's refusals are seen.
+		prev = nil
 	}
 	policy, binding := p.objects()
 	api := c.Kube.AdmissionregistrationV1()
