@@ -3,6 +3,7 @@ package k8sops
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
 
 	"k8s.io/client-go/discovery"
@@ -49,10 +50,11 @@ func (c *Client) Capabilities() (Capabilities, error) {
 // NewClient builds a Client from a REST configuration. Server warnings go to the collector of
 // the request's context (CollectWarnings) when it has one.
 func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
 	if cfg.WarningHandler == nil && cfg.WarningHandlerWithContext == nil {
-		cfg = rest.CopyConfig(cfg)
 		cfg.WarningHandlerWithContext = contextWarnings{}
 	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return retryHints{rt} })
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)

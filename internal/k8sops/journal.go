@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 )
 
 // JournalLabel marks journal ConfigMaps.
@@ -58,18 +59,26 @@ func writeJournal(ctx context.Context, c *Client, namespace string, entries []Jo
 		}
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
-				GenerateName: "k8scidr-journal-",
-				Labels:       map[string]string{JournalLabel: journalLabelValue, "app.kubernetes.io/managed-by": "k8scidr"},
+				// Named here rather than by generateName, so that a retried create whose first
+				// attempt went through finds its own object instead of writing a second one.
+				Name:   "k8scidr-journal-" + utilrand.String(10),
+				Labels: map[string]string{JournalLabel: journalLabelValue, "app.kubernetes.io/managed-by": "k8scidr"},
 				Annotations: map[string]string{"k8scidr.io/written-at": time.Now().UTC().Format(time.RFC3339),
 					"k8scidr.io/description": "Services being moved by k8scidr_service_recreation. The next apply restores any that are missing; do not delete by hand."},
 			},
 			Data: map[string]string{journalKey: string(data)},
 		}
-		created, err := c.Kube.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: c.FieldManager})
+		err := retryWrite(ctx, func(again bool) error {
+			_, err := c.Kube.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: c.FieldManager})
+			if again && apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
 		if err != nil {
 			return names, fmt.Errorf("writing the journal to namespace %s: %w", namespace, err)
 		}
-		names = append(names, created.Name)
+		names = append(names, cm.Name)
 		entries = entries[n:]
 	}
 	return names, nil
@@ -105,7 +114,9 @@ func readJournal(ctx context.Context, c *Client, namespace string) ([]JournalEnt
 // deleteJournal removes journal ConfigMaps whose entries are settled.
 func deleteJournal(ctx context.Context, c *Client, namespace string, names []string) error {
 	for _, n := range names {
-		err := c.Kube.CoreV1().ConfigMaps(namespace).Delete(ctx, n, metav1.DeleteOptions{})
+		err := retryWrite(ctx, func(bool) error {
+			return c.Kube.CoreV1().ConfigMaps(namespace).Delete(ctx, n, metav1.DeleteOptions{})
+		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("removing journal %s/%s: %w", namespace, n, err)
 		}

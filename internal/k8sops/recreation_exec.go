@@ -192,7 +192,9 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		return x.res, err
 	}
 	if plan.RemoveBridge != "" {
-		err := c.Kube.CoreV1().Services("kube-system").Delete(ctx, plan.RemoveBridge, metav1.DeleteOptions{})
+		err := retryWrite(ctx, func(bool) error {
+			return c.Kube.CoreV1().Services("kube-system").Delete(ctx, plan.RemoveBridge, metav1.DeleteOptions{})
+		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return x.res, fmt.Errorf("removing the DNS bridge kube-system/%s: %w", plan.RemoveBridge, err)
 		}
@@ -515,12 +517,20 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 		})
 	}
 	for _, s := range e.Slices { // the garbage collector would delete them with the Service
-		err := x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		err := retryWrite(ctx, func(bool) error {
+			return x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
 		}
 	}
-	err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+	err := retryWrite(ctx, func(again bool) error {
+		err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+		if again && apierrors.IsNotFound(err) {
+			return nil // the earlier attempt deleted it
+		}
+		return err
+	})
 	switch {
 	case apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("%s: deleted by another client after the plan", e.Key)
@@ -585,7 +595,22 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)
 	planned := slices.Clone(svc.Spec.ClusterIPs)
 	for attempt := 0; ; attempt++ {
-		created, err := api.Create(ctx, svc, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		var created *corev1.Service
+		err := retryWrite(ctx, func(again bool) error {
+			var err error
+			created, err = api.Create(ctx, svc, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			if again && (apierrors.IsAlreadyExists(err) || takenIP(err, svc.Spec.ClusterIPs) >= 0) {
+				// The earlier attempt may have created it: then it has this name and these IPs.
+				cur, getErr := api.Get(ctx, svc.Name, metav1.GetOptions{})
+				switch {
+				case getErr == nil && slices.Equal(cur.Spec.ClusterIPs, svc.Spec.ClusterIPs):
+					created, err = cur, nil
+				case getErr != nil && !apierrors.IsNotFound(getErr):
+					err = getErr
+				}
+			}
+			return err
+		}, rangeNotLoaded)
 		if err == nil {
 			if !slices.Equal(created.Spec.ClusterIPs, planned) {
 				x.note("%s got %v instead of the planned %v: another client took a planned IP during the apply.",
@@ -608,6 +633,14 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 		svc.Spec.ClusterIPs[taken] = ip.Next().String()
 		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
 	}
+}
+
+// rangeNotLoaded is the allocator's answer for an IP of a range it does not know (yet): right
+// after kube-apiserver starts, until it has read the ServiceCIDRs, a Ready range is refused
+// like this for a moment (found by TestAccRestart_midApply). The plan checked that a Ready
+// ServiceCIDR serves the target, so the create is retried.
+func rangeNotLoaded(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "does not match the current range")
 }
 
 // takenIP finds which of ips an "already allocated" error names, or -1.
@@ -635,7 +668,10 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 				s.OwnerReferences[i].UID = svc.UID
 			}
 		}
-		_, err := x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		err := retryWrite(ctx, func(bool) error {
+			_, err := x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, s, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			return err
+		})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("%s: restoring EndpointSlice %s: %w", e.Key, s.Name, err)
 		}
@@ -714,14 +750,20 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry) (*corev1.En
 	api := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace)
 	want := e.Endpoints.DeepCopy()
 	clearServerFields(&want.ObjectMeta)
-	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-	case err == nil && !endpointsEqual(cur, want):
-		want.ResourceVersion = cur.ResourceVersion
-		cur, err = api.Update(ctx, want, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
-	}
+	var cur *corev1.Endpoints
+	// Read, then write what differs; a write that raced another (or our own lost attempt) reads again.
+	err := retryWrite(ctx, func(bool) error {
+		var err error
+		cur, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		case err == nil && !endpointsEqual(cur, want):
+			want.ResourceVersion = cur.ResourceVersion
+			cur, err = api.Update(ctx, want, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+		}
+		return err
+	}, apierrors.IsAlreadyExists, apierrors.IsConflict)
 	if err != nil {
 		return nil, fmt.Errorf("%s: restoring its Endpoints: %w", e.Key, err)
 	}
@@ -751,11 +793,14 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 	var created *corev1.Service
 	// The old IP is released with the delete; retry briefly should the allocator lag behind.
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		created, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-		if apierrors.IsAlreadyExists(err) {
-			created, err = api.Get(ctx, b.Name, metav1.GetOptions{})
-		}
+		err := retryWrite(ctx, func(bool) error {
+			var err error
+			created, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				created, err = api.Get(ctx, b.Name, metav1.GetOptions{})
+			}
+			return err
+		})
 		if err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0 {
 			return false, nil
 		}
@@ -801,7 +846,10 @@ func (x *executor) copySlices(ctx context.Context, from []discoveryv1.EndpointSl
 	var names []string
 	for i := range from {
 		c := sliceCopy(&from[i], svc, i)
-		_, err := x.c.Kube.DiscoveryV1().EndpointSlices(c.Namespace).Create(ctx, c, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+		err := retryWrite(ctx, func(bool) error {
+			_, err := x.c.Kube.DiscoveryV1().EndpointSlices(c.Namespace).Create(ctx, c, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			return err
+		})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return names, err
 		}
@@ -813,7 +861,9 @@ func (x *executor) copySlices(ctx context.Context, from []discoveryv1.EndpointSl
 // deleteSlices deletes copied EndpointSlices once they are no longer needed.
 func (x *executor) deleteSlices(ctx context.Context, namespace string, names []string) {
 	for _, name := range names {
-		err := x.c.Kube.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		err := retryWrite(ctx, func(bool) error {
+			return x.c.Kube.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			x.note("Deleting the copied EndpointSlice %s/%s failed (%v): delete it by hand.", namespace, name, err)
 		}

@@ -4,6 +4,7 @@ package k8sops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -115,7 +116,8 @@ func rollOne(ctx context.Context, c *Client, key string, o RollExecOptions) Roll
 	r := Rolled{Key: key}
 	ns, kind, name, err := ParseWorkloadKey(key)
 	if err == nil {
-		err = restart(ctx, c, ns, kind, name)
+		var stamp string // the restartedAt the first attempt wrote, should its answer be lost
+		err = retryWrite(ctx, func(again bool) error { return restart(ctx, c, ns, kind, name, again, &stamp) })
 	}
 	if err == nil && o.Wait {
 		o.Log("waiting for %s to roll out", key)
@@ -127,8 +129,9 @@ func rollOne(ctx context.Context, c *Client, key string, o RollExecOptions) Roll
 }
 
 // restart is `kubectl rollout restart`: kubectl's restarter sets the restartedAt annotation on
-// the pod template, sent as a strategic merge patch of the difference.
-func restart(ctx context.Context, c *Client, ns, kind, name string) error {
+// the pod template, sent as a strategic merge patch of the difference. stamp is the value
+// written; when again, a template that already has it was restarted by the earlier attempt.
+func restart(ctx context.Context, c *Client, ns, kind, name string, again bool, stamp *string) error {
 	apps := c.Kube.AppsV1()
 	var obj runtime.Object
 	var err error
@@ -147,10 +150,14 @@ func restart(ctx context.Context, c *Client, ns, kind, name string) error {
 	if err != nil {
 		return err
 	}
+	if again && *stamp != "" && restartedAt(before) == *stamp {
+		return nil
+	}
 	after, err := polymorphichelpers.ObjectRestarterFn(obj.DeepCopyObject())
 	if err != nil {
 		return err
 	}
+	*stamp = restartedAt(after)
 	patch, err := strategicpatch.CreateTwoWayMergePatch(before, after, obj)
 	if err != nil {
 		return err
@@ -165,6 +172,24 @@ func restart(ctx context.Context, c *Client, ns, kind, name string) error {
 		_, err = apps.DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
 	}
 	return err
+}
+
+// restartedAt is the `kubectl rollout restart` annotation of a workload's pod template, from
+// the workload's JSON.
+func restartedAt(workload []byte) string {
+	var w struct {
+		Spec struct {
+			Template struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(workload, &w) != nil {
+		return ""
+	}
+	return w.Spec.Template.Metadata.Annotations["kubectl.kubernetes.io/restartedAt"] // kubectl's restarter writes it
 }
 
 // waitRollout watches the workload, as `kubectl rollout status` does, until kubectl's status
@@ -256,7 +281,9 @@ func podReady(pod *corev1.Pod) bool {
 func evict(ctx context.Context, c *Client, nsName string) Rolled {
 	start := time.Now()
 	ns, name, _ := strings.Cut(nsName, "/")
-	err := c.Kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	err := retryWrite(ctx, func(bool) error {
+		return c.Kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	})
 	if apierrors.IsNotFound(err) {
 		err = nil
 	}
