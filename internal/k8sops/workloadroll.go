@@ -73,14 +73,16 @@ func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
 		}},
 		{"Deployments", func() error {
 			return eachItem(ctx, listPages(apps.Deployments("").List), func(d *appsv1.Deployment) error {
-				s.Deployments = append(s.Deployments, appsv1.Deployment{ObjectMeta: metaForPlan(&d.ObjectMeta), Spec: appsv1.DeploymentSpec{Paused: d.Spec.Paused}})
+				s.Deployments = append(s.Deployments, appsv1.Deployment{ObjectMeta: withRevision(metaForPlan(&d.ObjectMeta), d.Annotations),
+					Spec: appsv1.DeploymentSpec{Paused: d.Spec.Paused}})
 				return nil
 			})
 		}},
 		{"StatefulSets", func() error {
 			return eachItem(ctx, listPages(apps.StatefulSets("").List), func(d *appsv1.StatefulSet) error {
 				s.StatefulSets = append(s.StatefulSets, appsv1.StatefulSet{ObjectMeta: metaForPlan(&d.ObjectMeta),
-					Spec: appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}}})
+					Spec:   appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}},
+					Status: appsv1.StatefulSetStatus{CurrentRevision: d.Status.CurrentRevision, UpdateRevision: d.Status.UpdateRevision}})
 				return nil
 			})
 		}},
@@ -93,7 +95,7 @@ func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
 		}},
 		{"ReplicaSets", func() error {
 			return eachItem(ctx, listPages(apps.ReplicaSets("").List), func(d *appsv1.ReplicaSet) error {
-				s.ReplicaSets = append(s.ReplicaSets, appsv1.ReplicaSet{ObjectMeta: metaForPlan(&d.ObjectMeta)})
+				s.ReplicaSets = append(s.ReplicaSets, appsv1.ReplicaSet{ObjectMeta: withRevision(metaForPlan(&d.ObjectMeta), d.Annotations)})
 				return nil
 			})
 		}},
@@ -110,6 +112,18 @@ func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
 func metaForPlan(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, OwnerReferences: m.OwnerReferences,
 		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp}
+}
+
+// revisionAnnotation is the Deployment revision the Deployment controller writes on a
+// Deployment and on each of its ReplicaSets.
+const revisionAnnotation = "deployment.kubernetes.io/revision"
+
+// withRevision keeps the Deployment revision of an object's annotations.
+func withRevision(m metav1.ObjectMeta, annotations map[string]string) metav1.ObjectMeta {
+	if r, ok := annotations[revisionAnnotation]; ok {
+		m.Annotations = map[string]string{revisionAnnotation: r}
+	}
+	return m
 }
 
 // podForPlan is the part of a pod that roll planning and pod allocations read: owner, triggers
@@ -187,6 +201,7 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		workloads[WorkloadKey(d.Namespace, KindDaemonSet, d.Name)] = w
 	}
 	rsOwner := replicaSetOwners(s.ReplicaSets)
+	outgoing := outgoingPods(s)
 	inScope := func(ns string, lbls map[string]string) bool {
 		if len(o.Namespaces) > 0 && !slices.Contains(o.Namespaces, ns) {
 			return false
@@ -209,7 +224,7 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		if known {
 			lbls = w.labels
 		}
-		if !inScope(pod.Namespace, lbls) || !matchesTrigger(&pod, o) {
+		if !inScope(pod.Namespace, lbls) || !matchesTrigger(&pod, o) || outgoing(&pod) {
 			continue
 		}
 		switch {
@@ -262,6 +277,49 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 	p.sortOrder(o.First)
 	slices.Sort(p.BarePods)
 	return p
+}
+
+// outgoingPods reports whether a pod belongs to a revision its workload is already rolling
+// away from (a Deployment's older ReplicaSet, a StatefulSet pod of the current revision while
+// an update rolls out): it is being replaced without another restart. Such pods are not
+// counted, so that a plan made while a rollout runs (the one an interrupted apply started,
+// say) still holds when that rollout ends before the apply.
+func outgoingPods(s *RollSnapshot) func(*corev1.Pod) bool {
+	deployRev := map[string]string{}
+	for _, d := range s.Deployments {
+		deployRev[WorkloadKey(d.Namespace, KindDeployment, d.Name)] = d.Annotations[revisionAnnotation]
+	}
+	rsRev := map[string]string{} // namespace/replicaset → revision, for ReplicaSets of a Deployment
+	for _, rs := range s.ReplicaSets {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == KindDeployment {
+			if want := deployRev[WorkloadKey(rs.Namespace, KindDeployment, ref.Name)]; want != "" {
+				rsRev[rs.Namespace+"/"+rs.Name] = rs.Annotations[revisionAnnotation]
+				if rs.Annotations[revisionAnnotation] == want {
+					delete(rsRev, rs.Namespace+"/"+rs.Name)
+				}
+			}
+		}
+	}
+	stsUpdate := map[string]string{} // StatefulSets rolling out → the revision they roll to
+	for _, st := range s.StatefulSets {
+		if st.Status.UpdateRevision != "" && st.Status.UpdateRevision != st.Status.CurrentRevision {
+			stsUpdate[WorkloadKey(st.Namespace, KindStatefulSet, st.Name)] = st.Status.UpdateRevision
+		}
+	}
+	return func(pod *corev1.Pod) bool {
+		ref := metav1.GetControllerOf(pod)
+		switch {
+		case ref == nil:
+			return false
+		case ref.Kind == "ReplicaSet":
+			_, old := rsRev[pod.Namespace+"/"+ref.Name]
+			return old
+		case ref.Kind == KindStatefulSet:
+			to, rolling := stsUpdate[WorkloadKey(pod.Namespace, KindStatefulSet, ref.Name)]
+			return rolling && pod.Labels[appsv1.ControllerRevisionHashLabelKey] != to
+		}
+		return false
+	}
 }
 
 // DropIncluded removes from Pending the workloads there only because include names them and

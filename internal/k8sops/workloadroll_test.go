@@ -131,3 +131,32 @@ func TestPlanRoll_include(t *testing.T) {
 		t.Errorf("pending %v: calico-node matches started_before and must stay", p.Pending)
 	}
 }
+
+// Pods of a revision their workload is already rolling away from are not pending: the rollout
+// replaces them, and a plan counting them would not hold once it ends.
+func TestPlanRoll_rolloutInProgress(t *testing.T) {
+	old := t0.Add(-time.Hour)
+	rev := func(r string) map[string]string { return map[string]string{revisionAnnotation: r} }
+	owned := func(name, owner string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: "app", Name: name, Annotations: rev(map[string]string{"web-1": "1", "web-2": "2"}[name]),
+			OwnerReferences: []metav1.OwnerReference{{Kind: KindDeployment, Name: owner, Controller: ptr.To(true)}}}
+	}
+	stsOld, stsNew := rollPod("app", "db-0", "StatefulSet", "db", "", old), rollPod("app", "db-1", "StatefulSet", "db", "", old)
+	stsOld.Labels[appsv1.ControllerRevisionHashLabelKey] = "db-aaa"
+	stsNew.Labels[appsv1.ControllerRevisionHashLabelKey] = "db-bbb"
+	s := &RollSnapshot{
+		Pods: []corev1.Pod{
+			rollPod("app", "a", "ReplicaSet", "web-1", "", old), // the old revision: being replaced
+			rollPod("app", "b", "ReplicaSet", "web-2", "", old), // the current one: pending
+			stsOld, stsNew,
+		},
+		Deployments:  []appsv1.Deployment{{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", Annotations: rev("2")}}},
+		ReplicaSets:  []appsv1.ReplicaSet{{ObjectMeta: owned("web-1", "web")}, {ObjectMeta: owned("web-2", "web")}},
+		StatefulSets: []appsv1.StatefulSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"}, Status: appsv1.StatefulSetStatus{CurrentRevision: "db-aaa", UpdateRevision: "db-bbb"}}},
+	}
+	p := PlanRoll(s, RollOptions{StartedBefore: &t0})
+	want := map[string]int{"app/deployment/web": 1, "app/statefulset/db": 1}
+	if !maps.Equal(p.Pending, want) {
+		t.Errorf("pending %v, want %v", p.Pending, want)
+	}
+}

@@ -335,6 +335,34 @@ func (c *Cluster) RestartControllerManager(ctx context.Context, flags ...string)
 	})
 }
 
+// Restart stops a component (etcd or kube-apiserver) as a crash or an upgrade does, keeps it
+// down for down, then starts it again with the same command line and waits until the apiserver
+// serves. Reliability tests do this in the middle of an apply.
+func (c *Cluster) Restart(ctx context.Context, name string, down time.Duration) error {
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == name })
+	if i < 0 || c.opts.Detached || (name != "etcd" && name != "kube-apiserver") {
+		return fmt.Errorf("no attached etcd or kube-apiserver named %q to restart", name)
+	}
+	old := c.procs[i]
+	old.stop(10 * time.Second)
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p, err := startProcess(old.Name, old.Bin, old.args, filepath.Join(c.Dir, "logs"), false)
+	if err != nil {
+		return err
+	}
+	c.procs[i] = p
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return waitFor(ctx, "kube-apiserver to serve after restarting "+name, []*process{p}, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil, nil
+	})
+}
+
 // startAgents starts the components that talk only to the apiserver.
 func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, error) {
 	var stageArgs []string

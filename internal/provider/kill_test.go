@@ -1,0 +1,242 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// killTrials is K8SCIDR_KILL_TRIALS (make test-faults: 20), or 2 (make test).
+func killTrials(t *testing.T) int {
+	t.Helper()
+	n := 2
+	if s := os.Getenv("K8SCIDR_KILL_TRIALS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			t.Fatalf("K8SCIDR_KILL_TRIALS=%q: want a positive count", s)
+		}
+	}
+	return n
+}
+
+// interruptWhen runs terraform with args (and the built provider) and calls act the first time
+// ready says so, unless terraform ends before. It returns whether act ran, terraform's output
+// and its exit error.
+func interruptWhen(t *testing.T, w *cliWorkspace, env []string, ready func() bool, act func(*exec.Cmd), args ...string) (acted bool, out string, err error) {
+	t.Helper()
+	cmd := w.command(env, append(args, "-no-color")...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return acted, buf.String(), err
+		case <-tick.C:
+			if !acted && ready() {
+				act(cmd)
+				acted = true
+			}
+		}
+	}
+}
+
+// sigkill kills terraform and the provider it started (their process group).
+func sigkill(cmd *exec.Cmd) { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+
+// movedCount counts the Services of ns inside target, and those missing from the n created.
+func movedCount(t *testing.T, kube kubernetes.Interface, ns string, target netip.Prefix, n int) (moved, missing int) {
+	now := servicesIn(t, kube, ns)
+	for _, s := range now {
+		if target.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) {
+			moved++
+		}
+	}
+	return moved, n - len(now)
+}
+
+// TestAccKill_recreation SIGKILLs terraform and the provider at a random point of a recreation of
+// 500 Services, trial after trial, each trial moving them all to the other range (172.24.0.0/15,
+// then back to 100.64.0.0/13). After every kill a plain terraform apply must converge: the same
+// Services, equal but for their IPs (nodePorts and hand-made Endpoints included), no journal
+// left, and an empty plan after it. Each trial's seed is logged for replay.
+func TestAccKill_recreation(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	if _, err := k8sops.CreateServiceCIDR(ctx, clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	before := movingServices(t, c.Kube, "kill", n)
+	ranges := []netip.Prefix{faultTarget, netip.MustParsePrefix("100.64.0.0/13")}
+	config := func(target netip.Prefix) string {
+		return providerBlock(c.Kubeconfig) + fmt.Sprintf("resource \"k8scidr_service_recreation\" \"this\" {\n  target_cidrs = [%q]\n}\n", target)
+	}
+	w := newCLIWorkspace(t, config(ranges[0]))
+	base := uint64(time.Now().UnixNano())
+	if s := os.Getenv("K8SCIDR_FAULT_SEED"); s != "" {
+		base, _ = strconv.ParseUint(s, 10, 64)
+	}
+	trials := killTrials(t)
+	for trial := range trials {
+		seed := base + uint64(trial)
+		rng := rand.New(rand.NewPCG(seed, seed))
+		target := ranges[trial%2]
+		w.write(config(target))
+		// Kill once a random number of Services has moved; every other trial holds each
+		// move 100 ms between delete and create, so that many are in flight at the kill.
+		killAt := rng.IntN(n)
+		var env []string
+		if rng.IntN(2) == 0 {
+			env = append(env, "K8SCIDR_FAULT_DELAY_AFTER_DELETE=100ms")
+		}
+		missingAtKill := 0
+		killed, out, _ := interruptWhen(t, w, env, func() bool {
+			var moved int
+			moved, missingAtKill = movedCount(t, c.Kube, "kill", target, n)
+			return moved >= killAt
+		}, sigkill, "apply", "-auto-approve")
+		t.Logf("trial %d, seed %d (K8SCIDR_FAULT_SEED=%d replays from here): target %s, kill after %d moved %v: killed %t, %d Services deleted and not yet recreated",
+			trial, seed, seed, target, killAt, env, killed, missingAtKill)
+		if !killed {
+			t.Logf("the apply finished before the kill:\n%s", out)
+		}
+		if out, err := w.run("apply", "-auto-approve"); err != nil {
+			t.Fatalf("trial %d (seed %d): the apply after the kill failed: %v\n%s", trial, seed, err, out)
+		}
+		if err := checkNothingLostIn(c.Kube, "kill", before, target); err != nil {
+			t.Fatalf("trial %d (seed %d): %v", trial, seed, err)
+		}
+		if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+			t.Fatalf("trial %d (seed %d): the plan after recovery is not empty: %v\n%s", trial, seed, err, out)
+		}
+	}
+}
+
+// TestAccKill_roll SIGKILLs terraform and the provider in the middle of a roll of 40
+// Deployments; the next apply finishes it, and no Deployment is left paused, unrestarted or
+// half rolled out.
+func TestAccKill_roll(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	const n = 40
+	startedBefore := rollingDeployments(t, c, "rollkill", n)
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed))
+	killAt := 1 + rng.IntN(n-2)
+	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+fmt.Sprintf(`
+resource "k8scidr_workload_roll" "this" {
+  namespaces     = ["rollkill"]
+  started_before = %q
+}
+`, startedBefore.UTC().Format(time.RFC3339)))
+	ctx := context.Background()
+	killed, out, _ := interruptWhen(t, w, nil, func() bool {
+		list, err := c.Kube.AppsV1().Deployments("rollkill").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		restarted := 0
+		for _, d := range list.Items {
+			if d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != "" {
+				restarted++
+			}
+		}
+		return restarted >= killAt
+	}, sigkill, "apply", "-auto-approve")
+	t.Logf("seed %d: killed %t after %d of %d Deployments were restarted", seed, killed, killAt, n)
+	if !killed {
+		t.Fatalf("the roll finished before the kill:\n%s", out)
+	}
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
+	}
+	// The apply waits for each rollout, but kwok's pods of the killed run's rollouts may
+	// still be finishing.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return checkRolled(c.Kube, "rollkill") == nil, nil
+	})
+	if err != nil {
+		t.Fatal(checkRolled(c.Kube, "rollkill"))
+	}
+	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+		t.Fatalf("the plan after recovery is not empty: %v\n%s", err, out)
+	}
+}
+
+// TestAccRestart_midApply restarts kube-apiserver, then etcd, each in the middle of an apply
+// that moves 300 Services (to 172.24.0.0/15, then back). The apply either finishes or fails
+// with a diagnostic; the next apply converges, and nothing is lost.
+func TestAccRestart_midApply(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	if _, err := k8sops.CreateServiceCIDR(ctx, clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	before := movingServices(t, c.Kube, "restart", n)
+	ranges := []netip.Prefix{faultTarget, netip.MustParsePrefix("100.64.0.0/13")}
+	config := func(target netip.Prefix) string {
+		return providerBlock(c.Kubeconfig) + fmt.Sprintf("resource \"k8scidr_service_recreation\" \"this\" {\n  target_cidrs = [%q]\n}\n", target)
+	}
+	w := newCLIWorkspace(t, config(ranges[0]))
+	for i, component := range []string{"kube-apiserver", "etcd"} {
+		target := ranges[i%2]
+		w.write(config(target))
+		var restartErr error
+		acted, out, err := interruptWhen(t, w, []string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=50ms"}, func() bool {
+			moved, _ := movedCount(t, c.Kube, "restart", target, n)
+			return moved >= n/4
+		}, func(*exec.Cmd) {
+			restartErr = c.Restart(ctx, component, 3*time.Second)
+		}, "apply", "-auto-approve")
+		if restartErr != nil || !acted {
+			t.Fatalf("restarting %s (acted %t): %v\n%s", component, acted, restartErr, out)
+		}
+		if err != nil {
+			// Failing is allowed; failing without a diagnostic, or with a crash, is not.
+			if !strings.Contains(out, "Error: ") || strings.Contains(out, "panic") || strings.Contains(out, "plugin crashed") {
+				t.Fatalf("%s restart: the apply failed without a clear diagnostic: %v\n%s", component, err, out)
+			}
+			t.Logf("%s restart: the apply failed with:\n%s", component, out[strings.Index(out, "Error: "):])
+			if out, err := w.run("apply", "-auto-approve"); err != nil {
+				t.Fatalf("%s restart: the next apply failed: %v\n%s", component, err, out)
+			}
+		} else {
+			t.Logf("%s restart: the apply finished through it", component)
+		}
+		if err := checkNothingLostIn(c.Kube, "restart", before, target); err != nil {
+			t.Fatalf("%s restart: %v", component, err)
+		}
+		if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+			t.Fatalf("%s restart: the plan after it is not empty: %v\n%s", component, err, out)
+		}
+	}
+}
