@@ -89,7 +89,7 @@ func MapOffset(ip, from, to string) (string, error) {
 	}
 	out, err := AssignIPs(PreserveOffset, []netip.Prefix{pt}, []netip.Prefix{pf}, []PlacementRequest{{Key: "ip", Old: addr}}, nil)
 	if err != nil {
-		return "", err
+		return "", argError(2, err) // found by FuzzMapOffset: a target with no usable address
 	}
 	return out[0].New.String(), nil
 }

@@ -245,22 +245,24 @@ func ParseHost(host string, defaultTLS bool) (string, error) {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String(), nil
 }
 
-// checkKubeconfigNames reports a context, cluster or user named in the provider block that the
-// kubeconfig files do not contain, before client-go turns it into a less specific message.
+// checkKubeconfigNames reports a context, cluster or user named in the provider block (or the
+// kubeconfig's own current-context) that the kubeconfig files do not contain, before client-go
+// turns it into a less specific message.
 func checkKubeconfigNames(cc clientcmd.ClientConfig, o *clientcmd.ConfigOverrides) error {
-	if o.CurrentContext == "" && o.Context.AuthInfo == "" && o.Context.Cluster == "" {
-		return nil
-	}
 	raw, err := cc.RawConfig()
 	if err != nil {
 		return &ConfigError{Attribute: "config_path", Index: -1, Summary: "Invalid Kubeconfig",
 			Detail: "The kubeconfig file could not be parsed: " + err.Error()}
 	}
+	context, whose := o.CurrentContext, ""
+	if context == "" {
+		context, whose = raw.CurrentContext, " (the kubeconfig's current-context)"
+	}
 	checks := []struct {
 		attr, name, kind string
 		known            []string
 	}{
-		{"config_context", o.CurrentContext, "context", slices.Sorted(maps.Keys(raw.Contexts))},
+		{"config_context", context, "context", slices.Sorted(maps.Keys(raw.Contexts))},
 		{"config_context_auth_info", o.Context.AuthInfo, "user", slices.Sorted(maps.Keys(raw.AuthInfos))},
 		{"config_context_cluster", o.Context.Cluster, "cluster", slices.Sorted(maps.Keys(raw.Clusters))},
 	}
@@ -273,8 +275,8 @@ func checkKubeconfigNames(cc clientcmd.ClientConfig, o *clientcmd.ConfigOverride
 			known = "none"
 		}
 		return &ConfigError{Attribute: ch.attr, Index: -1, Summary: "Kubeconfig " + strings.ToUpper(ch.kind[:1]) + ch.kind[1:] + " Not Found",
-			Detail: fmt.Sprintf("The kubeconfig has no %s named %q (known: %s). Set %s to one of them.",
-				ch.kind, ch.name, known, ch.attr)}
+			Detail: fmt.Sprintf("The kubeconfig has no %s named %q%s (known: %s). Set %s to one of them.",
+				ch.kind, ch.name, map[bool]string{true: whose}[ch.kind == "context"], known, ch.attr)}
 	}
 	return nil
 }

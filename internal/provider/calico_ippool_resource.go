@@ -170,7 +170,7 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 func calicoAPI(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) *k8sops.CalicoAPI {
 	api, err := k8sops.Calico(ctx, client)
 	if err != nil {
-		diags.AddError("Calico Not Readable", err.Error())
+		diags.AddError("Calico Not Readable", apiErrorText(err))
 		return nil
 	}
 	return api
@@ -285,7 +285,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	}
 	pools, err := api.ListIPPools(ctx)
 	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		resp.Diagnostics.AddError("Calico Not Readable", apiErrorText(err))
 		return
 	}
 	var others []k8sops.IPPoolSpec
@@ -364,7 +364,7 @@ func (r *calicoIPPoolResource) Create(ctx context.Context, req resource.CreateRe
 	s, _ := plan.settings(ctx, &resp.Diagnostics)
 	pool, err := api.CreateIPPool(ctx, client.FieldManager, plan.Name.ValueString(), s)
 	if err != nil {
-		resp.Diagnostics.AddError("IPPool Not Created", err.Error())
+		resp.Diagnostics.AddError("IPPool Not Created", apiErrorText(err))
 		return
 	}
 	usage := k8sops.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
@@ -393,7 +393,7 @@ func (r *calicoIPPoolResource) Read(ctx context.Context, req resource.ReadReques
 	}
 	pool, err := api.GetIPPool(ctx, state.Name.ValueString())
 	if err != nil {
-		resp.Diagnostics.AddError("IPPool Not Readable", err.Error())
+		resp.Diagnostics.AddError("IPPool Not Readable", apiErrorText(err))
 		return
 	}
 	if pool == nil {
@@ -430,7 +430,7 @@ func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRe
 		err = fmt.Errorf("IPPool %q no longer exists", plan.Name.ValueString())
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("IPPool Not Updated", err.Error())
+		resp.Diagnostics.AddError("IPPool Not Updated", apiErrorText(err))
 		return
 	}
 	allocated, blocks := plan.Allocated, plan.Blocks // refreshed by the next Read
@@ -459,7 +459,7 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 		Policy: state.DeletionPolicy.ValueString(), ReleaseLeaked: state.ReleaseLeaked.ValueBool(), FieldManager: client.FieldManager,
 	})
 	if err != nil {
-		resp.Diagnostics.AddError("IPPool Not Deleted", err.Error())
+		resp.Diagnostics.AddError("IPPool Not Deleted", apiErrorText(err))
 		return
 	}
 	if len(res.Released) > 0 {

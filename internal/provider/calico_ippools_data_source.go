@@ -119,12 +119,12 @@ func (d *calicoIPPoolsDataSource) Read(ctx context.Context, _ datasource.ReadReq
 	}
 	pools, err := api.ListIPPools(ctx)
 	if err != nil {
-		resp.Diagnostics.AddError("Calico Not Readable", err.Error())
+		resp.Diagnostics.AddError("Calico Not Readable", apiErrorText(err))
 		return
 	}
 	blocks, err := api.ListBlocks(ctx)
 	if err != nil {
-		resp.Diagnostics.AddError("Calico IPAM Not Readable", err.Error())
+		resp.Diagnostics.AddError("Calico IPAM Not Readable", apiErrorText(err))
 		return
 	}
 	m := calicoIPPoolsModel{APIGroup: types.StringValue(api.Group), Pools: []calicoPoolItem{}, OrphanedBlocks: []orphanedBlockItem{}}

@@ -50,7 +50,7 @@ func (d *clusterInfoDataSource) Read(ctx context.Context, _ datasource.ReadReque
 	}
 	info, err := k8sops.ReadClusterInfo(ctx, client)
 	if err != nil {
-		resp.Diagnostics.AddError("Cluster Not Readable", "Reading what the cluster serves failed: "+err.Error())
+		resp.Diagnostics.AddError("Cluster Not Readable", "Reading what the cluster serves failed: "+apiErrorText(err))
 		return
 	}
 	if info.CalicoWarning != "" {

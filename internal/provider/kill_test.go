@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -77,6 +78,23 @@ func movedCount(t *testing.T, kube kubernetes.Interface, ns string, target netip
 	return moved, n - len(now)
 }
 
+// pingPong are the ranges the kill and restart suites move Services between, turn by turn.
+var pingPong = []netip.Prefix{faultTarget, netip.MustParsePrefix("100.64.0.0/13")}
+
+// movingCluster is a cluster of the test's own with faultTarget served and n Services in
+// namespace ns to move (movingServices), and a recreation configuration for a target.
+func movingCluster(t *testing.T, ns string, n int) (*testcluster.Cluster, map[string]corev1.Service, func(netip.Prefix) string) {
+	t.Helper()
+	c := startCluster(t, testcluster.Options{})
+	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	before := movingServices(t, c.Kube, ns, n)
+	return c, before, func(target netip.Prefix) string {
+		return providerBlock(c.Kubeconfig) + fmt.Sprintf("resource \"k8scidr_service_recreation\" \"this\" {\n  target_cidrs = [%q]\n}\n", target)
+	}
+}
+
 // TestAccKill_recreation SIGKILLs terraform and the provider at a random point of a recreation of
 // 500 Services, trial after trial, each trial moving them all to the other range (172.24.0.0/15,
 // then back to 100.64.0.0/13). After every kill a plain terraform apply must converge: the same
@@ -85,18 +103,9 @@ func movedCount(t *testing.T, kube kubernetes.Interface, ns string, target netip
 func TestAccKill_recreation(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
-	c := startCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	if _, err := k8sops.CreateServiceCIDR(ctx, clientFor(c), "new", []string{faultTarget.String()}); err != nil {
-		t.Fatal(err)
-	}
 	const n = 500
-	before := movingServices(t, c.Kube, "kill", n)
-	ranges := []netip.Prefix{faultTarget, netip.MustParsePrefix("100.64.0.0/13")}
-	config := func(target netip.Prefix) string {
-		return providerBlock(c.Kubeconfig) + fmt.Sprintf("resource \"k8scidr_service_recreation\" \"this\" {\n  target_cidrs = [%q]\n}\n", target)
-	}
-	w := newCLIWorkspace(t, config(ranges[0]))
+	c, before, config := movingCluster(t, "kill", n)
+	w := newCLIWorkspace(t, config(pingPong[0]))
 	base := uint64(time.Now().UnixNano())
 	if s := os.Getenv("K8SCIDR_FAULT_SEED"); s != "" {
 		base, _ = strconv.ParseUint(s, 10, 64)
@@ -105,7 +114,7 @@ func TestAccKill_recreation(t *testing.T) {
 	for trial := range trials {
 		seed := base + uint64(trial)
 		rng := rand.New(rand.NewPCG(seed, seed))
-		target := ranges[trial%2]
+		target := pingPong[trial%2]
 		w.write(config(target))
 		// Kill once a random number of Services has moved; every other trial holds each
 		// move 100 ms between delete and create, so that many are in flight at the kill.
@@ -195,20 +204,12 @@ resource "k8scidr_workload_roll" "this" {
 func TestAccRestart_midApply(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
-	c := startCluster(t, testcluster.Options{})
-	ctx := context.Background()
-	if _, err := k8sops.CreateServiceCIDR(ctx, clientFor(c), "new", []string{faultTarget.String()}); err != nil {
-		t.Fatal(err)
-	}
 	const n = 300
-	before := movingServices(t, c.Kube, "restart", n)
-	ranges := []netip.Prefix{faultTarget, netip.MustParsePrefix("100.64.0.0/13")}
-	config := func(target netip.Prefix) string {
-		return providerBlock(c.Kubeconfig) + fmt.Sprintf("resource \"k8scidr_service_recreation\" \"this\" {\n  target_cidrs = [%q]\n}\n", target)
-	}
-	w := newCLIWorkspace(t, config(ranges[0]))
+	c, before, config := movingCluster(t, "restart", n)
+	ctx := context.Background()
+	w := newCLIWorkspace(t, config(pingPong[0]))
 	for i, component := range []string{"kube-apiserver", "etcd"} {
-		target := ranges[i%2]
+		target := pingPong[i%2]
 		w.write(config(target))
 		var restartErr error
 		acted, out, err := interruptWhen(t, w, []string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=50ms"}, func() bool {

@@ -67,7 +67,7 @@ func (d *loadBalancersDataSource) Read(ctx context.Context, _ datasource.ReadReq
 	}
 	lbs, err := k8sops.ListLoadBalancers(ctx, client)
 	if err != nil {
-		resp.Diagnostics.AddError("Cluster Not Readable", "Reading LoadBalancer Services failed: "+err.Error())
+		resp.Diagnostics.AddError("Cluster Not Readable", "Reading LoadBalancer Services failed: "+apiErrorText(err))
 		return
 	}
 	m := loadBalancersModel{LoadBalancers: map[string]loadBalancerModel{}}

@@ -97,7 +97,7 @@ func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.Rea
 		for _, name := range slices.Sorted(maps.Keys(raw)) {
 			p, err := k8sops.ParseCIDR(raw[name])
 			if err != nil {
-				resp.Diagnostics.AddAttributeError(path.Root(attr).AtMapKey(name), "Invalid CIDR", err.Error()+".")
+				resp.Diagnostics.AddAttributeError(path.Root(attr).AtMapKey(name), "Invalid CIDR", apiErrorText(err)+".")
 				continue
 			}
 			out = append(out, k8sops.NamedRange{Kind: kind, Name: name, CIDR: p})
@@ -111,7 +111,7 @@ func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.Rea
 	}
 	ranges, err := k8sops.GatherRanges(ctx, client)
 	if err != nil {
-		resp.Diagnostics.AddError("Cluster Not Readable", err.Error())
+		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
 	}
 	ranges = append(append(ranges, extra...), reserved...)

@@ -4,7 +4,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -85,10 +84,9 @@ func (d *podAllocationsDataSource) Read(ctx context.Context, req datasource.Read
 	parse := func(attr string, l types.List) []netip.Prefix {
 		var out []netip.Prefix
 		for i, s := range stringList(ctx, l, &resp.Diagnostics) {
-			p, err := netip.ParsePrefix(s)
-			if err != nil || p.Masked() != p {
-				resp.Diagnostics.AddAttributeError(path.Root(attr).AtListIndex(i), "Invalid CIDR",
-					fmt.Sprintf("%q is not a CIDR without host bits, e.g. 10.20.0.0/16.", s))
+			p, err := k8sops.ParseCIDR(s)
+			if err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root(attr).AtListIndex(i), "Invalid CIDR", err.Error()+", e.g. 10.20.0.0/16.")
 				continue
 			}
 			out = append(out, p)
@@ -102,7 +100,7 @@ func (d *podAllocationsDataSource) Read(ctx context.Context, req datasource.Read
 	}
 	a, err := k8sops.ListPodAllocations(ctx, client, cidrs, cluster)
 	if err != nil {
-		resp.Diagnostics.AddError("Pods Not Readable", err.Error())
+		resp.Diagnostics.AddError("Pods Not Readable", apiErrorText(err))
 		return
 	}
 	m.Ranges = []rangePodsItem{}

@@ -116,7 +116,7 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "API version of the ExecCredential, e.g. `client.authentication.k8s.io/v1beta1`."},
 					"command":     schema.StringAttribute{Required: true, MarkdownDescription: "Command to run."},
 					"args":        schema.ListAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Arguments."},
-					"env":         schema.MapAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Extra environment variables."},
+					"env":         schema.MapAttribute{ElementType: types.StringType, Optional: true, Sensitive: true, MarkdownDescription: "Extra environment variables (sensitive: they often carry credentials)."},
 				}},
 			},
 		},
@@ -186,7 +186,7 @@ func (p *k8scidrProvider) Configure(ctx context.Context, req provider.ConfigureR
 	cfg.UserAgent = "terraform-provider-k8scidr/" + p.version
 	data.client, err = k8sops.NewClient(cfg, m.FieldManager.ValueString(), m.CalicoAPIGroup.ValueString())
 	if err != nil {
-		resp.Diagnostics.AddError("Kubernetes Client Not Built", err.Error())
+		resp.Diagnostics.AddError("Kubernetes Client Not Built", apiErrorText(err))
 		return
 	}
 	tflog.Debug(ctx, "configured Kubernetes client", map[string]any{"host": cfg.Host, "qps": cfg.QPS, "burst": cfg.Burst})
@@ -273,7 +273,7 @@ func addConfigError(diags *diag.Diagnostics, err error) {
 	var ce *k8sops.ConfigError
 	switch {
 	case !errors.As(err, &ce):
-		diags.AddError("Invalid Provider Configuration", err.Error())
+		diags.AddError("Invalid Provider Configuration", apiErrorText(err))
 		return
 	case ce.Attribute == "":
 		diags.AddError(ce.Summary, ce.Detail)

@@ -49,6 +49,10 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer c.Stop()
+	if err := asProvider(c); err != nil {
+		fmt.Fprintln(os.Stderr, "acceptance tests:", err)
+		return 1
+	}
 	testAccCluster = c
 	return m.Run()
 }
@@ -104,7 +108,26 @@ func startCluster(t *testing.T, opts testcluster.Options) *testcluster.Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
+	if err := asProvider(c); err != nil {
+		t.Fatal(err)
+	}
 	return c
+}
+
+// asProvider points the cluster's kubeconfig, which the tests' provider blocks use, at a
+// ServiceAccount bound to examples/rbac/k8scidr-apply.yaml alone when K8SCIDR_TEST_RBAC is set
+// (make testacc-rbac): the suite then proves that role is all the provider needs. Fixtures keep
+// the admin client.
+func asProvider(c *testcluster.Cluster) error {
+	if os.Getenv("K8SCIDR_TEST_RBAC") == "" {
+		return nil
+	}
+	kc, err := c.ServiceAccountKubeconfig(context.Background(), applyRole)
+	if err != nil {
+		return fmt.Errorf("the provider's ServiceAccount: %w", err)
+	}
+	c.Kubeconfig = kc
+	return nil
 }
 
 // requireOwnCluster skips tests that need credentials of a cluster started by TestMain.

@@ -90,7 +90,7 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 	}
 	a, err := k8sops.ReadAllocations(ctx, client, stringList(ctx, m.CIDRs, &resp.Diagnostics), stringList(ctx, m.AlsoKeep, &resp.Diagnostics))
 	if err != nil {
-		resp.Diagnostics.AddError("Service Allocations Not Readable", err.Error())
+		resp.Diagnostics.AddError("Service Allocations Not Readable", apiErrorText(err))
 		return
 	}
 	m.Ranges = make([]rangeUsageModel, 0, len(a.Ranges))
@@ -155,7 +155,7 @@ func (v cidrValidator) ValidateString(_ context.Context, req validator.StringReq
 		return
 	}
 	if _, err := k8sops.ParseCIDR(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CIDR", err.Error()+".")
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CIDR", apiErrorText(err)+".")
 	}
 }
 

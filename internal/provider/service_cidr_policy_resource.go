@@ -122,7 +122,7 @@ func (r *serviceCIDRPolicyResource) ValidateConfig(ctx context.Context, req reso
 		return
 	}
 	if err := k8sops.ValidateValidationActions(valueStrings(actions)); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("validation_actions"), "Invalid Validation Actions", err.Error()+".")
+		resp.Diagnostics.AddAttributeError(path.Root("validation_actions"), "Invalid Validation Actions", apiErrorText(err)+".")
 	}
 }
 
@@ -175,7 +175,7 @@ func (r *serviceCIDRPolicyResource) write(ctx context.Context, plan *serviceCIDR
 		return
 	}
 	if err := k8sops.ApplyServiceCIDRPolicy(ctx, client, p); err != nil {
-		diags.AddError("ServiceCIDR Policy Not Written", err.Error()+".")
+		diags.AddError("ServiceCIDR Policy Not Written", apiErrorText(err)+".")
 		return
 	}
 	plan.InSync = types.BoolValue(true)
@@ -195,7 +195,7 @@ func (r *serviceCIDRPolicyResource) Read(ctx context.Context, req resource.ReadR
 		return
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("ServiceCIDR Policy Not Readable", err.Error()+".")
+		resp.Diagnostics.AddError("ServiceCIDR Policy Not Readable", apiErrorText(err)+".")
 		return
 	}
 	resp.Diagnostics.Append(state.fill(ctx, p)...)
@@ -211,7 +211,7 @@ func (r *serviceCIDRPolicyResource) Delete(ctx context.Context, req resource.Del
 		return
 	}
 	if err := k8sops.DeleteServiceCIDRPolicy(ctx, client, state.Name.ValueString()); err != nil {
-		resp.Diagnostics.AddError("ServiceCIDR Policy Not Deleted", err.Error()+".")
+		resp.Diagnostics.AddError("ServiceCIDR Policy Not Deleted", apiErrorText(err)+".")
 	}
 }
 
@@ -235,7 +235,7 @@ func (m *serviceCIDRPolicyModel) policy(ctx context.Context, diags *diag.Diagnos
 	for _, s := range stringList(ctx, m.AllowedCIDRs, diags) {
 		prefix, err := k8sops.ParseCIDR(s)
 		if err != nil {
-			diags.AddAttributeError(path.Root("allowed_cidrs"), "Invalid CIDR", err.Error()+".")
+			diags.AddAttributeError(path.Root("allowed_cidrs"), "Invalid CIDR", apiErrorText(err)+".")
 			continue
 		}
 		p.AllowedCIDRs = append(p.AllowedCIDRs, prefix)

@@ -150,7 +150,7 @@ func (r *serviceCIDRResource) ModifyPlan(ctx context.Context, req resource.Modif
 	}
 	caps, err := client.Capabilities()
 	if err != nil {
-		resp.Diagnostics.AddError("Cluster Not Readable", err.Error())
+		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
 	}
 	if caps.ServerMinor < 33 {
@@ -198,7 +198,7 @@ func (r *serviceCIDRResource) Create(ctx context.Context, req resource.CreateReq
 	sc, err := k8sops.CreateServiceCIDR(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
 	addServerWarnings(&resp.Diagnostics, warnings)
 	if err != nil {
-		resp.Diagnostics.AddError("ServiceCIDR Not Created", err.Error()+". "+serviceCIDRRefusalHint(err))
+		resp.Diagnostics.AddError("ServiceCIDR Not Created", apiErrorText(err)+". "+serviceCIDRRefusalHint(err))
 		return
 	}
 	resp.Diagnostics.Append(plan.fill(ctx, sc)...)
@@ -218,7 +218,7 @@ func (r *serviceCIDRResource) Read(ctx context.Context, req resource.ReadRequest
 		return
 	}
 	if err != nil {
-		resp.Diagnostics.AddError("ServiceCIDR Not Readable", err.Error())
+		resp.Diagnostics.AddError("ServiceCIDR Not Readable", apiErrorText(err))
 		return
 	}
 	resp.Diagnostics.Append(state.fill(ctx, sc)...)
@@ -245,7 +245,7 @@ func (r *serviceCIDRResource) Update(ctx context.Context, req resource.UpdateReq
 	}
 	addServerWarnings(&resp.Diagnostics, warnings)
 	if err != nil {
-		resp.Diagnostics.AddError("ServiceCIDR Not Updated", err.Error()+". "+serviceCIDRRefusalHint(err))
+		resp.Diagnostics.AddError("ServiceCIDR Not Updated", apiErrorText(err)+". "+serviceCIDRRefusalHint(err))
 		return
 	}
 	resp.Diagnostics.Append(plan.fill(ctx, sc)...)

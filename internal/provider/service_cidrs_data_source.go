@@ -57,7 +57,7 @@ func (d *serviceCIDRsDataSource) Read(ctx context.Context, _ datasource.ReadRequ
 	}
 	list, err := k8sops.ListServiceCIDRs(ctx, client)
 	if err != nil {
-		resp.Diagnostics.AddError("ServiceCIDRs Not Readable", err.Error())
+		resp.Diagnostics.AddError("ServiceCIDRs Not Readable", apiErrorText(err))
 		return
 	}
 	m := serviceCIDRsModel{ServiceCIDRs: make([]serviceCIDRItem, 0, len(list))}

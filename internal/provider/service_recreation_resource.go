@@ -247,7 +247,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	}
 	snap, err := k8sops.TakeSnapshot(ctx, client, plan.JournalNamespace.ValueString(), false)
 	if err != nil {
-		resp.Diagnostics.AddError("Cluster Not Readable", err.Error())
+		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
 	}
 	p := k8sops.PlanRecreation(snap, plan.options(ctx, &resp.Diagnostics))
@@ -344,7 +344,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	journalNS := plan.JournalNamespace.ValueString()
 	snap, err := k8sops.TakeSnapshot(ctx, client, journalNS, true)
 	if err != nil {
-		diags.AddError("Cluster Not Readable", err.Error())
+		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return false
 	}
 	p := k8sops.PlanRecreation(snap, plan.options(ctx, diags))
@@ -356,7 +356,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	if !plan.Pending.IsUnknown() {
 		p, err = k8sops.CheckPlanned(snap, p, movesFrom(ctx, plan.Pending, diags), restoresFrom(ctx, plan.Restore, diags))
 		if err != nil {
-			diags.AddError("Plan Is Stale", err.Error())
+			diags.AddError("Plan Is Stale", apiErrorText(err))
 			return false
 		}
 	} else {
@@ -374,7 +374,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		diags.AddWarning("Service Recreation", n)
 	}
 	if err != nil {
-		diags.AddError("Services Not All Moved", fmt.Sprintf("%s. Moved %d Services before the error.", err, len(res.Recreated)))
+		diags.AddError("Services Not All Moved", fmt.Sprintf("%s. Moved %d Services before the error.", apiErrorText(err), len(res.Recreated)))
 		return false
 	}
 	if len(res.Restored) > 0 {

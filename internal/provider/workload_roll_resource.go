@@ -145,9 +145,8 @@ func (r *workloadRollResource) ValidateConfig(ctx context.Context, req resource.
 	}
 	if fullyKnown(m.PodCIDRs) {
 		for i, c := range stringList(ctx, m.PodCIDRs, &resp.Diagnostics) {
-			if p, err := netip.ParsePrefix(c); err != nil || p.Masked() != p {
-				resp.Diagnostics.AddAttributeError(path.Root("pod_cidrs").AtListIndex(i), "Invalid CIDR",
-					fmt.Sprintf("%q is not a CIDR without host bits, e.g. 10.10.0.0/18.", c))
+			if _, err := k8sops.ParseCIDR(c); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("pod_cidrs").AtListIndex(i), "Invalid CIDR", err.Error()+", e.g. 10.10.0.0/18.")
 			}
 		}
 	}
@@ -159,7 +158,7 @@ func (r *workloadRollResource) ValidateConfig(ctx context.Context, req resource.
 	}
 	if !m.Selector.IsNull() && !m.Selector.IsUnknown() {
 		if _, err := labels.Parse(m.Selector.ValueString()); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("selector"), "Invalid Label Selector", err.Error())
+			resp.Diagnostics.AddAttributeError(path.Root("selector"), "Invalid Label Selector", apiErrorText(err))
 		}
 	}
 	for _, a := range []struct {
@@ -171,7 +170,7 @@ func (r *workloadRollResource) ValidateConfig(ctx context.Context, req resource.
 		}
 		for i, key := range stringList(ctx, a.list, &resp.Diagnostics) {
 			if _, _, _, err := k8sops.ParseWorkloadKey(key); err != nil {
-				resp.Diagnostics.AddAttributeError(path.Root(a.name).AtListIndex(i), "Invalid Workload", err.Error())
+				resp.Diagnostics.AddAttributeError(path.Root(a.name).AtListIndex(i), "Invalid Workload", apiErrorText(err))
 			}
 		}
 	}
@@ -193,7 +192,7 @@ func (m *workloadRollModel) options(ctx context.Context, diags *diag.Diagnostics
 	if !m.Selector.IsNull() {
 		sel, err := labels.Parse(m.Selector.ValueString())
 		if err != nil {
-			diags.AddAttributeError(path.Root("selector"), "Invalid Label Selector", err.Error())
+			diags.AddAttributeError(path.Root("selector"), "Invalid Label Selector", apiErrorText(err))
 		}
 		o.Selector = sel
 	}
@@ -215,7 +214,7 @@ func (m *workloadRollModel) options(ctx context.Context, diags *diag.Diagnostics
 func (m *workloadRollModel) plan(ctx context.Context, client *k8sops.Client, prior *workloadRollModel, diags *diag.Diagnostics) (k8sops.RollPlan, bool) {
 	snap, err := k8sops.TakeRollSnapshot(ctx, client)
 	if err != nil {
-		diags.AddError("Cluster Not Readable", err.Error())
+		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return k8sops.RollPlan{}, false
 	}
 	o := m.options(ctx, diags)
@@ -363,11 +362,11 @@ func (r *workloadRollResource) apply(ctx context.Context, plan, prior *workloadR
 	}
 	if err != nil {
 		if !plan.ContinueOnError.ValueBool() {
-			diags.AddError("Rollout Failed", fmt.Sprintf("%v. Rolled before the failure: %s. The next plan shows what still matches.",
-				err, describeRolled(done)))
+			diags.AddError("Rollout Failed", fmt.Sprintf("%s. Rolled before the failure: %s. The next plan shows what still matches.",
+				apiErrorText(err), describeRolled(done)))
 			return false
 		}
-		diags.AddWarning("Some Rollouts Failed", err.Error()+". continue_on_error is set: the others were rolled.")
+		diags.AddWarning("Some Rollouts Failed", apiErrorText(err)+". continue_on_error is set: the others were rolled.")
 	}
 	plan.Rolled = stringMapValue(done, diags)
 	plan.CompletedAt = types.StringValue(time.Now().UTC().Format(time.RFC3339))

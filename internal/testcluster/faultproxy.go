@@ -59,24 +59,12 @@ type FaultProxy struct {
 
 // StartFaultProxy starts a proxy to cfg's apiserver that injects no faults until SetFaults.
 func StartFaultProxy(cfg *rest.Config, seed uint64) (*FaultProxy, error) {
-	rt, err := rest.TransportFor(cfg)
+	rp, err := ReverseProxy(cfg)
 	if err != nil {
 		return nil, err
 	}
-	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		return nil, err
-	}
-	p := &FaultProxy{
-		rp: &httputil.ReverseProxy{
-			Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
-			Transport:     rt,
-			FlushInterval: -1,                         // watches stream
-			ErrorLog:      log.New(io.Discard, "", 0), // injected hang-ups are not news
-		},
-		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		counts: map[Fault]int{},
-	}
+	rp.ErrorLog = log.New(io.Discard, "", 0) // injected hang-ups are not news
+	p := &FaultProxy{rp: rp, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), counts: map[Fault]int{}}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -187,16 +175,36 @@ func hangUp(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler) // net/http closes the connection
 }
 
-// Kubeconfig writes a kubeconfig that reaches the cluster through the proxy (no credentials:
-// the proxy holds them).
-func (p *FaultProxy) Kubeconfig(path string) error {
+// Kubeconfig writes a kubeconfig that reaches the cluster through the proxy.
+func (p *FaultProxy) Kubeconfig(path string) error { return ProxyKubeconfig(p.URL, path) }
+
+// ReverseProxy forwards requests to cfg's apiserver with cfg's credentials, streaming watches.
+func ReverseProxy(cfg *rest.Config) (*httputil.ReverseProxy, error) {
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		Transport:     rt,
+		FlushInterval: -1, // watches stream
+	}, nil
+}
+
+// ProxyKubeconfig writes a kubeconfig for a loopback proxy at server that holds the
+// credentials itself: it has none.
+func ProxyKubeconfig(server, path string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["faulty"] = &clientcmdapi.Cluster{Server: p.URL}
-	cfg.AuthInfos["faulty"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["faulty"] = &clientcmdapi.Context{Cluster: "faulty", AuthInfo: "faulty"}
-	cfg.CurrentContext = "faulty"
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: server}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	cfg.CurrentContext = "proxy"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return fmt.Errorf("writing the fault proxy's kubeconfig: %w", err)
+		return fmt.Errorf("writing the proxy's kubeconfig: %w", err)
 	}
 	return os.Chmod(path, 0o600)
 }

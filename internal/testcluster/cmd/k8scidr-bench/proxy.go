@@ -1,20 +1,16 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
 // proxy is the one door every contender talks through: a loopback HTTP proxy to the
@@ -62,18 +58,9 @@ func (p *proxy) dumpKinds() {
 }
 
 func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
-	rt, err := rest.TransportFor(cfg)
+	rp, err := testcluster.ReverseProxy(cfg)
 	if err != nil {
 		return nil, err
-	}
-	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		return nil, err
-	}
-	rp := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
-		Transport:     rt,
-		FlushInterval: -1, // watches stream
 	}
 	limiter := flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	p := &proxy{}
@@ -98,17 +85,7 @@ func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 }
 
 // kubeconfig writes a kubeconfig for the proxy (no credentials: the proxy holds them).
-func (p *proxy) kubeconfig(path string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: p.url}
-	cfg.AuthInfos["bench"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
-	cfg.CurrentContext = "bench"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return fmt.Errorf("writing the proxy's kubeconfig: %w", err)
-	}
-	return os.Chmod(path, 0o600)
-}
+func (p *proxy) kubeconfig(path string) error { return testcluster.ProxyKubeconfig(p.url, path) }
 
 // restConfig is a client config through the proxy with the shared budget.
 func (p *proxy) restConfig(qps float32, burst int) *rest.Config {

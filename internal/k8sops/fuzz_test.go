@@ -1,0 +1,171 @@
+package k8sops
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Fuzz tests of every parser and every piece of IP math the plan relies on: no input panics,
+// and what comes out keeps the invariants the resources build on. `make fuzz` runs each for a
+// bounded time (FUZZTIME); `make test` runs them briefly.
+
+var cidrSeeds = []string{"172.24.0.0/15", "100.64.0.0/13", "10.0.0.1/8", "fd00:10::/108", "::/0", "0.0.0.0/0",
+	"255.255.255.255/32", "10.0.0.0/33", " 10.0.0.0/8 ", "ten", "", "::ffff:10.0.0.0/104", "fe80::/10%eth0"}
+
+func FuzzParseCIDR(f *testing.F) {
+	for _, s := range cidrSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseCIDR(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "not a CIDR") && !strings.Contains(err.Error(), "host bits set") {
+				t.Fatalf("ParseCIDR(%q): unexplained error %v", s, err)
+			}
+			return
+		}
+		if !p.IsValid() || p.Masked() != p {
+			t.Fatalf("ParseCIDR(%q) = %v: not a valid masked prefix", s, p)
+		}
+		if q, err := ParseCIDR(p.String()); err != nil || q != p {
+			t.Fatalf("ParseCIDR(%q) = %v does not round-trip: %v, %v", s, p, q, err)
+		}
+	})
+}
+
+func FuzzValidateServiceCIDRs(f *testing.F) {
+	for i, s := range cidrSeeds {
+		f.Add(s, cidrSeeds[(i+3)%len(cidrSeeds)], i%3)
+	}
+	f.Fuzz(func(t *testing.T, a, b string, n int) {
+		cidrs := []string{a, b, a}[:1+abs(n)%3]
+		problems := ValidateServiceCIDRs(cidrs)
+		for _, pr := range problems {
+			if pr.Index < -1 || pr.Index >= len(cidrs) || pr.Summary == "" || pr.Detail == "" {
+				t.Fatalf("ValidateServiceCIDRs(%q): malformed problem %+v", cidrs, pr)
+			}
+		}
+		if len(problems) > 0 {
+			return
+		}
+		// Accepted: at most one range per family, each masked and with an allocatable address.
+		families := map[bool]bool{}
+		for _, s := range cidrs {
+			p, err := netip.ParsePrefix(s)
+			if err != nil || p.Masked() != p || families[p.Addr().Is4()] || allocatableRange(p) != nil {
+				t.Fatalf("ValidateServiceCIDRs(%q) accepted %q", cidrs, s)
+			}
+			families[p.Addr().Is4()] = true
+		}
+	})
+}
+
+func FuzzCIDROverlapsAndContains(f *testing.F) {
+	for i, s := range cidrSeeds {
+		f.Add(s, cidrSeeds[(i+1)%len(cidrSeeds)])
+	}
+	f.Add("10.0.0.0/8", "10.1.2.3")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ab, errAB := CIDROverlaps(a, b)
+		ba, errBA := CIDROverlaps(b, a)
+		if (errAB == nil) != (errBA == nil) || ab != ba {
+			t.Fatalf("CIDROverlaps is not symmetric on %q, %q: %t/%v vs %t/%v", a, b, ab, errAB, ba, errBA)
+		}
+		checkArgError(t, errAB, 2)
+		contains, err := CIDRContains(a, b)
+		checkArgError(t, err, 2)
+		if err != nil || !contains {
+			return
+		}
+		// a contains b: then they overlap (when b is a CIDR), and a contains a.
+		if strings.Contains(b, "/") && !ab {
+			t.Fatalf("%q contains %q but they do not overlap", a, b)
+		}
+		if self, err := CIDRContains(a, a); err != nil || !self {
+			t.Fatalf("%q does not contain itself: %v", a, err)
+		}
+	})
+}
+
+func FuzzMapOffset(f *testing.F) {
+	f.Add("100.64.0.10", "100.64.0.0/13", "172.24.0.0/15")
+	f.Add("100.64.0.0", "100.64.0.0/13", "172.24.0.0/15")
+	f.Add("fd00:10::a", "fd00:10::/108", "fd00:24::/112")
+	f.Add("10.0.0.1", "10.0.0.0/31", "10.1.0.0/32")
+	f.Fuzz(func(t *testing.T, ip, from, to string) {
+		got, err := MapOffset(ip, from, to)
+		checkArgError(t, err, 3)
+		if err != nil {
+			return
+		}
+		addr, perr := netip.ParseAddr(got)
+		target := netip.MustParsePrefix(strings.TrimSpace(to))
+		if perr != nil || !target.Contains(addr) || !Allocatable(target, addr) {
+			t.Fatalf("MapOffset(%q, %q, %q) = %q: not an allocatable address of the target", ip, from, to, got)
+		}
+	})
+}
+
+func FuzzNewKopsNetworking(f *testing.F) {
+	f.Add("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12", true)
+	f.Add("fd00:24::/108", "fd00:16::/64", "fd00::/8", false)
+	f.Add("100.64.0.0/13", "100.96.0.0/11", "100.64.0.0/10", true)
+	f.Fuzz(func(t *testing.T, svc, pod, nm string, calico bool) {
+		k, err := NewKopsNetworking(svc, pod, nm, calico)
+		checkArgError(t, err, 3)
+		if err != nil {
+			return
+		}
+		s, p, n := netip.MustParsePrefix(k.ServiceClusterIPRange), netip.MustParsePrefix(k.PodCIDR), netip.MustParsePrefix(k.NonMasqueradeCIDR)
+		dns := netip.MustParseAddr(k.KubeDNSServerIP)
+		switch {
+		case s.Overlaps(p):
+			t.Fatalf("accepted overlapping Service and pod ranges %s, %s", s, p)
+		case !within(n, s) || !within(n, p):
+			t.Fatalf("accepted ranges outside nonMasqueradeCIDR %s: %s, %s", n, s, p)
+		case !s.Contains(dns):
+			t.Fatalf("kube-dns IP %s outside the Service range %s", dns, s)
+		case k.AllocateNodeCIDRs == calico:
+			t.Fatalf("allocateNodeCIDRs %t with calico_ipam %t", k.AllocateNodeCIDRs, calico)
+		case !strings.Contains(k.YAML, k.ServiceClusterIPRange):
+			t.Fatalf("the YAML lacks the Service range:\n%s", k.YAML)
+		}
+	})
+}
+
+func FuzzParseWorkloadKey(f *testing.F) {
+	for _, s := range []string{"kube-system/deployment/coredns", "a/statefulset/b", "a/b", "//", "a/job/b", "a/Deployment/b/c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		ns, kind, name, err := ParseWorkloadKey(key)
+		if err != nil {
+			return
+		}
+		if !slices.Contains(RollKinds, kind) || !strings.EqualFold(WorkloadKey(ns, kind, name), key) {
+			t.Fatalf("ParseWorkloadKey(%q) = %q %q %q", key, ns, kind, name)
+		}
+		if ns2, kind2, name2, err := ParseWorkloadKey(WorkloadKey(ns, kind, name)); err != nil || ns2 != ns || kind2 != kind || name2 != name {
+			t.Fatalf("ParseWorkloadKey(%q) does not round-trip: %q %q %q %v", key, ns2, kind2, name2, err)
+		}
+	})
+}
+
+// checkArgError fails unless err is nil or an ArgError naming one of n arguments.
+func checkArgError(t *testing.T, err error, n int) {
+	t.Helper()
+	var ae *ArgError
+	if err != nil && (!errors.As(err, &ae) || ae.Arg < 0 || ae.Arg >= n) {
+		t.Fatalf("error %v is not an ArgError of one of %d arguments", err, n)
+	}
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

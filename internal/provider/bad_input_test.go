@@ -1,0 +1,100 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+)
+
+// TestAccBadInput_matrix: mistakes across the provider block, data sources, functions and
+// resources are plan-time errors that name the attribute (or argument) and say what to do.
+// The resources' own _invalid tests hold more cases; together they are the bad-input matrix
+// (see the closing note of issue 9 for the count). Every step is plan-only: nothing is written.
+func TestAccBadInput_matrix(t *testing.T) {
+	testAccPreCheck(t)
+	kc := testAccCluster.Kubeconfig
+	p := testAccProviderConfig()
+	noContext := filepath.Join(t.TempDir(), "no-current-context")
+	if err := os.WriteFile(noContext, []byte("apiVersion: v1\nkind: Config\ncurrent-context: gone\nclusters: []\ncontexts: []\nusers: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fn := func(call string) string { return p + "output \"x\" {\n  value = " + call + "\n}\n" }
+	cases := []struct {
+		name, config string
+		want         []string // diagnostic parts, in order
+	}{
+		// The provider block and the way to the cluster.
+		{"unreachable cluster", `provider "k8scidr" {
+  host     = "https://127.0.0.1:1"
+  token    = "x"
+  insecure = true
+}` + clusterInfoConfig, []string{"Cluster Not Readable", "127.0.0.1:1", "connection refused"}},
+		{"kubeconfig whose current context is missing", fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n}\n", noContext) + clusterInfoConfig,
+			[]string{"Kubeconfig Context Not Found", `no context named "gone" (the kubeconfig's current-context)`, "Set config_context"}},
+		{"config_context_cluster unknown", fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n  config_context_cluster = \"nope\"\n}\n", kc) + clusterInfoConfig,
+			[]string{"config_context_cluster", "nope"}},
+		{"burst zero", fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n  burst = 0\n}\n", kc) + clusterInfoConfig,
+			[]string{"burst", "at least 1"}},
+		{"two exec blocks", fmt.Sprintf("provider \"k8scidr\" {\n  host = %q\n  exec {\n    api_version = \"client.authentication.k8s.io/v1\"\n    command = \"a\"\n  }\n  exec {\n    api_version = \"client.authentication.k8s.io/v1\"\n    command = \"b\"\n  }\n}\n", testAccCluster.Host) + clusterInfoConfig,
+			[]string{"exec", "at most 1"}},
+		{"empty field_manager", fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n  field_manager = \"\"\n}\n", kc) + clusterInfoConfig,
+			[]string{"field_manager", "length must be between 1 and 128"}},
+
+		// Data sources.
+		{"service_allocations: host bits", p + "data \"k8scidr_service_allocations\" \"x\" {\n  cidrs = [\"172.24.0.1/15\"]\n}\n",
+			[]string{"cidrs", "host bits set: use 172.24.0.0/15"}},
+		{"service_allocations: also_keep not namespace/name", p + "data \"k8scidr_service_allocations\" \"x\" {\n  also_keep = [\"kube-dns\"]\n}\n",
+			[]string{"also_keep", "must be namespace/name"}},
+		{"pod_allocations: not a CIDR", p + "data \"k8scidr_pod_allocations\" \"x\" {\n  cidrs = [\"pods\"]\n}\n",
+			[]string{"cidrs", `"pods"`}},
+		{"pod_allocations: cluster_cidr with host bits", p + "data \"k8scidr_pod_allocations\" \"x\" {\n  cluster_cidr = [\"172.16.0.1/13\"]\n}\n",
+			[]string{"cluster_cidr", "host bits set: use 172.16.0.0/13"}},
+		{"network_overlaps: extra not a CIDR", p + "data \"k8scidr_network_overlaps\" \"x\" {\n  extra = { vpc = \"10.0.0.0/33\" }\n}\n",
+			[]string{"Invalid CIDR", "extra", `"10.0.0.0/33"`}},
+
+		// Functions: v4/v6 mixes, edges.
+		{"cidr_map_offset across families", fn(`provider::k8scidr::cidr_map_offset("100.64.0.10", "100.64.0.0/13", "fd00:24::/108")`),
+			[]string{`Invalid value for "to_cidr" parameter`, "different IP families"}},
+		{"cidr_map_offset into a /32", fn(`provider::k8scidr::cidr_map_offset("10.0.0.1", "10.0.0.0/31", "10.1.0.0/32")`),
+			[]string{`Invalid value for "to_cidr" parameter`, "10.1.0.0/32 is full"}},
+		{"cidr_contains with a prefix length past 32", fn(`provider::k8scidr::cidr_contains("10.0.0.0/8", "10.0.0.0/40")`),
+			[]string{`Invalid value for "ip_or_cidr" parameter`, "not a CIDR"}},
+		{"cidr_overlaps with an empty string", fn(`provider::k8scidr::cidr_overlaps("", "10.0.0.0/8")`),
+			[]string{`Invalid value for "a" parameter`, "not a CIDR"}},
+		{"kops_networking across families", fn(`provider::k8scidr::kops_networking("172.24.0.0/15", "fd00:16::/64", "172.16.0.0/12")`),
+			[]string{`Invalid value for "pod_cidr" parameter`, "another IP family"}},
+		{"kops_networking Service range too wide", fn(`provider::k8scidr::kops_networking("172.0.0.0/11", "10.0.0.0/13", "0.0.0.0/0")`),
+			[]string{`Invalid value for "service_cidr" parameter`}},
+
+		// Resources: families, impossible targets, unknown namespaces and kinds.
+		{"service_cidr: two IPv4 ranges", p + "resource \"k8scidr_service_cidr\" \"x\" {\n  name = \"x\"\n  cidrs = [\"172.24.0.0/15\", \"172.28.0.0/15\"]\n}\n",
+			[]string{"Two CIDRs of One Family", "cidrs"}},
+		{"service_cidr: a /32 holds no Service", p + "resource \"k8scidr_service_cidr\" \"x\" {\n  name = \"x\"\n  cidrs = [\"172.24.0.1/32\"]\n}\n",
+			[]string{"Unusable Service Range", "cidrs"}},
+		{"service_recreation: IPv6 target for an IPv4 cluster", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"fd00:24::/108\"]\n}\n",
+			[]string{"target_cidrs"}},
+		{"service_recreation: first names a Service that is not there", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n  first = [\"nowhere/nothing\"]\n}\n",
+			[]string{"first", `"nowhere/nothing" is not a Service`}},
+		{"workload_roll: unknown kind in include", p + "resource \"k8scidr_workload_roll\" \"x\" {\n  include = [\"default/cronjob/x\"]\n}\n",
+			[]string{"Invalid Workload", "include", `kind "cronjob"`}},
+		{"workload_roll: pod_cidrs of both families' edge", p + "resource \"k8scidr_workload_roll\" \"x\" {\n  pod_cidrs = [\"::/129\"]\n}\n",
+			[]string{"Invalid CIDR", "pod_cidrs"}},
+		{"service_cidr_policy: IPv6 host bits", p + "resource \"k8scidr_service_cidr_policy\" \"x\" {\n  name = \"x\"\n  allowed_cidrs = [\"fd00:24::1/108\"]\n}\n",
+			[]string{"allowed_cidrs", "host bits set: use fd00:24::/108"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, v := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_HOST", "KUBE_CTX"} {
+				t.Setenv(v, "")
+				os.Unsetenv(v)
+			}
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)}},
+			})
+		})
+	}
+}

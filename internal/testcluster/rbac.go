@@ -1,0 +1,93 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// ServiceAccountKubeconfig creates (or replaces) the ClusterRole in roleFile (YAML), a
+// ServiceAccount of the same name in kube-system bound to it alone, and writes the cluster's
+// kubeconfig with a current context that authenticates with a token of that ServiceAccount. without drops verbs from the role
+// first, as "resource:verb", to see what the provider says when one is missing.
+func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, roleFile string, without ...string) (string, error) {
+	data, err := os.ReadFile(roleFile)
+	if err != nil {
+		return "", err
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		return "", fmt.Errorf("%s: %w", roleFile, err)
+	}
+	for _, drop := range without {
+		res, verb, _ := strings.Cut(drop, ":")
+		var rules []rbacv1.PolicyRule
+		for _, r := range role.Rules {
+			if !slices.Contains(r.Resources, res) || !slices.Contains(r.Verbs, verb) {
+				rules = append(rules, r)
+				continue
+			}
+			if others := slices.DeleteFunc(slices.Clone(r.Resources), func(x string) bool { return x == res }); len(others) > 0 {
+				o := *r.DeepCopy()
+				o.Resources = others
+				rules = append(rules, o)
+			}
+			n := *r.DeepCopy()
+			n.Resources, n.Verbs = []string{res}, slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == verb })
+			if len(n.Verbs) > 0 {
+				rules = append(rules, n)
+			}
+		}
+		role.Rules = rules
+	}
+	name := role.Name
+	rbac := c.Kube.RbacV1()
+	_ = rbac.ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+	if _, err := rbac.ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
+	if _, err := c.Kube.CoreV1().ServiceAccounts("kube-system").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "kube-system"}},
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	tr, err := c.Kube.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](4 * 3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("a token for ServiceAccount kube-system/%s: %w", name, err)
+	}
+	// The cluster's kubeconfig with the ServiceAccount added and current: its other contexts stay.
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CACert}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	cfg.CurrentContext = name
+	path := filepath.Join(c.Dir, name+fmt.Sprintf("-%d.kubeconfig", len(without)))
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", err
+	}
+	return path, os.Chmod(path, 0o600)
+}
