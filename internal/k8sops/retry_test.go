@@ -36,16 +36,16 @@ func TestRetryWrite(t *testing.T) {
 	ctx := context.Background()
 	internal := apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
 	t.Run("transient failures are retried, and later attempts know", func(t *testing.T) {
-		var agains []bool
+		var seen []bool
 		err := retryWrite(ctx, func(again bool) error {
-			agains = append(agains, again)
-			if len(agains) < 3 {
+			seen = append(seen, again)
+			if len(seen) < 3 {
 				return internal
 			}
 			return nil
 		})
-		if err != nil || fmt.Sprint(agains) != "[false true true]" {
-			t.Errorf("err %v, attempts %v", err, agains)
+		if err != nil || fmt.Sprint(seen) != "[false true true]" {
+			t.Errorf("err %v, attempts %v", err, seen)
 		}
 	})
 	t.Run("answers are not retried", func(t *testing.T) {
@@ -123,10 +123,10 @@ func TestRetryHints(t *testing.T) {
 		if r.Method != http.MethodGet || gets.Add(1) < 3 {
 			posts.Add(map[bool]int32{true: 0, false: 1}[r.Method == http.MethodGet])
 			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError","code":500}`)
+			_, _ = fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError","code":500}`)
 			return
 		}
-		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"x"}}`)
+		_, _ = fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"x"}}`)
 	}))
 	defer srv.Close()
 	c, err := NewClient(&rest.Config{Host: srv.URL}, "", "")

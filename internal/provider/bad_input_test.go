@@ -88,8 +88,10 @@ func TestAccBadInput_matrix(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, v := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_HOST", "KUBE_CTX"} {
-				t.Setenv(v, "")
-				os.Unsetenv(v)
+				t.Setenv(v, "") // restores the variable after the test
+				if err := os.Unsetenv(v); err != nil {
+					t.Fatal(err)
+				}
 			}
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,

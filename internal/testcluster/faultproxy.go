@@ -160,7 +160,7 @@ func writeStatus(w http.ResponseWriter, code int, reason, msg string) {
 	if code == http.StatusTooManyRequests {
 		details = `,"details":{"retryAfterSeconds":1}`
 	}
-	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%q,"reason":%q,"code":%d%s}`,
+	_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%q,"reason":%q,"code":%d%s}`,
 		msg, reason, code, details)
 }
 
