@@ -169,3 +169,71 @@ func abs(n int) int {
 	}
 	return n
 }
+
+func FuzzValidateIPPool(f *testing.F) {
+	f.Add("10.20.0.0/16", 26, "Always", "Never", "10.10.0.0/18")
+	f.Add("fd00:20::/64", 122, "Never", "CrossSubnet", "fd00:10::/64")
+	f.Add("10.20.0.1/16", 0, "always", "", "")
+	f.Add("10.20.0.0/24", 22, "Never", "Never", "10.20.0.0/25")
+	f.Fuzz(func(t *testing.T, cidr string, block int, ipip, vxlan, other string) {
+		pool := IPPoolSpec{Name: "new", CIDR: cidr, BlockSize: block, IPIPMode: ipip, VXLANMode: vxlan}
+		findings := ValidateIPPool(pool, []IPPoolSpec{{Name: "old", CIDR: other}})
+		for _, fd := range findings {
+			if fd.Summary == "" || fd.Detail == "" {
+				t.Fatalf("ValidateIPPool(%+v): malformed finding %+v", pool, fd)
+			}
+		}
+		if len(findings) > 0 {
+			return
+		}
+		// Accepted: a masked prefix, a block size the family allows and the pool can hold, and
+		// no overlap with the other pool.
+		p, err := ParseCIDR(cidr)
+		if err != nil {
+			t.Fatalf("ValidateIPPool accepted %q: %v", cidr, err)
+		}
+		size := block
+		if size == 0 {
+			size = DefaultBlockSize(cidr)
+		}
+		if size < p.Bits() || size > p.Addr().BitLen() {
+			t.Fatalf("ValidateIPPool accepted %s with block size %d", p, size)
+		}
+		if o, err := ParseCIDR(other); err == nil && o.Overlaps(p) {
+			t.Fatalf("ValidateIPPool accepted %s overlapping %s", p, o)
+		}
+	})
+}
+
+func FuzzFindConflicts(f *testing.F) {
+	f.Add("10.0.0.0/8", "10.1.0.0/16", "100.64.0.0/13")
+	f.Add("fd00::/8", "fd00:10::/108", "10.0.0.0/8")
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		var ranges []NamedRange
+		for i, s := range []string{a, b, c} {
+			if p, err := ParseCIDR(s); err == nil {
+				ranges = append(ranges, NamedRange{Kind: []string{RangeExtra, RangeServiceCIDR, RangeCalicoPool}[i], Name: s, CIDR: p})
+			}
+		}
+		for _, cf := range FindConflicts(ranges) {
+			if !cf.A.CIDR.Overlaps(cf.B.CIDR) || !cf.A.CIDR.Contains(cf.Overlap.Addr()) || !cf.B.CIDR.Contains(cf.Overlap.Addr()) {
+				t.Fatalf("conflict %+v: the ranges do not share its overlap", cf)
+			}
+		}
+	})
+}
+
+func FuzzParseHost(f *testing.F) {
+	for _, s := range []string{"https://203.0.113.10:6443", "127.0.0.1:6443", "https://[::1", "http://", "", "k8s.example.test"} {
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, host string, tls bool) {
+		u, err := ParseHost(host, tls)
+		if err != nil {
+			return
+		}
+		if again, err := ParseHost(u, tls); err != nil || again != u {
+			t.Fatalf("ParseHost(%q) = %q, which parses to %q, %v", host, u, again, err)
+		}
+	})
+}
