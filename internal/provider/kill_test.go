@@ -123,13 +123,12 @@ func TestAccKill_recreation(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			env = append(env, "K8SCIDR_FAULT_DELAY_AFTER_DELETE=100ms")
 		}
-		missingAtKill := 0
 		killed, out, _ := interruptWhen(t, w, env, func() bool {
-			var moved int
-			moved, missingAtKill = movedCount(t, c.Kube, "kill", target, n)
+			moved, _ := movedCount(t, c.Kube, "kill", target, n)
 			return moved >= killAt
 		}, sigkill, "apply", "-auto-approve")
-		t.Logf("trial %d, seed %d (K8SCIDR_FAULT_SEED=%d replays from here): target %s, kill after %d moved %v: killed %t, %d Services deleted and not yet recreated",
+		_, missingAtKill := movedCount(t, c.Kube, "kill", target, n)
+		t.Logf("trial %d, seed %d (K8SCIDR_FAULT_SEED=%d replays from here): target %s, kill after %d moved %v: killed %t, %d Services deleted and not recreated when killed",
 			trial, seed, seed, target, killAt, env, killed, missingAtKill)
 		if !killed {
 			t.Logf("the apply finished before the kill:\n%s", out)
