@@ -74,7 +74,7 @@ func TakeRollSnapshot(ctx context.Context, c *Client) (*RollSnapshot, error) {
 		{"Deployments", func() error {
 			return eachItem(ctx, listPages(apps.Deployments("").List), func(d *appsv1.Deployment) error {
 				s.Deployments = append(s.Deployments, appsv1.Deployment{ObjectMeta: withRevision(metaForPlan(&d.ObjectMeta), d.Annotations),
-					Spec: appsv1.DeploymentSpec{Paused: d.Spec.Paused}})
+					Spec: appsv1.DeploymentSpec{Paused: d.Spec.Paused}, Status: appsv1.DeploymentStatus{Conditions: progressing(d.Status.Conditions)}})
 				return nil
 			})
 		}},
@@ -117,6 +117,16 @@ func metaForPlan(m *metav1.ObjectMeta) metav1.ObjectMeta {
 // revisionAnnotation is the Deployment revision the Deployment controller writes on a
 // Deployment and on each of its ReplicaSets.
 const revisionAnnotation = "deployment.kubernetes.io/revision"
+
+// progressing keeps the Progressing condition, which says whether a rollout has stalled.
+func progressing(cs []appsv1.DeploymentCondition) []appsv1.DeploymentCondition {
+	for _, c := range cs {
+		if c.Type == appsv1.DeploymentProgressing {
+			return []appsv1.DeploymentCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+		}
+	}
+	return nil
+}
 
 // withRevision keeps the Deployment revision of an object's annotations.
 func withRevision(m metav1.ObjectMeta, annotations map[string]string) metav1.ObjectMeta {
@@ -280,14 +290,21 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 }
 
 // outgoingPods reports whether a pod belongs to a revision its workload is already rolling
-// away from (a Deployment's older ReplicaSet, a StatefulSet pod of the current revision while
-// an update rolls out): it is being replaced without another restart. Such pods are not
-// counted, so that a plan made while a rollout runs (the one an interrupted apply started,
-// say) still holds when that rollout ends before the apply.
+// away from (an older ReplicaSet of a Deployment whose rollout has not stalled at its
+// progress deadline, a StatefulSet pod of the current revision while an update rolls out): it
+// is being replaced without another restart. Such pods are not counted, so that a plan made
+// while a rollout runs (the one an interrupted apply started, say) still holds when that
+// rollout ends before the apply. A stalled Deployment's old pods stay: restarting it again
+// shows the operator the stall.
 func outgoingPods(s *RollSnapshot) func(*corev1.Pod) bool {
 	deployRev := map[string]string{}
 	for _, d := range s.Deployments {
-		deployRev[WorkloadKey(d.Namespace, KindDeployment, d.Name)] = d.Annotations[revisionAnnotation]
+		stalled := slices.ContainsFunc(d.Status.Conditions, func(c appsv1.DeploymentCondition) bool {
+			return c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded"
+		})
+		if !stalled {
+			deployRev[WorkloadKey(d.Namespace, KindDeployment, d.Name)] = d.Annotations[revisionAnnotation]
+		}
 	}
 	rsRev := map[string]string{} // namespace/replicaset → revision, for ReplicaSets of a Deployment
 	for _, rs := range s.ReplicaSets {

@@ -159,4 +159,10 @@ func TestPlanRoll_rolloutInProgress(t *testing.T) {
 	if !maps.Equal(p.Pending, want) {
 		t.Errorf("pending %v, want %v", p.Pending, want)
 	}
+	// A rollout stalled at its progress deadline replaces nothing more: its old pods count.
+	s.Deployments[0].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing,
+		Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
+	if p := PlanRoll(s, RollOptions{StartedBefore: &t0}); p.Pending["app/deployment/web"] != 2 {
+		t.Errorf("stalled: pending %v, want web's 2 pods", p.Pending)
+	}
 }
