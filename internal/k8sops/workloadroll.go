@@ -306,15 +306,11 @@ func outgoingPods(s *RollSnapshot) func(*corev1.Pod) bool {
 			deployRev[WorkloadKey(d.Namespace, KindDeployment, d.Name)] = d.Annotations[revisionAnnotation]
 		}
 	}
-	rsRev := map[string]string{} // namespace/replicaset → revision, for ReplicaSets of a Deployment
+	oldRS := map[string]bool{} // namespace/replicaset of a Deployment's older revision
 	for _, rs := range s.ReplicaSets {
 		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.Kind == KindDeployment {
-			if want := deployRev[WorkloadKey(rs.Namespace, KindDeployment, ref.Name)]; want != "" {
-				rsRev[rs.Namespace+"/"+rs.Name] = rs.Annotations[revisionAnnotation]
-				if rs.Annotations[revisionAnnotation] == want {
-					delete(rsRev, rs.Namespace+"/"+rs.Name)
-				}
-			}
+			want := deployRev[WorkloadKey(rs.Namespace, KindDeployment, ref.Name)]
+			oldRS[rs.Namespace+"/"+rs.Name] = want != "" && rs.Annotations[revisionAnnotation] != want
 		}
 	}
 	stsUpdate := map[string]string{} // StatefulSets rolling out → the revision they roll to
@@ -329,8 +325,7 @@ func outgoingPods(s *RollSnapshot) func(*corev1.Pod) bool {
 		case ref == nil:
 			return false
 		case ref.Kind == "ReplicaSet":
-			_, old := rsRev[pod.Namespace+"/"+ref.Name]
-			return old
+			return oldRS[pod.Namespace+"/"+ref.Name]
 		case ref.Kind == KindStatefulSet:
 			to, rolling := stsUpdate[WorkloadKey(pod.Namespace, KindStatefulSet, ref.Name)]
 			return rolling && pod.Labels[appsv1.ControllerRevisionHashLabelKey] != to
