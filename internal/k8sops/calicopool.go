@@ -53,7 +53,7 @@ var linkLocal = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.Mu
 func ValidateIPPool(pool IPPoolSpec, others []IPPoolSpec) []Finding {
 	var out []Finding
 	add := func(attr, summary, format string, args ...any) {
-		out = append(out, Finding{Attribute: attr, Summary: summary, Detail: fmt.Sprintf(format, args...)})
+		out = append(out, Finding{Path: At(attr), Summary: summary, Detail: fmt.Sprintf(format, args...)})
 	}
 	for _, m := range []struct{ attr, value string }{{"ipip_mode", pool.IPIPMode}, {"vxlan_mode", pool.VXLANMode}} {
 		if m.value != "" && !slices.Contains(EncapModes, m.value) {

@@ -29,7 +29,7 @@ func TestValidateIPPool(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			for _, f := range ValidateIPPool(tc.pool, others) {
-				got = append(got, f.Attribute+": "+f.Summary)
+				got = append(got, f.Path.String()+": "+f.Summary)
 			}
 			if strings.Join(got, "; ") != tc.want {
 				t.Errorf("findings = %q, want %q", got, tc.want)

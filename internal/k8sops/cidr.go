@@ -16,6 +16,14 @@ type ServiceCIDRProblem struct {
 	Detail  string
 }
 
+// Path is the problem's place under the list attribute at.
+func (p ServiceCIDRProblem) Path(at Path) Path {
+	if p.Index < 0 {
+		return at
+	}
+	return at.Index(p.Index)
+}
+
 // ValidateServiceCIDRs checks a ServiceCIDR's cidrs the way the apiserver and its allocator
 // will, so that mistakes surface at plan: valid prefixes with no host bits, at most one per IP
 // family, and ranges that can hold at least one allocatable address.

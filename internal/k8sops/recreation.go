@@ -4,10 +4,10 @@ package k8sops
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -37,12 +37,10 @@ type RecreationOptions struct {
 	Exclude              []string
 	IncludeLoadBalancers bool
 	IncludeOwned         bool
-	// First lists "ns/name" moved and verified before the rest; nil means DNSServiceKey where
-	// it exists. A listed Service that does not exist is an error.
-	First         []string
-	IPAssignment  string
-	DNSBridge     bool
-	DNSBridgeName string
+	// First lists "ns/name" moved and verified before the rest; nil means the cluster DNS
+	// Service where it exists. A listed Service that does not exist is an error.
+	First        []string
+	IPAssignment string
 }
 
 // Snapshot is what planning reads from the cluster: one list per kind.
@@ -62,40 +60,38 @@ type Snapshot struct {
 	NodeLocalDNS bool
 }
 
-// Move is one Service to recreate. OldIPs and NewIPs are its whole spec.clusterIPs, in order;
-// an IP already inside the target stays.
+// Move is one Service to recreate: the object planned from (UID, type) and its whole
+// spec.clusterIPs before and after, in order; an IP already inside the target stays.
 type Move struct {
 	Key            string
+	UID            string
+	Type           string
 	OldIPs, NewIPs []string
 }
 
-// Restore is a journaled Service to recreate at NewIPs before anything else moves.
+// Restore is a journal entry an interrupted apply left: a missing Service is recreated at
+// NewIPs before anything else moves; an existing one (NewIPs are then its IPs) gets back what
+// its move took along. Either way its journal object is removed once settled.
 type Restore struct {
 	Key     string
 	NewIPs  []string
 	Journal string // the journal object holding it
 }
 
-// Finding is a problem tied to an input attribute.
-type Finding struct {
-	Attribute, Summary, Detail string
-}
-
-func (f Finding) Error() string { return f.Summary + ": " + f.Detail }
-
-// RecreationPlan is what an apply does, in order: Restore, then Moves[:First] (verified), then
-// the DNS bridge, then the rest of Moves, then the bridge removal.
+// RecreationPlan is what the moves data source reports: the Services to move, in order (First
+// of them first), the journal entries to restore, and what is skipped and why.
 type RecreationPlan struct {
 	Restore []Restore
 	Moves   []Move
-	First   int
+	// First are the keys of Moves moved and verified before the rest, in order.
+	First   []string
 	Skipped map[string]string
-	// Bridge is the DNS bridge to create right after kube-dns moves; nil when none.
-	Bridge *corev1.Service
-	// RemoveBridge is the name of an existing bridge to delete (dns_bridge = false).
-	RemoveBridge string
-	// Stale are journal objects whose every entry is settled; apply deletes them.
-	Stale []string
+	// DNSService is the cluster DNS Service ("" when the cluster has none); DNSIPs its
+	// ClusterIPs once the plan is carried out; DNSMovedAt the time it got its current IPs (its
+	// creation: a ClusterIP never changes in place), zero when it does not exist.
+	DNSService string
+	DNSIPs     []string
+	DNSMovedAt time.Time
 	// Warnings hold what may be fixed by another resource in the same apply (a ServiceCIDR
 	// created with this one): warnings at plan, errors at apply.
 	Warnings []Finding
@@ -105,8 +101,6 @@ type RecreationPlan struct {
 	// bridge. KeepCovering are the ranges that keep them valid once the old range goes.
 	Staying      []netip.Addr
 	KeepCovering []netip.Prefix
-	// DNSIPs are kube-dns's ClusterIPs once the plan is carried out; nil without kube-dns.
-	DNSIPs []string
 	// Errors are plan-time errors.
 	Errors []Finding
 }
@@ -122,7 +116,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 	if o.Selector != "" {
 		s, err := labels.Parse(o.Selector)
 		if err != nil {
-			p.Errors = append(p.Errors, Finding{"selector", "Invalid Label Selector", err.Error()})
+			p.Errors = append(p.Errors, Finding{At("selector"), "Invalid Label Selector", err.Error()})
 			return p
 		}
 		sel = s
@@ -137,39 +131,13 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 			first = []string{DNSServiceKey}
 		}
 	}
-	for _, k := range first {
+	for i, k := range first {
 		if _, ok := byKey[k]; !ok {
-			p.Errors = append(p.Errors, Finding{"first", "Service In first Does Not Exist",
+			p.Errors = append(p.Errors, Finding{At("first").Index(i), "Service In first Does Not Exist",
 				fmt.Sprintf("%q is not a Service in the cluster. List existing Services as namespace/name, or remove it.", k)})
 		}
 	}
-	type candidate struct {
-		svc    *corev1.Service
-		oldIPs []netip.Addr
-	}
-	var cands []candidate
-	for i := range snap.Services {
-		svc := &snap.Services[i]
-		ips := clusterIPs(svc)
-		// An IP moves when the target has a range of its family and it is not inside it yet.
-		movable := slices.ContainsFunc(ips, func(ip netip.Addr) bool { _, ok := targetFor(targets, ip); return ok && !inAny(targets, ip) })
-		if svc.Labels[DNSBridgeLabel] == "true" { // never moved, and not a Service the user asked about
-			p.Staying = append(p.Staying, slices.DeleteFunc(ips, func(ip netip.Addr) bool { return inAny(targets, ip) })...)
-			continue
-		}
-		reason := skipReason(svc, ips, o, sel)
-		if !movable && (reason == "" || reason == skipOutOfScope) {
-			continue // in the target already, or of a family the migration does not move
-		}
-		if reason != "" {
-			p.Skipped[svcKey(svc)] = reason
-			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-				p.Staying = append(p.Staying, slices.DeleteFunc(ips, func(ip netip.Addr) bool { return inAny(targets, ip) })...)
-			}
-			continue
-		}
-		cands = append(cands, candidate{svc, ips})
-	}
+	cands := p.candidates(snap, o, targets, sel)
 	rank := func(key string) int {
 		if i := slices.Index(first, key); i >= 0 {
 			return i
@@ -198,7 +166,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 	}
 	placed, err := AssignIPs(o.IPAssignment, targets, rangePrefixes(snap.Ranges), reqs, held)
 	if err != nil {
-		p.Errors = append(p.Errors, Finding{"target_cidrs", "Target Ranges Cannot Hold the Services",
+		p.Errors = append(p.Errors, Finding{At("target_cidrs"), "Target Ranges Cannot Hold the Services",
 			err.Error() + ". Use larger target_cidrs, or narrow the scope."})
 		return p
 	}
@@ -220,7 +188,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		}
 	}
 	for _, c := range cands {
-		m := Move{Key: svcKey(c.svc)}
+		m := Move{Key: svcKey(c.svc), UID: string(c.svc.UID), Type: serviceType(c.svc)}
 		for _, ip := range c.oldIPs {
 			m.OldIPs = append(m.OldIPs, ip.String())
 			if n, ok := newIP[m.Key][ip]; ok {
@@ -229,20 +197,11 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 			m.NewIPs = append(m.NewIPs, ip.String())
 		}
 		if rank(m.Key) < len(first) {
-			p.First++
+			p.First = append(p.First, m.Key)
 		}
 		p.Moves = append(p.Moves, m)
 	}
-	p.planBridge(snap, byKey, o)
-	if dns := byKey[DNSServiceKey]; dns != nil {
-		p.DNSIPs = ipStrings(clusterIPs(dns))
-		if i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == DNSServiceKey }); i >= 0 {
-			p.DNSIPs = p.Moves[i].NewIPs
-		}
-	}
-	if p.Bridge != nil {
-		p.Staying = append(p.Staying, clusterIPs(p.Bridge)...)
-	}
+	p.planDNS(snap, byKey)
 	slices.SortFunc(p.Staying, netip.Addr.Compare)
 	if cover, err := coveringSet(p.Staying); err == nil {
 		p.KeepCovering = cover
@@ -250,18 +209,99 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 	return p
 }
 
+type candidate struct {
+	svc    *corev1.Service
+	oldIPs []netip.Addr
+}
+
+// candidates are the Services that move, unordered; the others are recorded as skipped or staying.
+func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets []netip.Prefix, sel labels.Selector) []candidate {
+	var cands []candidate
+	for i := range snap.Services {
+		svc := &snap.Services[i]
+		ips := clusterIPs(svc)
+		outside := slices.DeleteFunc(slices.Clone(ips), func(ip netip.Addr) bool { return inAny(targets, ip) })
+		// An IP moves when the target has a range of its family and it is not inside it yet.
+		movable := slices.ContainsFunc(outside, func(ip netip.Addr) bool { _, ok := targetFor(targets, ip); return ok })
+		if svc.Labels[DNSBridgeLabel] == "true" { // never moved, and not a Service the user asked about
+			p.Staying = append(p.Staying, outside...)
+			continue
+		}
+		reason := skipReason(svc, ips, o, sel)
+		if !movable && (reason == "" || reason == skipOutOfScope) {
+			continue // in the target already, or of a family the migration does not move
+		}
+		if reason != "" {
+			p.Skipped[svcKey(svc)] = reason
+			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				p.Staying = append(p.Staying, outside...)
+			}
+			continue
+		}
+		cands = append(cands, candidate{svc, ips})
+	}
+	return cands
+}
+
+// planDNS reports the cluster DNS Service: its IPs after the plan, when it got its current
+// ones, and what outside the API pins its IP.
+func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service) {
+	dns := byKey[DNSServiceKey]
+	restored := slices.ContainsFunc(p.Restore, func(r Restore) bool { return r.Key == DNSServiceKey })
+	if dns == nil && !restored {
+		return
+	}
+	p.DNSService = DNSServiceKey
+	i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == DNSServiceKey })
+	switch {
+	case i >= 0:
+		p.DNSIPs = p.Moves[i].NewIPs
+	case dns != nil:
+		p.DNSIPs = ipStrings(clusterIPs(dns))
+	default:
+		p.DNSIPs = p.Restore[slices.IndexFunc(p.Restore, func(r Restore) bool { return r.Key == DNSServiceKey })].NewIPs
+	}
+	if dns != nil {
+		p.DNSMovedAt = dns.CreationTimestamp.UTC()
+	}
+	if i < 0 && !restored {
+		return
+	}
+	if dns == nil {
+		dns = journaledDNS(snap.Journal, DNSServiceKey)
+	}
+	if _, pinned := dns.Labels["addon.kops.k8s.io/name"]; pinned {
+		p.Notes = append(p.Notes, "kube-dns is managed by a kOps addon whose template pins its clusterIP: set the kOps "+
+			"cluster spec's kubeDNS.serverIP to the new IP before the addon manager next applies, or it recreates the old IP.")
+	} else if dns.Labels["addonmanager.kubernetes.io/mode"] == "Reconcile" {
+		p.Notes = append(p.Notes, "kube-dns is reconciled by the addon manager: change the clusterIP in its addon manifest too.")
+	}
+	if snap.NodeLocalDNS {
+		p.Notes = append(p.Notes, "NodeLocal DNSCache runs in this cluster and forwards to kube-dns's IP: update its "+
+			"configuration (the __PILLAR__ upstream / kube-dns IP) to the new IP.")
+	}
+}
+
+// serviceType is a Service's type as the API defaults it.
+func serviceType(svc *corev1.Service) string {
+	if svc.Spec.Type == "" {
+		return string(corev1.ServiceTypeClusterIP)
+	}
+	return string(svc.Spec.Type)
+}
+
 // checkTargets validates target_cidrs and reports ranges no Ready ServiceCIDR serves.
 func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]netip.Prefix, bool) {
 	if len(o.TargetCIDRs) == 0 {
-		p.Errors = append(p.Errors, Finding{"target_cidrs", "No Target Range",
+		p.Errors = append(p.Errors, Finding{At("target_cidrs"), "No Target Range",
 			"Set target_cidrs to the new Service range(s), e.g. k8scidr_service_cidr.new.cidrs."})
 		return nil, false
 	}
 	for _, pr := range ValidateServiceCIDRs(o.TargetCIDRs) {
-		p.Errors = append(p.Errors, Finding{"target_cidrs", pr.Summary, pr.Detail})
+		p.Errors = append(p.Errors, Finding{pr.Path(At("target_cidrs")), pr.Summary, pr.Detail})
 	}
 	if o.IPAssignment != PreserveOffset && o.IPAssignment != NextFree {
-		p.Errors = append(p.Errors, Finding{"ip_assignment", "Unknown IP Assignment",
+		p.Errors = append(p.Errors, Finding{At("ip_assignment"), "Unknown IP Assignment",
 			fmt.Sprintf("%q: use %s or %s.", o.IPAssignment, PreserveOffset, NextFree)})
 	}
 	if len(p.Errors) > 0 {
@@ -270,7 +310,7 @@ func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]net
 	targets := parsePrefixes(o.TargetCIDRs)
 	for _, t := range targets {
 		if !servedByReady(snap.Ranges, t) {
-			p.Warnings = append(p.Warnings, Finding{"target_cidrs", "Target Range Not Served",
+			p.Warnings = append(p.Warnings, Finding{At("target_cidrs"), "Target Range Not Served",
 				fmt.Sprintf("No Ready ServiceCIDR covers %s, so no Service can get an IP there. Create one first "+
 					"(k8scidr_service_cidr, and reference its cidrs here so it is applied before this resource).", t)})
 		}
@@ -334,19 +374,19 @@ func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel 
 	return ""
 }
 
-// planRestore turns journal entries whose Service is gone into Restores, keeping the journaled
-// target IP when still free and asking for a new placement otherwise.
+// planRestore turns the journal an interrupted apply left into Restores: a Service that is gone
+// keeps its journaled target IP when still free and asks for a new placement otherwise; one
+// that exists but lacks what its move took along is settled at the IPs it has. Entries that
+// are settled already need nothing: any apply removes them.
 func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix,
 	held *[]netip.Addr, reqs *[]PlacementRequest) {
-	open := map[string]bool{}
 	for _, e := range snap.Journal {
-		if _, exists := byKey[e.Key]; exists {
-			if !open[e.Object] {
-				open[e.Object] = false
+		if svc, exists := byKey[e.Key]; exists {
+			if !journalSettled(e, svc, snap.Endpoints) {
+				p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: ipStrings(clusterIPs(svc))})
 			}
 			continue
 		}
-		open[e.Object] = true
 		r := Restore{Key: e.Key, Journal: e.Object, NewIPs: slices.Clone(e.Service.Spec.ClusterIPs)}
 		for _, s := range r.NewIPs {
 			ip, err := netip.ParseAddr(s)
@@ -363,107 +403,19 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 		}
 		p.Restore = append(p.Restore, r)
 	}
-	for obj, hasOpen := range open {
-		if !hasOpen {
-			p.Stale = append(p.Stale, obj)
-		}
-	}
-	slices.Sort(p.Stale)
 	slices.SortFunc(p.Restore, func(a, b Restore) int { return strings.Compare(a.Key, b.Key) })
+	p.Restore = slices.CompactFunc(p.Restore, func(a, b Restore) bool { return a.Key == b.Key })
 }
 
-// planBridge decides the DNS bridge: created when kube-dns moves, removed when switched off.
-func (p *RecreationPlan) planBridge(snap Snapshot, byKey map[string]*corev1.Service, o RecreationOptions) {
-	name := o.DNSBridgeName
-	if name == "" {
-		name = DefaultDNSBridgeName
+// journalSettled reports whether a journal entry needs nothing more: its Service exists, with
+// the hand-made Endpoints it had. Entries with owned EndpointSlices always get their slices
+// checked (they are rare, and a plan does not list slices).
+func journalSettled(e JournalEntry, svc *corev1.Service, endpoints map[string]corev1.Endpoints) bool {
+	if svc == nil || len(e.Slices) > 0 {
+		return false
 	}
-	existing := byKey["kube-system/"+name]
-	if existing != nil && existing.Labels[DNSBridgeLabel] != "true" {
-		p.Errors = append(p.Errors, Finding{"dns_bridge_name", "Name Taken",
-			fmt.Sprintf("kube-system/%s exists and is not a DNS bridge. Choose another dns_bridge_name.", name)})
-		return
-	}
-	if !o.DNSBridge {
-		if existing != nil {
-			p.RemoveBridge = name
-		}
-		return
-	}
-	if existing != nil {
-		return
-	}
-	dns := byKey[DNSServiceKey]
-	if dns == nil {
-		// An apply stopped between deleting kube-dns and creating the bridge: the journal holds
-		// kube-dns with its old IPs, and the bridge is created before it is restored.
-		dns = journaledDNS(snap.Journal, p.Restore)
-	} else if !slices.ContainsFunc(p.Moves, func(m Move) bool { return m.Key == DNSServiceKey }) {
-		dns = nil
-	}
-	if dns == nil {
-		return
-	}
-	if _, pinned := dns.Labels["addon.kops.k8s.io/name"]; pinned {
-		p.Notes = append(p.Notes, "kube-dns is managed by a kOps addon whose template pins its clusterIP: set the kOps "+
-			"cluster spec's kubeDNS.serverIP to the new IP before the addon manager next applies, or it recreates the old IP.")
-	} else if dns.Labels["addonmanager.kubernetes.io/mode"] == "Reconcile" {
-		p.Notes = append(p.Notes, "kube-dns is reconciled by the addon manager: change the clusterIP in its addon manifest too.")
-	}
-	if snap.NodeLocalDNS {
-		p.Notes = append(p.Notes, "NodeLocal DNSCache runs in this cluster and forwards to kube-dns's IP: update its "+
-			"configuration (the __PILLAR__ upstream / kube-dns IP) to the new IP.")
-	}
-	for _, s := range clusterIPs(dns) {
-		if !readyHolds(snap.Ranges, s) {
-			p.Warnings = append(p.Warnings, Finding{"dns_bridge", "DNS Bridge IP Outside a Ready Range",
-				fmt.Sprintf("The bridge keeps kube-dns's old IP %s, which no Ready ServiceCIDR holds. Keep the old range, "+
-					"or create a k8scidr_service_cidr covering it (k8scidr_service_allocations.covering_cidrs), or set dns_bridge = false.", s)})
-		}
-	}
-	p.Bridge = bridgeService(dns, name)
-}
-
-// journaledDNS is kube-dns as it was before an interrupted move (its old IPs), when the plan
-// restores it from the journal; nil otherwise.
-func journaledDNS(journal []JournalEntry, restore []Restore) *corev1.Service {
-	if !slices.ContainsFunc(restore, func(r Restore) bool { return r.Key == DNSServiceKey }) {
-		return nil
-	}
-	for _, e := range journal {
-		if e.Key == DNSServiceKey && len(e.OldIPs) > 0 {
-			dns := e.Service.DeepCopy()
-			dns.Spec.ClusterIPs = slices.Clone(e.OldIPs)
-			dns.Spec.ClusterIP = e.OldIPs[0]
-			return dns
-		}
-	}
-	return nil
-}
-
-// bridgeService is a ClusterIP Service with kube-dns's selector and ports on its current IPs.
-func bridgeService(dns *corev1.Service, name string) *corev1.Service {
-	b := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: dns.Namespace,
-			Labels: map[string]string{DNSBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"},
-			Annotations: map[string]string{"k8scidr.io/bridge-for": svcKey(dns),
-				"k8scidr.io/description": "Keeps the old cluster DNS IP answering until kubelets and pods use the new one."},
-		},
-		Spec: corev1.ServiceSpec{
-			Type:           corev1.ServiceTypeClusterIP,
-			Selector:       maps.Clone(dns.Spec.Selector),
-			ClusterIP:      dns.Spec.ClusterIP,
-			ClusterIPs:     slices.Clone(dns.Spec.ClusterIPs),
-			IPFamilies:     slices.Clone(dns.Spec.IPFamilies),
-			IPFamilyPolicy: dns.Spec.IPFamilyPolicy,
-		},
-	}
-	for _, port := range dns.Spec.Ports {
-		b.Spec.Ports = append(b.Spec.Ports, corev1.ServicePort{Name: port.Name, Protocol: port.Protocol, Port: port.Port,
-			TargetPort: port.TargetPort, AppProtocol: port.AppProtocol})
-	}
-	return b
+	_, ok := endpoints[e.Key]
+	return e.Endpoints == nil || ok
 }
 
 // recreationCopy is the Service to create in place of svc: the whole object but the deny-list

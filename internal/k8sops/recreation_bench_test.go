@@ -63,8 +63,12 @@ func benchRecreation(b *testing.B, n int) {
 		if len(p.Errors) > 0 || len(p.Moves) != n {
 			b.Fatalf("plan: %v, %d moves", p.Errors, len(p.Moves))
 		}
+		steps, errs := k8sops.PrepareRecreation(snap, k8sops.PlannedRecreation{TargetCIDRs: o.TargetCIDRs, Moves: p.Moves}, k8sops.BridgeOptions{})
+		if len(errs) > 0 || len(steps.Moves) != n {
+			b.Fatalf("prepare: %v, %d moves", errs, len(steps.Moves))
+		}
 		start := time.Now()
-		res, err := k8sops.ExecuteRecreation(ctx, client, snap, p, k8sops.ExecOptions{Parallelism: k8sops.DefaultParallelism, JournalNamespace: k8sops.DefaultJournalNamespace})
+		res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{Parallelism: k8sops.DefaultParallelism, JournalNamespace: k8sops.DefaultJournalNamespace})
 		if err != nil || len(res.Recreated) != n || len(res.Notes) > 0 {
 			b.Fatalf("execute: %v, %d recreated, notes %v", err, len(res.Recreated), res.Notes)
 		}

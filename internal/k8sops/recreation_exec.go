@@ -50,109 +50,15 @@ type RecreationResult struct {
 	Restored      []string
 	BridgeCreated string
 	BridgeRemoved string
+	// DNSMovedAt is when the DNS Service was recreated at its new IPs; zero when it was not.
+	DNSMovedAt time.Time
 	// Notes are things the user should know: a verification that timed out, an IP that had
 	// to change because another client took the planned one mid-apply.
 	Notes []string
 }
 
-// CheckPlanned replaces the moves and restores of fresh (planned now, from snap) with the ones
-// planned earlier, after checking that the cluster still matches them: every Service exists
-// with the planned old IPs, and every planned new IP is still free. Anything else means the
-// plan is stale; the error says so, and nothing has been touched.
-func CheckPlanned(snap Snapshot, fresh RecreationPlan, moves []Move, restore []Restore) (RecreationPlan, error) {
-	byKey := map[string]*corev1.Service{}
-	for i := range snap.Services {
-		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
-	}
-	held := map[netip.Addr]bool{}
-	for _, ip := range snap.Held {
-		held[ip] = true
-	}
-	var problems []string
-	claim := func(key string, oldIPs, newIPs []string) {
-		for _, s := range newIPs {
-			ip, err := netip.ParseAddr(s)
-			if err != nil || slices.Contains(oldIPs, s) {
-				continue
-			}
-			if held[ip] {
-				problems = append(problems, fmt.Sprintf("%s: planned IP %s is taken now", key, s))
-			}
-			held[ip] = true
-		}
-	}
-	var todo []Move
-	for _, m := range moves {
-		svc := byKey[m.Key]
-		if svc == nil {
-			problems = append(problems, m.Key+": no longer exists")
-			continue
-		}
-		now := ipStrings(clusterIPs(svc))
-		if slices.Equal(now, m.NewIPs) {
-			continue // done already: a plan that kept the last apply's moves (no refresh)
-		}
-		todo = append(todo, m)
-		if !slices.Equal(now, m.OldIPs) {
-			problems = append(problems, fmt.Sprintf("%s: has IPs %v now, planned from %v", m.Key, now, m.OldIPs))
-		}
-		claim(m.Key, m.OldIPs, m.NewIPs)
-	}
-	journaled := map[string]bool{}
-	for _, e := range snap.Journal {
-		if byKey[e.Key] == nil {
-			journaled[e.Key] = true
-		}
-	}
-	for _, r := range restore {
-		if !journaled[r.Key] {
-			problems = append(problems, r.Key+": its journal entry is gone or the Service exists again")
-			continue
-		}
-		claim(r.Key, nil, r.NewIPs)
-	}
-	if len(problems) > 0 {
-		return fresh, fmt.Errorf("the cluster changed since the plan, so it is not applied (nothing was touched): %s. "+
-			"Run terraform plan again and review the new IPs", strings.Join(problems, "; "))
-	}
-	firstKeys := map[string]bool{}
-	for _, m := range fresh.Moves[:fresh.First] {
-		firstKeys[m.Key] = true
-	}
-	ordered := todo
-	rank := map[string]int{}
-	for i, m := range fresh.Moves {
-		rank[m.Key] = i
-	}
-	slices.SortStableFunc(ordered, func(a, b Move) int {
-		ra, oka := rank[a.Key]
-		rb, okb := rank[b.Key]
-		switch {
-		case oka && okb:
-			return ra - rb
-		case oka != okb: // planned moves the fresh plan would not make (e.g. scope changed) last
-			if oka {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
-	fresh.Moves, fresh.Restore, fresh.First = ordered, restore, 0
-	for _, m := range ordered {
-		if firstKeys[m.Key] {
-			fresh.First++
-		}
-	}
-	if fresh.Bridge != nil && !slices.ContainsFunc(ordered, func(m Move) bool { return m.Key == DNSServiceKey }) &&
-		!slices.ContainsFunc(restore, func(r Restore) bool { return r.Key == DNSServiceKey }) {
-		fresh.Bridge = nil
-	}
-	return fresh, nil
-}
-
-// ExecuteRecreation carries out plan against the cluster snap was read from.
-func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan RecreationPlan, o ExecOptions) (RecreationResult, error) {
+// ExecuteRecreation carries out the steps PrepareRecreation made from snap.
+func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan RecreationSteps, o ExecOptions) (RecreationResult, error) {
 	if o.Parallelism < 1 {
 		o.Parallelism = DefaultParallelism
 	}
@@ -160,7 +66,7 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		o.SliceWait = 2 * time.Minute
 	}
 	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
-		endpoints: snap.Endpoints, bridge: plan.Bridge}
+		endpoints: snap.Endpoints, bridge: plan.Bridge, dnsKey: plan.DNSService}
 	for i := range snap.Services {
 		x.services[svcKey(&snap.Services[i])] = &snap.Services[i]
 	}
@@ -168,14 +74,14 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 		x.slices[key] = append(x.slices[key], s)
 	}
-	if len(plan.Moves) > 0 || len(snap.Journal) > 0 {
+	if len(plan.Moves) > 0 || len(plan.Restore) > 0 {
 		stop, err := x.watchSlices(ctx)
 		if err != nil {
 			return x.res, err
 		}
 		defer stop()
 	}
-	if err := x.settleJournal(ctx, snap.Journal, plan); err != nil {
+	if err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled); err != nil {
 		return x.res, err
 	}
 	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
@@ -209,6 +115,7 @@ type executor struct {
 	services  map[string]*corev1.Service
 	slices    map[string][]discoveryv1.EndpointSlice
 	endpoints map[string]corev1.Endpoints
+	dnsKey    string // the cluster DNS Service, whose move brings the bridge
 
 	sliceIndex cache.Indexer
 	changed    *broadcast
@@ -239,45 +146,26 @@ func (x *executor) log(msg string, f map[string]any) {
 	}
 }
 
-// settleJournal restores every journaled Service that is gone (at its planned IPs), makes sure
-// the Endpoints and owned slices of journaled Services exist, and removes settled journals.
-func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, plan RecreationPlan) error {
-	if len(journal) == 0 {
-		return nil
-	}
-	restoreIPs := map[string][]string{}
-	for _, r := range plan.Restore {
-		restoreIPs[r.Key] = r.NewIPs
+// settleJournal carries out the planned restores: each journaled Service that is gone is
+// recreated at its planned IPs, the Endpoints and owned slices of each are made to exist, and
+// journal objects whose every entry is restored or settled already are removed. Other entries
+// (the plan did not show them) are left for the next plan, and so are their journal objects.
+func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, restore []Restore, settledAlready map[string]bool) error {
+	planned := map[string][]string{} // journal object and key → planned IPs
+	for _, r := range restore {
+		planned[r.Journal+" "+r.Key] = r.NewIPs
 	}
 	settled := map[string]bool{}
 	for _, e := range journal {
-		if _, ok := settled[e.Object]; !ok {
-			settled[e.Object] = true
+		ips, ok := planned[e.Object+" "+e.Key]
+		done := ok || settledAlready[e.Object+" "+e.Key]
+		if _, seen := settled[e.Object]; !seen || !done {
+			settled[e.Object] = done
 		}
-		cur, err := x.c.Kube.CoreV1().Services(e.Service.Namespace).Get(ctx, e.Service.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			ips, ok := restoreIPs[e.Key]
-			if !ok {
-				settled[e.Object] = false // not in this plan: the next plan shows it
-				continue
-			}
-			if e.Key == DNSServiceKey {
-				if err := x.ensureBridge(ctx, nil); err != nil {
-					return err
-				}
-			}
-			cur, err = x.create(ctx, recreationCopy(&e.Service, ips), e.Key)
-			if err != nil {
-				return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
-			}
-			x.mu.Lock()
-			x.res.Restored = append(x.res.Restored, e.Key)
-			x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, OldIPs: e.OldIPs, NewIPs: cur.Spec.ClusterIPs})
-			x.mu.Unlock()
-		} else if err != nil {
-			return fmt.Errorf("reading %s: %w", e.Key, err)
+		if !ok {
+			continue
 		}
-		if err := x.restoreDependents(ctx, e, cur); err != nil {
+		if err := x.restoreEntry(ctx, e, ips); err != nil {
 			return err
 		}
 	}
@@ -293,6 +181,32 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, pl
 	}
 	x.heldJournals = append(x.heldJournals, done...) // removed after settleEndpoints
 	return nil
+}
+
+// restoreEntry recreates a journaled Service that is gone at ips, and what its deletion took along.
+func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []string) error {
+	cur, err := x.c.Kube.CoreV1().Services(e.Service.Namespace).Get(ctx, e.Service.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if e.Key == x.dnsKey {
+			if err := x.ensureBridge(ctx, nil); err != nil {
+				return err
+			}
+		}
+		cur, err = x.create(ctx, recreationCopy(&e.Service, ips), e.Key)
+		if err != nil {
+			return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
+		}
+		x.mu.Lock()
+		x.res.Restored = append(x.res.Restored, e.Key)
+		x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, UID: string(cur.UID), Type: serviceType(cur), OldIPs: e.OldIPs, NewIPs: cur.Spec.ClusterIPs})
+		if e.Key == x.dnsKey {
+			x.res.DNSMovedAt = cur.CreationTimestamp.UTC()
+		}
+		x.mu.Unlock()
+	} else if err != nil {
+		return fmt.Errorf("reading %s: %w", e.Key, err)
+	}
+	return x.restoreDependents(ctx, e, cur)
 }
 
 // journalChunk is how many moves one journal write records (one object, split further only
@@ -507,7 +421,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	old := x.services[e.Key]
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
 	var dnsSlices, mirrored []discoveryv1.EndpointSlice
-	if e.Key == DNSServiceKey && x.bridge != nil {
+	if e.Key == x.dnsKey && x.bridge != nil {
 		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists
 	}
 	if e.Endpoints != nil && len(old.Spec.Selector) == 0 {
@@ -551,7 +465,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	}
 	// kube-dns's old IP is what every pod's resolv.conf names: the bridge takes it back first.
 	var bridgeErr error
-	if e.Key == DNSServiceKey && x.bridge != nil {
+	if e.Key == x.dnsKey && x.bridge != nil {
 		bridgeErr = x.ensureBridge(ctx, dnsSlices)
 	}
 	created, err := x.create(ctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
@@ -581,7 +495,10 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 		}
 	}
 	x.mu.Lock()
-	x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, OldIPs: e.OldIPs, NewIPs: created.Spec.ClusterIPs})
+	x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, UID: string(created.UID), Type: serviceType(created), OldIPs: e.OldIPs, NewIPs: created.Spec.ClusterIPs})
+	if e.Key == x.dnsKey {
+		x.res.DNSMovedAt = created.CreationTimestamp.UTC()
+	}
 	x.mu.Unlock()
 	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
 		x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)

@@ -63,8 +63,20 @@ func mixedSnapshot() Snapshot {
 func boolPtr(b bool) *bool { return &b }
 
 func defaultOpts() RecreationOptions {
-	return RecreationOptions{TargetCIDRs: []string{"172.24.0.0/15"}, IPAssignment: PreserveOffset, DNSBridge: true,
-		DNSBridgeName: DefaultDNSBridgeName, ExcludeNamespaces: []string{"other"}}
+	return RecreationOptions{TargetCIDRs: []string{"172.24.0.0/15"}, IPAssignment: PreserveOffset, ExcludeNamespaces: []string{"other"}}
+}
+
+func mv(key, typ string, oldIPs, newIPs []string) Move {
+	_, name, _ := strings.Cut(key, "/")
+	return Move{Key: key, UID: "uid-" + name, Type: typ, OldIPs: oldIPs, NewIPs: newIPs}
+}
+
+func paths(fs []Finding) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path.String())
+	}
+	return strings.Join(out, ",")
 }
 
 func TestPlanRecreationMixed(t *testing.T) {
@@ -73,14 +85,14 @@ func TestPlanRecreationMixed(t *testing.T) {
 		t.Fatalf("errors %v warnings %v", p.Errors, p.Warnings)
 	}
 	wantMoves := []Move{
-		{"kube-system/kube-dns", []string{"100.64.0.10"}, []string{"172.24.0.10"}},
-		{"app/np", []string{"100.64.1.5"}, []string{"172.24.1.5"}},
-		{"app/web", []string{"100.64.7.200"}, []string{"172.24.7.200"}},
+		mv("kube-system/kube-dns", "ClusterIP", []string{"100.64.0.10"}, []string{"172.24.0.10"}),
+		mv("app/np", "NodePort", []string{"100.64.1.5"}, []string{"172.24.1.5"}),
+		mv("app/web", "ClusterIP", []string{"100.64.7.200"}, []string{"172.24.7.200"}),
 		// 100.70.1.7 is offset 6.1.7 in the /13; modulo the /15 that is 0.1.7, taken by nobody.
-		{"app/helm", []string{"100.70.1.7"}, []string{"172.24.1.7"}},
+		mv("app/helm", "ClusterIP", []string{"100.70.1.7"}, []string{"172.24.1.7"}),
 	}
-	if !reflect.DeepEqual(p.Moves, wantMoves) || p.First != 1 {
-		t.Errorf("moves = %v (first %d), want %v (first 1)", p.Moves, p.First, wantMoves)
+	if !reflect.DeepEqual(p.Moves, wantMoves) || !slices.Equal(p.First, []string{DNSServiceKey}) {
+		t.Errorf("moves = %v (first %v), want %v (first kube-dns)", p.Moves, p.First, wantMoves)
 	}
 	wantSkipped := map[string]string{
 		"default/kubernetes": "owned by the apiserver",
@@ -99,12 +111,8 @@ func TestPlanRecreationMixed(t *testing.T) {
 			t.Errorf("skipped[%s] = %q, want prefix %q", k, p.Skipped[k], prefix)
 		}
 	}
-	if p.Bridge == nil || p.Bridge.Spec.ClusterIP != "100.64.0.10" || p.Bridge.Name != DefaultDNSBridgeName ||
-		p.Bridge.Labels[DNSBridgeLabel] != "true" || p.Bridge.Spec.Selector["app"] != "kube-dns" {
-		t.Errorf("bridge = %+v", p.Bridge)
-	}
-	if !reflect.DeepEqual(p.DNSIPs, []string{"172.24.0.10"}) {
-		t.Errorf("DNSIPs = %v", p.DNSIPs)
+	if p.DNSService != DNSServiceKey || !reflect.DeepEqual(p.DNSIPs, []string{"172.24.0.10"}) {
+		t.Errorf("DNS %q at %v", p.DNSService, p.DNSIPs)
 	}
 	if again := PlanRecreation(mixedSnapshot(), defaultOpts()); !reflect.DeepEqual(again, p) {
 		t.Error("the same snapshot planned twice differs")
@@ -152,7 +160,7 @@ func TestPlanRecreationDualStack(t *testing.T) {
 		Ranges: []ServiceCIDR{readyRange("kubernetes", "100.64.0.0/13", "fd00:10::/108"), readyRange("new", "172.24.0.0/15")},
 	}
 	p := PlanRecreation(snap, RecreationOptions{TargetCIDRs: []string{"172.24.0.0/15"}, IPAssignment: PreserveOffset})
-	want := []Move{{"a/ds", []string{"100.64.0.20", "fd00:10::20"}, []string{"172.24.0.20", "fd00:10::20"}}}
+	want := []Move{mv("a/ds", "ClusterIP", []string{"100.64.0.20", "fd00:10::20"}, []string{"172.24.0.20", "fd00:10::20"})}
 	if !reflect.DeepEqual(p.Moves, want) {
 		t.Errorf("moves = %v, want %v", p.Moves, want)
 	}
@@ -171,92 +179,98 @@ func TestPlanRecreationDualStack(t *testing.T) {
 }
 
 func TestPlanRecreationFindings(t *testing.T) {
-	attrs := func(fs []Finding) string {
-		var out []string
-		for _, f := range fs {
-			out = append(out, f.Attribute)
-		}
-		return strings.Join(out, ",")
-	}
 	o := defaultOpts()
 	o.TargetCIDRs = nil
-	if got := attrs(PlanRecreation(mixedSnapshot(), o).Errors); got != "target_cidrs" {
+	if got := paths(PlanRecreation(mixedSnapshot(), o).Errors); got != "target_cidrs" {
 		t.Errorf("empty target: errors on %q", got)
 	}
 	o = defaultOpts()
 	o.First = []string{"kube-system/kube-dns", "app/nope"}
-	if p := PlanRecreation(mixedSnapshot(), o); attrs(p.Errors) != "first" || !strings.Contains(p.Errors[0].Detail, "app/nope") {
+	if p := PlanRecreation(mixedSnapshot(), o); paths(p.Errors) != "first[1]" || !strings.Contains(p.Errors[0].Detail, "app/nope") {
 		t.Errorf("missing first: %v", p.Errors)
 	}
 	o = defaultOpts()
 	o.TargetCIDRs = []string{"172.24.0.0/30"} // 2 usable addresses minus .1: one fits
 	snap := mixedSnapshot()
 	snap.Ranges = append(snap.Ranges, readyRange("tiny", "172.24.0.0/30"))
-	if p := PlanRecreation(snap, o); attrs(p.Errors) != "target_cidrs" || !strings.Contains(p.Errors[0].Detail, "full") {
+	if p := PlanRecreation(snap, o); paths(p.Errors) != "target_cidrs" || !strings.Contains(p.Errors[0].Detail, "full") {
 		t.Errorf("full target: %v", p.Errors)
 	}
-	// Not served yet (created in the same apply) and the bridge IP outside a Ready range: warnings.
+	// Not served yet (created in the same apply): a warning.
 	snap = mixedSnapshot()
 	snap.Ranges = []ServiceCIDR{{Name: "kubernetes", CIDRs: []string{"100.64.0.0/13"}, Terminating: true}}
 	p := PlanRecreation(snap, defaultOpts())
-	if attrs(p.Warnings) != "target_cidrs,dns_bridge" || len(p.Errors) > 0 || len(p.Moves) != 4 {
+	if paths(p.Warnings) != "target_cidrs" || len(p.Errors) > 0 || len(p.Moves) != 4 {
 		t.Errorf("warnings %v errors %v moves %d", p.Warnings, p.Errors, len(p.Moves))
-	}
-	// A Service squatting on the bridge name.
-	snap = mixedSnapshot()
-	snap.Services = append(snap.Services, rsvc("kube-system/kube-dns-legacy", "ClusterIP", "100.64.0.11"))
-	if p := PlanRecreation(snap, defaultOpts()); attrs(p.Errors) != "dns_bridge_name" {
-		t.Errorf("bridge name taken: %v", p.Errors)
 	}
 }
 
-func TestPlanRecreationBridgeLifecycle(t *testing.T) {
+// planned is what the resource would hold for a plan of snap.
+func planned(p RecreationPlan) PlannedRecreation {
+	return PlannedRecreation{TargetCIDRs: []string{"172.24.0.0/15"}, Moves: p.Moves, Restore: p.Restore, First: p.First, DNSService: p.DNSService}
+}
+
+var bridgeOn = BridgeOptions{Enabled: true}
+
+func TestPrepareRecreationBridge(t *testing.T) {
 	snap := mixedSnapshot()
+	s, errs := PrepareRecreation(snap, planned(PlanRecreation(snap, defaultOpts())), bridgeOn)
+	if len(errs) > 0 || s.Bridge == nil || s.Bridge.Spec.ClusterIP != "100.64.0.10" || s.Bridge.Name != DefaultDNSBridgeName ||
+		s.Bridge.Labels[DNSBridgeLabel] != "true" || s.Bridge.Spec.Selector["app"] != "kube-dns" {
+		t.Errorf("bridge = %+v, errors %v", s.Bridge, errs)
+	}
+	// The DNS Service's old range Terminating: the bridge's IP would be invalid.
+	terminating := mixedSnapshot()
+	terminating.Ranges[0].Terminating = true
+	if _, errs := PrepareRecreation(terminating, planned(PlanRecreation(terminating, defaultOpts())), bridgeOn); paths(errs) != "dns_bridge" {
+		t.Errorf("bridge outside a Ready range: %v", errs)
+	}
+	// A Service squatting on the bridge name.
+	squat := mixedSnapshot()
+	squat.Services = append(squat.Services, rsvc("kube-system/kube-dns-legacy", "ClusterIP", "100.64.0.11"))
+	if _, errs := PrepareRecreation(squat, planned(PlanRecreation(squat, defaultOpts())), bridgeOn); paths(errs) != "dns_bridge_name" {
+		t.Errorf("bridge name taken: %v", errs)
+	}
+	// Once kube-dns has moved and the bridge exists: nothing to do, and the bridge is not a Service to move.
+	moved := mixedSnapshot()
 	bridge := rsvc("kube-system/kube-dns-legacy", "ClusterIP", "100.64.0.10")
 	bridge.Labels = map[string]string{DNSBridgeLabel: "true"}
-	for i := range snap.Services {
-		if snap.Services[i].Name == "kube-dns" {
-			snap.Services[i].Spec.ClusterIPs, snap.Services[i].Spec.ClusterIP = []string{"172.24.0.10"}, "172.24.0.10"
+	for i := range moved.Services {
+		if moved.Services[i].Name == "kube-dns" {
+			moved.Services[i].Spec.ClusterIPs, moved.Services[i].Spec.ClusterIP = []string{"172.24.0.10"}, "172.24.0.10"
 		}
 	}
-	snap.Services = append(snap.Services, bridge)
-	p := PlanRecreation(snap, defaultOpts())
-	if p.Bridge != nil || p.RemoveBridge != "" || p.First != 0 {
-		t.Errorf("bridge kept: got create %v remove %q first %d", p.Bridge, p.RemoveBridge, p.First)
+	moved.Services = append(moved.Services, bridge)
+	p := PlanRecreation(moved, defaultOpts())
+	if _, listed := p.Skipped["kube-system/kube-dns-legacy"]; listed || !slices.Contains(p.Staying, netip.MustParseAddr("100.64.0.10")) || len(p.First) != 0 {
+		t.Errorf("the bridge must be neither moved nor listed, and its IP stays: skipped %v staying %v first %v", p.Skipped, p.Staying, p.First)
 	}
-	if _, listed := p.Skipped["kube-system/kube-dns-legacy"]; listed || !slices.Contains(p.Staying, netip.MustParseAddr("100.64.0.10")) {
-		t.Errorf("the bridge must be neither moved nor listed, and its IP stays: skipped %v staying %v", p.Skipped, p.Staying)
+	if s, errs := PrepareRecreation(moved, planned(p), bridgeOn); s.Bridge != nil || s.RemoveBridge != "" || len(errs) > 0 {
+		t.Errorf("bridge kept: create %v remove %q errors %v", s.Bridge, s.RemoveBridge, errs)
 	}
-	o := defaultOpts()
-	o.DNSBridge = false
-	if p := PlanRecreation(snap, o); p.RemoveBridge != DefaultDNSBridgeName {
-		t.Errorf("dns_bridge = false: remove %q", p.RemoveBridge)
+	if s, _ := PrepareRecreation(moved, planned(p), BridgeOptions{}); s.RemoveBridge != DefaultDNSBridgeName {
+		t.Errorf("dns_bridge = false: remove %q", s.RemoveBridge)
 	}
 }
 
 // An apply that stopped after deleting kube-dns, before the bridge existed: the next plan
 // restores kube-dns at its new IP and creates the bridge on the old one it journaled.
-func TestPlanRecreationBridgeAfterInterruptedDNSMove(t *testing.T) {
+func TestPrepareRecreationBridgeAfterInterruptedDNSMove(t *testing.T) {
 	snap := mixedSnapshot()
 	snap.Services = slices.DeleteFunc(snap.Services, func(s corev1.Service) bool { return s.Name == "kube-dns" })
 	snap.Held = slices.DeleteFunc(snap.Held, func(ip netip.Addr) bool { return ip.String() == "100.64.0.10" })
 	snap.Journal = []JournalEntry{{Key: DNSServiceKey, OldIPs: []string{"100.64.0.10"},
 		Service: rsvc(DNSServiceKey, "ClusterIP", "172.24.0.10"), Object: "j1"}}
 	p := PlanRecreation(snap, defaultOpts())
-	if len(p.Restore) != 1 || p.Restore[0].NewIPs[0] != "172.24.0.10" {
-		t.Fatalf("restore = %v", p.Restore)
+	if len(p.Restore) != 1 || p.Restore[0].NewIPs[0] != "172.24.0.10" || p.DNSService != DNSServiceKey || p.DNSIPs[0] != "172.24.0.10" {
+		t.Fatalf("restore = %v, DNS %q %v", p.Restore, p.DNSService, p.DNSIPs)
 	}
-	if p.Bridge == nil || p.Bridge.Spec.ClusterIP != "100.64.0.10" || !slices.Equal(p.Bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) {
-		t.Fatalf("bridge = %+v, want one on the journaled old IP 100.64.0.10", p.Bridge)
+	s, errs := PrepareRecreation(snap, planned(p), bridgeOn)
+	if len(errs) > 0 || s.Bridge == nil || !slices.Equal(s.Bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) || len(s.Restore) != 1 {
+		t.Fatalf("bridge = %+v (errors %v), want one on the journaled old IP 100.64.0.10", s.Bridge, errs)
 	}
-	got, err := CheckPlanned(snap, p, nil, p.Restore)
-	if err != nil || got.Bridge == nil {
-		t.Errorf("CheckPlanned dropped the bridge of a restored kube-dns: %v %v", got.Bridge, err)
-	}
-	o := defaultOpts()
-	o.DNSBridge = false
-	if p := PlanRecreation(snap, o); p.Bridge != nil {
-		t.Errorf("dns_bridge = false still plans a bridge: %+v", p.Bridge)
+	if s, _ := PrepareRecreation(snap, planned(p), BridgeOptions{}); s.Bridge != nil {
+		t.Errorf("dns_bridge = false still plans a bridge: %+v", s.Bridge)
 	}
 }
 
@@ -272,45 +286,109 @@ func TestPlanRecreationRestore(t *testing.T) {
 		{Key: "app/np", Service: rsvc("app/np", "ClusterIP", "172.24.1.5"), Object: "j3"},
 	}
 	p := PlanRecreation(snap, defaultOpts())
+	// Journaled Services that exist with all they had need nothing; one that lost its
+	// hand-made Endpoints is settled at the IPs it has.
 	want := []Restore{{"app/gone", []string{"172.24.9.10"}, "j1"}, {"app/gone2", []string{"172.24.1.5"}, "j2"}}
 	if !reflect.DeepEqual(p.Restore, want) {
 		t.Errorf("restore = %v, want %v", p.Restore, want)
-	}
-	if !reflect.DeepEqual(p.Stale, []string{"j3"}) {
-		t.Errorf("stale = %v", p.Stale)
 	}
 	for _, m := range p.Moves {
 		if m.Key == "app/np" && m.NewIPs[0] == "172.24.1.5" {
 			t.Error("a move took the IP a restore keeps")
 		}
 	}
+	// A restore whose journal entry another apply settled meanwhile is reported, not attempted.
+	later := snap
+	later.Journal = snap.Journal[1:]
+	s, errs := PrepareRecreation(later, planned(p), bridgeOn)
+	if len(errs) > 0 || len(s.Restore) != 1 || !strings.Contains(s.NotMoved["app/gone"], "journal entry is gone") ||
+		!s.Settled["j1 app/web"] || !s.Settled["j3 app/np"] {
+		t.Errorf("restore %v, not moved %v, settled %v, errors %v", s.Restore, s.NotMoved, s.Settled, errs)
+	}
+	lost := mixedSnapshot()
+	lost.Journal = []JournalEntry{{Key: "app/web", Service: rsvc("app/web", "ClusterIP", "172.24.7.200"), Object: "j4",
+		Endpoints: &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}}}}
+	if p := PlanRecreation(lost, defaultOpts()); !reflect.DeepEqual(p.Restore, []Restore{{"app/web", []string{"100.64.7.200"}, "j4"}}) {
+		t.Errorf("a journaled Service whose Endpoints are gone: restore %v", p.Restore)
+	}
 }
 
-func TestCheckPlanned(t *testing.T) {
+func TestPrepareRecreation(t *testing.T) {
 	snap := mixedSnapshot()
-	fresh := PlanRecreation(snap, defaultOpts())
-	planned := []Move{fresh.Moves[2], fresh.Moves[0]}
-	got, err := CheckPlanned(snap, fresh, planned, nil)
-	if err != nil || len(got.Moves) != 2 || got.Moves[0].Key != DNSServiceKey || got.First != 1 || got.Bridge == nil {
-		t.Fatalf("CheckPlanned = %+v, %v", got.Moves, err)
+	p := planned(PlanRecreation(snap, defaultOpts()))
+	s, errs := PrepareRecreation(snap, p, bridgeOn)
+	if len(errs) > 0 || len(s.Moves) != 4 || s.Moves[0].Key != DNSServiceKey || s.First != 1 || len(s.NotMoved) != 0 {
+		t.Fatalf("unchanged cluster: moves %v first %d not moved %v errors %v", s.Moves, s.First, s.NotMoved, errs)
 	}
+	// The cluster changes between plan and apply: every move that no longer holds is left out
+	// and said why; the rest go ahead, in the planned order.
+	churned := mixedSnapshot()
+	byName := func(name string) *corev1.Service {
+		i := slices.IndexFunc(churned.Services, func(s corev1.Service) bool { return s.Name == name })
+		return &churned.Services[i]
+	}
+	byName("web").UID = "uid-web-2"                          // replaced
+	byName("np").Spec.Type = corev1.ServiceTypeLoadBalancer // became a LoadBalancer
+	churned.Services = slices.DeleteFunc(churned.Services, func(s corev1.Service) bool { return s.Name == "helm" })
+	churned.Services = append(churned.Services, rsvc("app/late", "ClusterIP", "100.64.0.99"))
+	s, errs = PrepareRecreation(churned, p, bridgeOn)
+	wantReasons := map[string]string{"app/web": "replaced since the plan", "app/np": "type changed from NodePort to LoadBalancer",
+		"app/helm": "deleted since the plan"}
+	if len(errs) > 0 || len(s.Moves) != 1 || s.Moves[0].Key != DNSServiceKey || len(s.NotMoved) != len(wantReasons) {
+		t.Errorf("churned: moves %v not moved %v errors %v", s.Moves, s.NotMoved, errs)
+	}
+	for k, r := range wantReasons {
+		if !strings.Contains(s.NotMoved[k], r) {
+			t.Errorf("not moved %s: %q, want %q", k, s.NotMoved[k], r)
+		}
+	}
+	// A planned IP taken meanwhile.
+	taken := mixedSnapshot()
+	taken.Held = append(taken.Held, netip.MustParseAddr("172.24.7.200"))
+	if s, _ := PrepareRecreation(taken, p, bridgeOn); !strings.Contains(s.NotMoved["app/web"], "172.24.7.200 is taken now") {
+		t.Errorf("taken IP: %v", s.NotMoved)
+	}
+	// Already moved (a partial apply): reported, and harmless even for the first move.
 	moved := mixedSnapshot()
-	moved.Services[1].Spec.ClusterIPs = fresh.Moves[2].NewIPs // app/web is where the plan puts it
-	if got, err := CheckPlanned(moved, fresh, planned, nil); err != nil || len(got.Moves) != 1 || got.Moves[0].Key != DNSServiceKey {
-		t.Errorf("a planned move already done must be dropped, not refused: %+v, %v", got.Moves, err)
+	moved.Services[6].Spec.ClusterIPs = []string{"172.24.0.10"}
+	if s, errs := PrepareRecreation(moved, p, bridgeOn); len(errs) > 0 || s.NotMoved[DNSServiceKey] != reasonAlreadyMoved || s.Bridge != nil {
+		t.Errorf("DNS already moved: not moved %v, bridge %v, errors %v", s.NotMoved, s.Bridge, errs)
 	}
-	got, err = CheckPlanned(snap, fresh, planned[:1], nil)
-	if err != nil || got.Bridge != nil {
-		t.Errorf("without kube-dns the bridge stays: %v %v", got.Bridge, err)
+	// The DNS move no longer holds: nothing moves.
+	gone := mixedSnapshot()
+	gone.Services[6].UID = "uid-other"
+	if _, errs := PrepareRecreation(gone, p, bridgeOn); paths(errs) != `moves["kube-system/kube-dns"]` {
+		t.Errorf("DNS replaced: errors %v", errs)
 	}
-	snap.Held = append(snap.Held, netip.MustParseAddr(fresh.Moves[2].NewIPs[0]))
-	if _, err := CheckPlanned(snap, fresh, planned, nil); err == nil || !strings.Contains(err.Error(), "is taken now") {
-		t.Errorf("taken IP: %v", err)
+}
+
+func TestValidatePlanned(t *testing.T) {
+	good := planned(PlanRecreation(mixedSnapshot(), defaultOpts()))
+	if fs := ValidatePlanned(good); len(fs) > 0 {
+		t.Fatalf("the data source's own plan: %v", fs)
 	}
-	snap = mixedSnapshot()
-	snap.Services[1].Spec.ClusterIPs = []string{"100.64.7.201"}
-	if _, err := CheckPlanned(snap, fresh, planned, nil); err == nil || !strings.Contains(err.Error(), "planned from") {
-		t.Errorf("changed Service: %v", err)
+	for _, tt := range []struct {
+		name string
+		edit func(p *PlannedRecreation)
+		path string
+	}{
+		{"outside the target", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"10.0.0.5"} }, `moves["app/np"].new_ips[0]`},
+		{"network address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.0.0"} }, `moves["app/np"].new_ips[0]`},
+		{"broadcast address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.25.255.255"} }, `moves["app/np"].new_ips[0]`},
+		{"first address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.0.1"} }, `moves["app/np"].new_ips[0]`},
+		{"duplicate", func(p *PlannedRecreation) { p.Moves[2].NewIPs = p.Moves[1].NewIPs }, `moves["app/web"].new_ips[0]`},
+		{"unpaired", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.1.5", "172.24.1.6"} }, `moves["app/np"].new_ips`},
+		{"family", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"fd00::5"} }, `moves["app/np"].new_ips[0]`},
+		{"bad key", func(p *PlannedRecreation) { p.Moves[1].Key = "np" }, `moves["np"]`},
+		{"restore on the broadcast", func(p *PlannedRecreation) {
+			p.Restore = []Restore{{Key: "app/x", NewIPs: []string{"172.25.255.255"}, Journal: "j"}}
+		}, `restore["app/x"].new_ips[0]`},
+	} {
+		p := planned(PlanRecreation(mixedSnapshot(), defaultOpts()))
+		tt.edit(&p)
+		if got := paths(ValidatePlanned(p)); got != tt.path {
+			t.Errorf("%s: findings at %q, want %q", tt.name, got, tt.path)
+		}
 	}
 }
 

@@ -68,6 +68,33 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forAp
 	return snap, nil
 }
 
+// TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs, the
+// DNS Service and the bridge (when they exist), and the journal.
+func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName, journalNamespace string) (Snapshot, error) {
+	var snap Snapshot
+	ranges, _, err := listServiceCIDRObjects(ctx, c)
+	if err != nil {
+		return snap, err
+	}
+	snap.Ranges = ranges
+	for _, key := range []string{dnsService, "kube-system/" + bridgeName} {
+		ns, name, ok := strings.Cut(key, "/")
+		if !ok {
+			continue
+		}
+		svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return snap, fmt.Errorf("reading Service %s: %w", key, err)
+		default:
+			snap.Services = append(snap.Services, *svc)
+		}
+	}
+	snap.Journal, err = readJournal(ctx, c, journalNamespace)
+	return snap, err
+}
+
 // listServiceSlices lists the EndpointSlices labelled with a Service name.
 func listServiceSlices(ctx context.Context, c *Client) ([]discoveryv1.EndpointSlice, error) {
 	var out []discoveryv1.EndpointSlice

@@ -6,6 +6,7 @@ package k8sops
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -47,6 +49,42 @@ func ParseWorkloadKey(key string) (namespace, kind, name string, err error) {
 		}
 	}
 	return "", "", "", fmt.Errorf("%q: kind %q is not one of deployment, statefulset, daemonset", key, parts[1])
+}
+
+// ValidateRollKey checks a key of a roll's list: a workload key, or a bare pod's PodKey.
+func ValidateRollKey(key string) error {
+	if _, _, ok := parsePodKey(key); ok {
+		return nil
+	}
+	_, _, _, err := ParseWorkloadKey(key)
+	return err
+}
+
+// MissingWorkloads returns the workload keys among keys whose workload does not exist.
+func MissingWorkloads(ctx context.Context, c *Client, keys []string) ([]string, error) {
+	var missing []string
+	for _, key := range keys {
+		ns, kind, name, err := ParseWorkloadKey(key)
+		if err != nil {
+			continue
+		}
+		apps := c.Kube.AppsV1()
+		switch kind {
+		case KindDeployment:
+			_, err = apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		case KindStatefulSet:
+			_, err = apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		default:
+			_, err = apps.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, key)
+		case err != nil:
+			return missing, err
+		}
+	}
+	return missing, nil
 }
 
 // RollSnapshot is what planning a roll reads: one paginated list per kind.
@@ -152,27 +190,27 @@ type RollOptions struct {
 	ExcludeNamespaces []string
 	Selector          labels.Selector // on the workload's labels (the pod's for bare pods); nil: everything
 	Kinds             []string        // default DefaultRollKinds
-	Include           []string        // workload keys rolled regardless of triggers
-	First             []string        // workload keys rolled and waited for before the rest
-	PodCIDRs          []netip.Prefix  // trigger: a pod address inside
-	StartedBefore     *time.Time      // trigger: a pod started before
+	Triggers
+	// EvictBarePods puts the bare pods that match (as "namespace/pod/name") among the work,
+	// to be evicted, instead of among the unmanaged.
+	EvictBarePods bool
 }
 
-// RollPlan is what a roll restarts, in order, and what it cannot.
+// Triggers say which pods must move: any pod matching one of them.
+type Triggers struct {
+	PodCIDRs      []netip.Prefix // a pod address inside
+	StartedBefore *time.Time     // a pod started before
+}
+
+// RollPlan is what a roll restarts and what it cannot.
 type RollPlan struct {
-	// Pending maps workload keys to the number of their pods that match a trigger (every pod
-	// for an included workload).
+	// Pending maps workload keys (bare pods to evict as "namespace/pod/name") to the number of
+	// their pods that match a trigger; Order lists its keys, sorted.
 	Pending map[string]int
-	// Order lists Pending's keys: First (in its order) then the rest, sorted.
-	Order []string
+	Order   []string
 	// Unmanaged maps what matches but cannot be rolled ("namespace/kind/name", pods as
 	// "namespace/pod/name") to the reason.
 	Unmanaged map[string]string
-	// BarePods are the bare pods among Unmanaged, evictable with evict_bare_pods.
-	BarePods []string // "namespace/name"
-	// IncludedOnly marks Pending keys there only because Include names them.
-	IncludedOnly map[string]bool
-	Errors       []Finding
 }
 
 type workloadInfo struct {
@@ -181,13 +219,14 @@ type workloadInfo struct {
 	unmanaged             string // why it cannot be rolled, or ""
 }
 
-// PlanRoll decides what to restart.
-func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
-	p := RollPlan{Pending: map[string]int{}, Unmanaged: map[string]string{}, IncludedOnly: map[string]bool{}}
-	kinds := o.Kinds
-	if len(kinds) == 0 {
-		kinds = DefaultRollKinds
-	}
+// rollIndex is a RollSnapshot's workloads, who owns each pod, and which pods are on their way out.
+type rollIndex struct {
+	workloads map[string]workloadInfo
+	rsOwner   map[string]string
+	outgoing  func(*corev1.Pod) bool
+}
+
+func indexRoll(s *RollSnapshot) rollIndex {
 	workloads := map[string]workloadInfo{}
 	for _, d := range s.Deployments {
 		w := workloadInfo{KindDeployment, d.Namespace, d.Name, d.Labels, foreignController(d.OwnerReferences)}
@@ -210,8 +249,35 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		}
 		workloads[WorkloadKey(d.Namespace, KindDaemonSet, d.Name)] = w
 	}
-	rsOwner := replicaSetOwners(s.ReplicaSets)
-	outgoing := outgoingPods(s)
+	return rollIndex{workloads: workloads, rsOwner: replicaSetOwners(s.ReplicaSets), outgoing: outgoingPods(s)}
+}
+
+// matchingPods calls fn for every live pod that matches a trigger and is not already being
+// replaced by a rollout, with its workload's key ("" and the reason when no restart reaches it).
+func (x rollIndex) matchingPods(s *RollSnapshot, t Triggers, fn func(pod *corev1.Pod, key, reason string)) {
+	for i := range s.Pods {
+		pod := &s.Pods[i]
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		key, reason := podWorkload(pod, x.rsOwner)
+		if _, known := x.workloads[key]; key != "" && !known {
+			continue // its workload vanished meanwhile
+		}
+		if matchesTrigger(pod, t) && !x.outgoing(pod) {
+			fn(pod, key, reason)
+		}
+	}
+}
+
+// PlanRoll decides what to restart.
+func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
+	p := RollPlan{Pending: map[string]int{}, Unmanaged: map[string]string{}}
+	kinds := o.Kinds
+	if len(kinds) == 0 {
+		kinds = DefaultRollKinds
+	}
+	x := indexRoll(s)
 	inScope := func(ns string, lbls map[string]string) bool {
 		if len(o.Namespaces) > 0 && !slices.Contains(o.Namespaces, ns) {
 			return false
@@ -221,29 +287,18 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		}
 		return o.Selector == nil || o.Selector.Matches(labels.Set(lbls))
 	}
-	for _, pod := range s.Pods {
-		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		key, reason := podWorkload(&pod, rsOwner)
-		w, known := workloads[key]
-		if key != "" && !known {
-			continue // its workload vanished meanwhile
-		}
+	x.matchingPods(s, o.Triggers, func(pod *corev1.Pod, key, reason string) {
+		w, known := x.workloads[key]
 		lbls := pod.Labels
 		if known {
 			lbls = w.labels
 		}
-		if !inScope(pod.Namespace, lbls) || !matchesTrigger(&pod, o) || outgoing(&pod) {
-			continue
-		}
 		switch {
+		case !inScope(pod.Namespace, lbls):
+		case key == "" && reason == reasonBarePod && o.EvictBarePods:
+			p.Pending[PodKey(pod.Namespace, pod.Name)] = 1
 		case key == "":
-			id := pod.Namespace + "/pod/" + pod.Name
-			p.Unmanaged[id] = reason
-			if reason == reasonBarePod {
-				p.BarePods = append(p.BarePods, pod.Namespace+"/"+pod.Name)
-			}
+			p.Unmanaged[PodKey(pod.Namespace, pod.Name)] = reason
 		case w.unmanaged != "":
 			p.Unmanaged[key] = w.unmanaged
 		case !slices.ContainsFunc(kinds, func(k string) bool { return strings.EqualFold(k, w.kind) }):
@@ -251,42 +306,100 @@ func PlanRoll(s *RollSnapshot, o RollOptions) RollPlan {
 		default:
 			p.Pending[key]++
 		}
+	})
+	p.Order = slices.Sorted(maps.Keys(p.Pending))
+	return p
+}
+
+// PodKey is how a bare pod is named among workload keys: "namespace/pod/name".
+func PodKey(namespace, name string) string { return namespace + "/pod/" + name }
+
+// parsePodKey splits a PodKey; ok is false for anything else.
+func parsePodKey(key string) (namespace, name string, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 3 || parts[1] != "pod" || parts[0] == "" || parts[2] == "" {
+		return "", "", false
 	}
-	for i, key := range o.Include {
-		ns, kind, name, err := ParseWorkloadKey(key)
-		if err != nil {
-			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("include[%d]", i), Summary: "Invalid Workload", Detail: err.Error()})
-			continue
+	return parts[0], parts[2], true
+}
+
+// PlannedRoll is what k8scidr_workload_roll holds: the workloads a reviewed plan showed (bare
+// pods to evict as PodKeys), the included workloads to roll whatever their pods, the order,
+// and the triggers the list was made with.
+type PlannedRoll struct {
+	Workloads []string
+	Include   []string
+	First     []string
+	Triggers
+}
+
+// RollSteps is a planned roll checked against the cluster: the keys to restart (pods to
+// evict), first ones first, and what no longer needs it, with the reason.
+type RollSteps struct {
+	Order     []string
+	First     []string
+	NotRolled map[string]string
+}
+
+// PrepareRoll checks each planned workload against s, read at the start of the apply: one that
+// is gone, can no longer be rolled, or has no pod that matches the triggers any more (rolled,
+// scaled down or moved since the plan) is not restarted but reported. Included workloads roll
+// whenever they exist and can be.
+func PrepareRoll(s *RollSnapshot, p PlannedRoll) RollSteps {
+	steps := RollSteps{NotRolled: map[string]string{}}
+	x := indexRoll(s)
+	matched := map[string]int{}
+	x.matchingPods(s, p.Triggers, func(pod *corev1.Pod, key, reason string) {
+		if key == "" && reason == reasonBarePod {
+			key = PodKey(pod.Namespace, pod.Name)
 		}
-		key = WorkloadKey(ns, kind, name)
-		w, ok := workloads[key]
+		matched[key]++
+	})
+	noTrigger := len(p.PodCIDRs) == 0 && p.StartedBefore == nil
+	roll := map[string]bool{}
+	check := func(raw string, included bool) {
+		if ns, name, ok := parsePodKey(raw); ok {
+			if matched[PodKey(ns, name)] == 0 && !noTrigger {
+				steps.NotRolled[raw] = "no longer a running bare pod that matches the triggers"
+				return
+			}
+			roll[raw] = true
+			return
+		}
+		ns, kind, name, err := ParseWorkloadKey(raw)
+		if err != nil {
+			steps.NotRolled[raw] = err.Error()
+			return
+		}
+		key := WorkloadKey(ns, kind, name)
+		w, ok := x.workloads[key]
 		switch {
 		case !ok:
-			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("include[%d]", i), Summary: "Workload Not Found",
-				Detail: fmt.Sprintf("%s does not exist. Check the namespace, kind and name (kube-system/daemonset/calico-node, or calico-system/daemonset/calico-node under the operator).", key)})
+			steps.NotRolled[key] = "does not exist"
 		case w.unmanaged != "":
-			p.Unmanaged[key] = w.unmanaged
+			steps.NotRolled[key] = w.unmanaged
+		case !included && !noTrigger && matched[key] == 0:
+			steps.NotRolled[key] = "no pod matches the triggers any more (rolled, scaled down or moved since the plan)"
 		default:
-			n := 0
-			for _, pod := range s.Pods {
-				if k, _ := podWorkload(&pod, rsOwner); k == key && pod.DeletionTimestamp == nil {
-					n++
-				}
-			}
-			if p.Pending[key] == 0 {
-				p.IncludedOnly[key] = true
-			}
-			p.Pending[key] = max(p.Pending[key], n)
+			roll[key] = true
+			delete(steps.NotRolled, key)
 		}
 	}
-	for i, key := range o.First {
-		if _, _, _, err := ParseWorkloadKey(key); err != nil {
-			p.Errors = append(p.Errors, Finding{Attribute: fmt.Sprintf("first[%d]", i), Summary: "Invalid Workload", Detail: err.Error()})
+	for _, key := range p.Workloads {
+		check(key, false)
+	}
+	for _, key := range p.Include {
+		check(key, true)
+	}
+	for _, raw := range p.First {
+		if ns, kind, name, err := ParseWorkloadKey(raw); err == nil && roll[WorkloadKey(ns, kind, name)] &&
+			!slices.Contains(steps.First, WorkloadKey(ns, kind, name)) {
+			steps.First = append(steps.First, WorkloadKey(ns, kind, name))
 		}
 	}
-	p.sortOrder(o.First)
-	slices.Sort(p.BarePods)
-	return p
+	rest := slices.DeleteFunc(slices.Sorted(maps.Keys(roll)), func(k string) bool { return slices.Contains(steps.First, k) })
+	steps.Order = append(slices.Clone(steps.First), rest...)
+	return steps
 }
 
 // outgoingPods reports whether a pod belongs to a revision its workload is already rolling
@@ -332,45 +445,6 @@ func outgoingPods(s *RollSnapshot) func(*corev1.Pod) bool {
 		}
 		return false
 	}
-}
-
-// DropIncluded removes from Pending the workloads there only because include names them and
-// the given (earlier) include list already named them: an included workload is rolled once, when
-// it is added, not at every apply.
-func (p *RollPlan) DropIncluded(earlier []string, first []string) {
-	for _, key := range earlier {
-		ns, kind, name, err := ParseWorkloadKey(key)
-		if err != nil {
-			continue
-		}
-		if key = WorkloadKey(ns, kind, name); p.IncludedOnly[key] {
-			delete(p.Pending, key)
-			delete(p.IncludedOnly, key)
-		}
-	}
-	p.sortOrder(first)
-}
-
-// sortOrder sets Order: the keys of first that are pending, in their order, then the rest sorted.
-func (p *RollPlan) sortOrder(first []string) {
-	p.Order = nil
-	for _, key := range first {
-		ns, kind, name, err := ParseWorkloadKey(key)
-		if err != nil {
-			continue
-		}
-		if key = WorkloadKey(ns, kind, name); p.Pending[key] > 0 && !slices.Contains(p.Order, key) {
-			p.Order = append(p.Order, key)
-		}
-	}
-	var rest []string
-	for key := range p.Pending {
-		if !slices.Contains(p.Order, key) {
-			rest = append(rest, key)
-		}
-	}
-	slices.Sort(rest)
-	p.Order = append(p.Order, rest...)
 }
 
 const reasonBarePod = "bare pod (no controller): evict it with evict_bare_pods = true, or delete and recreate it yourself"
@@ -422,7 +496,7 @@ func foreignController(refs []metav1.OwnerReference) string {
 }
 
 // matchesTrigger reports whether the pod matches pod_cidrs or started_before.
-func matchesTrigger(pod *corev1.Pod, o RollOptions) bool {
+func matchesTrigger(pod *corev1.Pod, o Triggers) bool {
 	if len(o.PodCIDRs) > 0 && !pod.Spec.HostNetwork {
 		for _, s := range pod.Status.PodIPs {
 			if ip, err := netip.ParseAddr(s.IP); err == nil && slices.ContainsFunc(o.PodCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) }) {

@@ -34,7 +34,6 @@ type RollExecOptions struct {
 	Parallelism     int  // concurrent rollouts after First; default 5
 	Wait            bool // wait for each rollout by kubectl's rollout-status rules
 	ContinueOnError bool
-	EvictBarePods   bool
 	Log             func(format string, args ...any)
 }
 
@@ -45,21 +44,25 @@ type Rolled struct {
 	Err      error
 }
 
-// ExecuteRoll restarts the plan's workloads: First one after another, each waited for, then the
+// ExecuteRoll restarts the steps' workloads: First one after another, each waited for, then the
 // rest with Parallelism at a time. Without ContinueOnError the first failure stops new
-// restarts. Bare pods are evicted (PodDisruptionBudgets hold) when asked.
-func ExecuteRoll(ctx context.Context, c *Client, p RollPlan, first []string, o RollExecOptions) ([]Rolled, error) {
+// restarts. Bare pods (PodKeys) are evicted last, so PodDisruptionBudgets hold.
+func ExecuteRoll(ctx context.Context, c *Client, p RollSteps, o RollExecOptions) ([]Rolled, error) {
 	if o.Parallelism <= 0 {
 		o.Parallelism = 5
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	var firsts, rest []string
+	var firsts, rest, pods []string
 	for _, key := range p.Order {
-		if slices.Contains(first, key) {
+		_, _, isPod := parsePodKey(key)
+		switch {
+		case isPod:
+			pods = append(pods, key)
+		case slices.Contains(p.First, key):
 			firsts = append(firsts, key)
-		} else {
+		default:
 			rest = append(rest, key)
 		}
 	}
@@ -96,10 +99,11 @@ func ExecuteRoll(ctx context.Context, c *Client, p RollPlan, first []string, o R
 		})
 	}
 	wg.Wait()
-	if o.EvictBarePods && !stop() {
-		for _, pod := range p.BarePods {
-			record(evict(ctx, c, pod))
+	for _, pod := range pods {
+		if stop() {
+			break
 		}
+		record(evict(ctx, c, pod))
 	}
 	slices.SortFunc(out, func(a, b Rolled) int { return strings.Compare(a.Key, b.Key) })
 	var errs []error
@@ -277,10 +281,10 @@ func podReady(pod *corev1.Pod) bool {
 	})
 }
 
-// evict deletes a bare pod through the Eviction API, so PodDisruptionBudgets hold.
-func evict(ctx context.Context, c *Client, nsName string) Rolled {
+// evict deletes a bare pod (its PodKey) through the Eviction API, so PodDisruptionBudgets hold.
+func evict(ctx context.Context, c *Client, key string) Rolled {
 	start := time.Now()
-	ns, name, _ := strings.Cut(nsName, "/")
+	ns, name, _ := parsePodKey(key)
 	err := retryWrite(ctx, func(bool) error {
 		return c.Kube.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	})
@@ -290,5 +294,5 @@ func evict(ctx context.Context, c *Client, nsName string) Rolled {
 	if apierrors.IsTooManyRequests(err) {
 		err = fmt.Errorf("a PodDisruptionBudget refuses the eviction now (%w); retry later", err)
 	}
-	return Rolled{Key: ns + "/pod/" + name, Duration: time.Since(start), Err: err}
+	return Rolled{Key: key, Duration: time.Since(start), Err: err}
 }

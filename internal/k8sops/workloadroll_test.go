@@ -69,13 +69,14 @@ func rollSnapshot() *RollSnapshot {
 }
 
 func TestPlanRoll_podCIDRs(t *testing.T) {
-	p := PlanRoll(rollSnapshot(), RollOptions{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.0.0/18")}, First: []string{"kube-system/deployment/coredns"}})
+	oldPool := Triggers{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.0.0/18")}}
+	p := PlanRoll(rollSnapshot(), RollOptions{Triggers: oldPool})
 	want := map[string]int{"app/deployment/web": 1, "kube-system/deployment/coredns": 1}
 	if !maps.Equal(p.Pending, want) {
 		t.Errorf("pending %v, want %v", p.Pending, want)
 	}
-	if !slices.Equal(p.Order, []string{"kube-system/deployment/coredns", "app/deployment/web"}) {
-		t.Errorf("order %v: first comes first", p.Order)
+	if !slices.Equal(p.Order, []string{"app/deployment/web", "kube-system/deployment/coredns"}) {
+		t.Errorf("order %v, want sorted", p.Order)
 	}
 	for key, reason := range map[string]string{
 		"app/pod/orphan-rs-1":   "no Deployment owns",
@@ -87,14 +88,19 @@ func TestPlanRoll_podCIDRs(t *testing.T) {
 			t.Errorf("unmanaged[%s] = %q, want it to say %q", key, p.Unmanaged[key], reason)
 		}
 	}
-	if len(p.Unmanaged) != 4 || !slices.Equal(p.BarePods, []string{"app/bare"}) {
-		t.Errorf("unmanaged %v, bare pods %v", p.Unmanaged, p.BarePods)
+	if len(p.Unmanaged) != 4 {
+		t.Errorf("unmanaged %v", p.Unmanaged)
+	}
+	// With evict_bare_pods the bare pod is work: evicted, as app/pod/bare.
+	p = PlanRoll(rollSnapshot(), RollOptions{Triggers: oldPool, EvictBarePods: true})
+	if p.Pending["app/pod/bare"] != 1 || len(p.Unmanaged) != 3 || !slices.Contains(p.Order, "app/pod/bare") {
+		t.Errorf("evict_bare_pods: pending %v unmanaged %v", p.Pending, p.Unmanaged)
 	}
 }
 
 func TestPlanRoll_startedBeforeAndScope(t *testing.T) {
 	s := rollSnapshot()
-	p := PlanRoll(s, RollOptions{StartedBefore: &t0, Kinds: []string{KindDeployment, KindDaemonSet}, ExcludeNamespaces: []string{"app"}})
+	p := PlanRoll(s, RollOptions{Triggers: Triggers{StartedBefore: &t0}, Kinds: []string{KindDeployment, KindDaemonSet}, ExcludeNamespaces: []string{"app"}})
 	// hostNetwork pods match only with ClusterFirstWithHostNet; StatefulSets are out of kinds.
 	want := map[string]int{"kube-system/deployment/coredns": 1, "kube-system/daemonset/calico-node": 1}
 	if !maps.Equal(p.Pending, want) {
@@ -104,31 +110,41 @@ func TestPlanRoll_startedBeforeAndScope(t *testing.T) {
 		t.Errorf("unmanaged %v: pg is a StatefulSet outside kinds", p.Unmanaged)
 	}
 	sel, _ := labels.Parse("tier=web")
-	p = PlanRoll(s, RollOptions{StartedBefore: &t0, Selector: sel})
+	p = PlanRoll(s, RollOptions{Triggers: Triggers{StartedBefore: &t0}, Selector: sel})
 	if !maps.Equal(p.Pending, map[string]int{"app/deployment/web": 1}) {
 		t.Errorf("with selector tier=web: pending %v", p.Pending)
 	}
 }
 
-func TestPlanRoll_include(t *testing.T) {
-	p := PlanRoll(rollSnapshot(), RollOptions{Include: []string{"kube-system/DaemonSet/calico-node", "x/deployment/absent", "bad"}})
-	if !maps.Equal(p.Pending, map[string]int{"kube-system/daemonset/calico-node": 1}) {
-		t.Errorf("pending %v: an included workload rolls with all its pods", p.Pending)
+// PrepareRoll re-checks the planned list at apply: what no longer matches, is gone or can no
+// longer be rolled is reported, never restarted; included workloads roll whatever their pods.
+func TestPrepareRoll(t *testing.T) {
+	oldPool := Triggers{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.10.0.0/18")}}
+	s := rollSnapshot()
+	plan := PlanRoll(s, RollOptions{Triggers: oldPool, EvictBarePods: true})
+	steps := PrepareRoll(s, PlannedRoll{Workloads: plan.Order, First: []string{"kube-system/Deployment/coredns"}, Triggers: oldPool})
+	if want := []string{"kube-system/deployment/coredns", "app/deployment/web", "app/pod/bare"}; !slices.Equal(steps.Order, want) ||
+		!slices.Equal(steps.First, want[:1]) || len(steps.NotRolled) != 0 {
+		t.Fatalf("unchanged cluster: order %v first %v not rolled %v", steps.Order, steps.First, steps.NotRolled)
 	}
-	if len(p.Errors) != 2 || p.Errors[0].Attribute != "include[1]" || p.Errors[0].Summary != "Workload Not Found" ||
-		p.Errors[1].Attribute != "include[2]" || p.Errors[1].Summary != "Invalid Workload" {
-		t.Errorf("errors %v, want one for the absent workload and one for the malformed key", p.Errors)
+	// Churn between plan and apply: web rolled by someone else (its pod now in the new pool),
+	// coredns paused, the bare pod gone; an included DaemonSet rolls, an absent one is reported.
+	s.Pods = slices.DeleteFunc(s.Pods, func(p corev1.Pod) bool { return p.Name == "bare" || p.Name == "web-1" })
+	s.Deployments[1].Spec.Paused = true
+	steps = PrepareRoll(s, PlannedRoll{Workloads: plan.Order, Include: []string{"kube-system/daemonset/node-exporter", "x/deployment/absent"},
+		First: []string{"kube-system/deployment/coredns"}, Triggers: oldPool})
+	if !slices.Equal(steps.Order, []string{"kube-system/daemonset/node-exporter"}) {
+		t.Errorf("churned: order %v", steps.Order)
 	}
-	// Named by the earlier include list already: not rolled again for being included.
-	p.DropIncluded([]string{"kube-system/daemonset/calico-node"}, nil)
-	if len(p.Pending) != 0 || len(p.Order) != 0 {
-		t.Errorf("after DropIncluded: pending %v, order %v", p.Pending, p.Order)
-	}
-	// A trigger match is not dropped.
-	p = PlanRoll(rollSnapshot(), RollOptions{StartedBefore: &t0, Include: []string{"kube-system/daemonset/calico-node"}})
-	p.DropIncluded([]string{"kube-system/daemonset/calico-node"}, nil)
-	if p.Pending["kube-system/daemonset/calico-node"] != 1 {
-		t.Errorf("pending %v: calico-node matches started_before and must stay", p.Pending)
+	for key, reason := range map[string]string{
+		"app/deployment/web":             "no pod matches the triggers any more",
+		"kube-system/deployment/coredns": "paused Deployment",
+		"app/pod/bare":                   "no longer a running bare pod",
+		"x/deployment/absent":            "does not exist",
+	} {
+		if !strings.Contains(steps.NotRolled[key], reason) {
+			t.Errorf("not rolled %s = %q, want %q", key, steps.NotRolled[key], reason)
+		}
 	}
 }
 
@@ -154,7 +170,7 @@ func TestPlanRoll_rolloutInProgress(t *testing.T) {
 		ReplicaSets:  []appsv1.ReplicaSet{{ObjectMeta: owned("web-1", "web")}, {ObjectMeta: owned("web-2", "web")}},
 		StatefulSets: []appsv1.StatefulSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"}, Status: appsv1.StatefulSetStatus{CurrentRevision: "db-aaa", UpdateRevision: "db-bbb"}}},
 	}
-	p := PlanRoll(s, RollOptions{StartedBefore: &t0})
+	p := PlanRoll(s, RollOptions{Triggers: Triggers{StartedBefore: &t0}})
 	want := map[string]int{"app/deployment/web": 1, "app/statefulset/db": 1}
 	if !maps.Equal(p.Pending, want) {
 		t.Errorf("pending %v, want %v", p.Pending, want)
@@ -162,7 +178,7 @@ func TestPlanRoll_rolloutInProgress(t *testing.T) {
 	// A rollout stalled at its progress deadline replaces nothing more: its old pods count.
 	s.Deployments[0].Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing,
 		Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-	if p := PlanRoll(s, RollOptions{StartedBefore: &t0}); p.Pending["app/deployment/web"] != 2 {
+	if p := PlanRoll(s, RollOptions{Triggers: Triggers{StartedBefore: &t0}}); p.Pending["app/deployment/web"] != 2 {
 		t.Errorf("stalled: pending %v, want web's 2 pods", p.Pending)
 	}
 }

@@ -216,6 +216,8 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 		newPodAllocationsDataSource,
 		newNetworkOverlapsDataSource,
 		newLoadBalancersDataSource,
+		newServiceMovesDataSource,
+		newWorkloadRestartsDataSource,
 	}
 }
 

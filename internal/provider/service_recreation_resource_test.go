@@ -11,13 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-testing/compare"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
-	"github.com/hashicorp/terraform-plugin-testing/plancheck"
-	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
-	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -35,20 +31,16 @@ import (
 const recreationAddr = "k8scidr_service_recreation.this"
 
 // recreationConfig creates the target range (left Terminating on destroy: the moved Services
-// hold it) and moves the Services into it.
-func recreationConfig(kubeconfig, extra string, cidrs ...string) string {
+// hold it) and moves the Services into it: dataArgs go to the moves data source, extra to the
+// resource.
+func recreationConfig(kubeconfig, dataArgs, extra string, cidrs ...string) string {
 	return providerBlock(kubeconfig) + fmt.Sprintf(`
 resource "k8scidr_service_cidr" "this" {
   name              = "new"
   cidrs             = [%s]
   wait_for_deletion = false
 }
-
-resource "k8scidr_service_recreation" "this" {
-  target_cidrs = k8scidr_service_cidr.this.cidrs
-%s
-}
-`, quoteJoin(cidrs), extra)
+`, quoteJoin(cidrs)) + recreationHCL("this", "k8scidr_service_cidr.this.cidrs", fmt.Sprintf("  target_cidrs = [%s]\n%s", quoteJoin(cidrs), dataArgs), extra)
 }
 
 // fixture creates objects in a test cluster and fails the test on error.
@@ -220,7 +212,18 @@ func mixedServices(f fixture) map[string][2][]string {
 	}
 }
 
+// movesCheck checks a planned moves value: the old and new IPs of each Service.
 func movesCheck(moves map[string][2][]string) knownvalue.Check {
+	m := map[string]knownvalue.Check{}
+	for k, v := range moves {
+		m[k] = knownvalue.ObjectExact(map[string]knownvalue.Check{"uid": knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f-]{36}$`)),
+			"type": knownvalue.NotNull(), "old_ips": strListCheck(v[0]...), "new_ips": strListCheck(v[1]...)})
+	}
+	return knownvalue.MapExact(m)
+}
+
+// recreatedCheck checks a recreated value: the old and new IPs of each Service.
+func recreatedCheck(moves map[string][2][]string) knownvalue.Check {
 	m := map[string]knownvalue.Check{}
 	for k, v := range moves {
 		m[k] = knownvalue.ObjectExact(map[string]knownvalue.Check{"old_ips": strListCheck(v[0]...), "new_ips": strListCheck(v[1]...)})
@@ -239,7 +242,7 @@ func strListCheck(v ...string) knownvalue.Check {
 // TestAccServiceRecreation_mixed moves a mixed set of Services on a dual-stack cluster: the plan
 // shows every new IP, apply recreates exactly that (kube-dns first, then the DNS bridge), nothing
 // but the IPs changes, a Service added later shows up in the next plan, and dns_bridge = false
-// removes the bridge without moving completed_at.
+// removes the bridge without moving completed_at or dns_moved_at.
 func TestAccServiceRecreation_mixed(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -254,54 +257,59 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	} {
 		skipped[k] = knownvalue.StringRegexp(regexp.MustCompile(re))
 	}
-	completedAt := statecheck.CompareValue(compare.ValuesSame())
 	cidrs := []string{"172.24.0.0/15", "fd00:24::/108"}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: recreationConfig(c.Kubeconfig, "", cidrs...),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"), movesCheck(moves)),
-					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("skipped"), knownvalue.MapExact(skipped)),
-					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("restore"), knownvalue.MapSizeExact(0)),
-					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("dns_service_ips"), strListCheck("172.24.0.10")),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"), movesCheck(moves)),
-					statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"), movesCheck(moves)),
-				},
-				Check: func(*terraform.State) error { return checkMoved(c.Kube, before, moves) },
-			},
-			{
-				// A Service created in the old range after the move is the next plan's work.
-				PreConfig: func() { f.service("app", ipService("late", "ClusterIP", "100.64.9.9")) },
-				Config:    recreationConfig(c.Kubeconfig, "", cidrs...),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(recreationAddr, plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"),
-						movesCheck(map[string][2][]string{"app/late": {{"100.64.9.9"}, {"172.24.9.9"}}})),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{completedAt.AddStateValue(recreationAddr, tfjsonpath.New("completed_at"))},
-			},
-			{
-				Config: recreationConfig(c.Kubeconfig, "dns_bridge = false", cidrs...),
-				ConfigStateChecks: []statecheck.StateCheck{
-					completedAt.AddStateValue(recreationAddr, tfjsonpath.New("completed_at")),
-					statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"),
-						movesCheck(map[string][2][]string{"app/late": {{"100.64.9.9"}, {"172.24.9.9"}}})),
-				},
-				Check: func(*terraform.State) error {
-					_, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{})
-					if err == nil {
-						return fmt.Errorf("the DNS bridge still exists after dns_bridge = false")
-					}
-					return nil
-				},
-			},
-		},
-	})
+	const movesAddr = "data.k8scidr_service_moves.this"
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", cidrs...))
+
+	w.planFile()
+	expect(t, "planned moves", w.planned(recreationAddr, "moves"), movesCheck(moves))
+	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(0))
+	expect(t, "planned first", w.planned(recreationAddr, "first"), strListCheck("kube-system/kube-dns"))
+	expect(t, "planned dns_service", w.planned(recreationAddr, "dns_service"), knownvalue.StringExact("kube-system/kube-dns"))
+	w.applyFile()
+	if err := checkMoved(c.Kube, before, moves); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "skipped", w.stateValue(movesAddr, "skipped"), knownvalue.MapExact(skipped))
+	expect(t, "dns_service_ips", w.stateValue(movesAddr, "dns_service_ips"), strListCheck("172.24.0.10"))
+	expect(t, "recreated", w.stateValue(recreationAddr, "recreated"), recreatedCheck(moves))
+	expect(t, "moves", w.stateValue(recreationAddr, "moves"), movesCheck(moves))
+	expect(t, "not_moved", w.stateValue(recreationAddr, "not_moved"), knownvalue.MapSizeExact(0))
+	dnsMovedAt := w.stateValue(recreationAddr, "dns_moved_at")
+	expect(t, "dns_moved_at", dnsMovedAt, knownvalue.StringRegexp(rfc3339RE))
+	// Without a refresh the state still holds the moves just made: a harmless update, documented.
+	w.planFile("-refresh=false")
+	if got := w.plannedActions(recreationAddr); !slices.Equal(got, []string{"update"}) {
+		t.Errorf("plan -refresh=false right after the apply: %v, want the documented harmless update", got)
+	}
+	w.converged()
+
+	// A Service created in the old range after the move is the next plan's work; moving it
+	// leaves dns_moved_at alone, and the data source reads the same time off kube-dns.
+	f.service("app", ipService("late", "ClusterIP", "100.64.9.9"))
+	late := map[string][2][]string{"app/late": {{"100.64.9.9"}, {"172.24.9.9"}}}
+	w.planFile()
+	expect(t, "late moves", w.planned(recreationAddr, "moves"), movesCheck(late))
+	expect(t, "late first", w.planned(recreationAddr, "first"), knownvalue.ListSizeExact(0))
+	w.applyFile()
+	w.converged()
+	expect(t, "dns_moved_at after a later move", w.stateValue(recreationAddr, "dns_moved_at"), knownvalue.StringExact(fmt.Sprint(dnsMovedAt)))
+	expect(t, "the data source's dns_moved_at", w.stateValue(movesAddr, "dns_moved_at"), knownvalue.StringExact(fmt.Sprint(dnsMovedAt)))
+
+	// dns_bridge = false removes the bridge and moves nothing.
+	completedAt := w.stateValue(recreationAddr, "completed_at")
+	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", cidrs...))
+	w.planFile()
+	w.applyFile()
+	w.converged()
+	expect(t, "completed_at after removing the bridge", w.stateValue(recreationAddr, "completed_at"), knownvalue.StringExact(fmt.Sprint(completedAt)))
+	expect(t, "recreated after removing the bridge", w.stateValue(recreationAddr, "recreated"), recreatedCheck(late))
+	if _, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{}); err == nil {
+		t.Error("the DNS bridge still exists after dns_bridge = false")
+	}
 }
+
+var rfc3339RE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
 
 // servicesIn reads the Services of a namespace ("" for all) by namespace/name.
 func servicesIn(t *testing.T, kube kubernetes.Interface, ns string) map[string]corev1.Service {
@@ -406,19 +414,31 @@ func rvLess(a, b string) bool {
 	return len(a) < len(b) || len(a) == len(b) && a < b
 }
 
-// TestAccServiceRecreation_invalid: mistakes are plan-time errors naming the attribute; a target
-// no Ready ServiceCIDR serves is a plan warning (it may be created in the same apply) and an
-// apply error before anything moves.
+// TestAccServiceRecreation_invalid: mistakes are plan-time errors naming the attribute, those
+// that need no cluster before it is read; hand-edited moves are refused before anything is
+// touched; a target no Ready ServiceCIDR serves is a plan warning (it may be created in the same
+// apply) and an apply error before anything moves.
 func TestAccServiceRecreation_invalid(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	c := startCluster(t, testcluster.Options{})
 	f := fixture{t, c.Kube}
 	f.namespace("app")
-	f.service("app", ipService("keep", "ClusterIP", "100.64.1.1"))
+	keep := f.service("app", ipService("keep", "ClusterIP", "100.64.1.1"))
 	before := servicesIn(t, c.Kube, "")
-	direct := func(body string) string {
-		return providerBlock(c.Kubeconfig) + "resource \"k8scidr_service_recreation\" \"this\" {\n" + body + "\n}\n"
+	data := func(body string) string {
+		return providerBlock(c.Kubeconfig) + "data \"k8scidr_service_moves\" \"this\" {\n" + body + "\n}\n"
+	}
+	// A resource whose moves are written by hand, as an edited configuration would have them.
+	handMoves := func(target, newIP string) string {
+		return providerBlock(c.Kubeconfig) + fmt.Sprintf(`
+resource "k8scidr_service_recreation" "this" {
+  target_cidrs = [%q]
+  moves = {
+    "app/keep" = { uid = %q, type = "ClusterIP", old_ips = ["100.64.1.1"], new_ips = [%q] }
+  }
+}
+`, target, keep.UID, newIP)
 	}
 	unchanged := func(*terraform.State) error {
 		after := servicesIn(t, c.Kube, "")
@@ -430,22 +450,30 @@ func TestAccServiceRecreation_invalid(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
-			{Config: direct(`target_cidrs = []`), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)target_cidrs.*at least 1`)},
-			{Config: direct(`target_cidrs = ["172.24.0.1/15"]`), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)target_cidrs.*172.24.0.0/15`)},
-			{Config: direct("target_cidrs = [\"172.24.0.0/15\"]\nparallelism = 0"), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)parallelism.*between 1 and 200`)},
-			{Config: direct("target_cidrs = [\"172.24.0.0/15\"]\nip_assignment = \"random\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)ip_assignment.*preserve_offset`)},
-			{Config: direct("target_cidrs = [\"172.24.0.0/15\"]\nexclude = [\"nope\"]"), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)exclude.*namespace/name`)},
-			{Config: recreationConfig(c.Kubeconfig, `first = ["app/keep", "app/nope"]`, "172.24.0.0/15"), PlanOnly: true,
-				ExpectError: diagRE("Service In first Does Not Exist", "first", `"app/nope" is not a Service`)},
-			{Config: recreationConfig(c.Kubeconfig, `selector = "a in (b"`, "172.24.0.0/15"), PlanOnly: true,
-				ExpectError: diagRE("Invalid Label Selector", "selector")},
+			{Config: data(`target_cidrs = []`), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)target_cidrs.*at least 1`)},
+			{Config: data(`target_cidrs = ["172.24.0.1/15"]`), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)target_cidrs.*172.24.0.0/15`)},
+			{Config: data("target_cidrs = [\"172.24.0.0/15\"]\nip_assignment = \"random\""), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)ip_assignment.*preserve_offset`)},
+			{Config: data("target_cidrs = [\"172.24.0.0/15\"]\nexclude = [\"nope\"]"), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)exclude.*namespace/name`)},
+			{Config: data("target_cidrs = [\"172.24.0.0/15\"]\nselector = \"a in (b\""), PlanOnly: true, ExpectError: diagRE("Invalid Label Selector", "selector")},
+			{Config: recreationConfig(c.Kubeconfig, `first = ["app/keep", "app/nope"]`, "", "172.24.0.0/15"), PlanOnly: true,
+				ExpectError: diagRE("Service In first Does Not Exist", `first = ["app/keep", "app/nope"]`, `"app/nope" is not a Service`)},
+			{Config: recreationConfig(c.Kubeconfig, "", "parallelism = 0", "172.24.0.0/15"), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`(?s)parallelism.*between 1 and 200`)},
+			// Hand edits: outside the target, the target's network, broadcast and first addresses.
+			{Config: handMoves("172.24.0.0/15", "10.0.0.1"), PlanOnly: true,
+				ExpectError: diagRE("IP Outside the Target", `moves["app/keep"].new_ips[0]`, "10.0.0.1 is in none of target_cidrs")},
+			{Config: handMoves("172.24.0.0/15", "172.25.255.255"), PlanOnly: true,
+				ExpectError: diagRE("Unallocatable IP", `moves["app/keep"].new_ips[0]`, "broadcast")},
+			{Config: handMoves("172.24.0.0/15", "172.24.0.1"), PlanOnly: true,
+				ExpectError: diagRE("Reserved IP", `moves["app/keep"].new_ips[0]`, "first address")},
 			// A /30 holds two addresses and .1 is reserved: one Service fits, two do not.
 			{PreConfig: func() { f.service("app", ipService("second", "ClusterIP", "100.64.1.2")) },
-				Config: recreationConfig(c.Kubeconfig, "", "172.24.0.0/30"), PlanOnly: true,
+				Config: recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/30"), PlanOnly: true,
 				ExpectError: diagRE("Target Ranges Cannot Hold the Services", "target_cidrs", "is full")},
 			// Not served: no ServiceCIDR is created here. Apply refuses before touching anything.
-			{Config: direct(`target_cidrs = ["172.24.0.0/15"]`), ExpectError: diagRE("Target Range Not Served", "target_cidrs", "No Ready ServiceCIDR covers 172.24.0.0/15"),
-				Check: unchanged},
+			{Config: providerBlock(c.Kubeconfig) + recreationHCL("this", "", `  target_cidrs = ["172.24.0.0/15"]`, ""),
+				ExpectError: diagRE("Target Range Not Served", "target_cidrs", "No Ready ServiceCIDR covers 172.24.0.0/15"),
+				Check:       unchanged},
 		},
 	})
 	before["app/second"] = servicesIn(t, c.Kube, "")["app/second"]
@@ -476,22 +504,24 @@ func TestAccServiceRecreation_bridgeOutsideReadyRange(t *testing.T) {
 	if err := k8sops.DeleteServiceCIDR(ctx, client, "old2", false); err != nil {
 		t.Fatal(err)
 	}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{Config: recreationConfig(c.Kubeconfig, "", "172.24.0.0/15"),
-				ExpectError: diagRE("DNS Bridge IP Outside a Ready Range", "kube-dns's old IP 10.200.0.10, which no Ready ServiceCIDR holds"),
-				Check: func(*terraform.State) error {
-					if s, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "10.200.0.10" {
-						return fmt.Errorf("kube-dns touched: %v", err)
-					}
-					return nil
-				}},
-			{Config: recreationConfig(c.Kubeconfig, "dns_bridge = false", "172.24.0.0/15"),
-				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"),
-					movesCheck(map[string][2][]string{"kube-system/kube-dns": {{"10.200.0.10"}, {"172.24.0.10"}}}))}},
-		},
-	})
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	if out := w.planFile(); !diagRE("Warning: DNS Bridge IP Outside a Ready Range", "This is an error at apply time").MatchString(out) {
+		t.Errorf("the plan does not warn about the bridge IP:\n%s", out)
+	}
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Error: DNS Bridge IP Outside a Ready Range", "old IP 10.200.0.10, which no Ready ServiceCIDR holds").MatchString(out) {
+		t.Errorf("apply: %v\n%s", err, out)
+	}
+	if s, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "10.200.0.10" {
+		t.Fatalf("kube-dns touched: %v", err)
+	}
+	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", "172.24.0.0/15"))
+	if out := w.planFile(); diagRE("DNS Bridge IP Outside a Ready Range").MatchString(out) {
+		t.Errorf("with dns_bridge = false the plan still warns about the bridge:\n%s", out)
+	}
+	w.applyFile()
+	w.converged()
+	expect(t, "recreated", w.stateValue(recreationAddr, "recreated"),
+		recreatedCheck(map[string][2][]string{"kube-system/kube-dns": {{"10.200.0.10"}, {"172.24.0.10"}}}))
 }
 
 // TestAccEndpointsControllerDeletesHandMadeEndpoints keeps proving the fact the journal of
@@ -526,8 +556,9 @@ func TestAccEndpointsControllerDeletesHandMadeEndpoints(t *testing.T) {
 	}
 }
 
-// TestAccServiceRecreation_unknownAtPlan: when target_cidrs is only known at apply (the whole
-// migration applied in one go), the previews are unknown at plan and the checks run at apply.
+// TestAccServiceRecreation_unknownAtPlan: a moves data source that depends on a resource with
+// changes is read only during apply, so the plan cannot show the moves: it says so, and the
+// apply still moves exactly what the data source then reads.
 func TestAccServiceRecreation_unknownAtPlan(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -541,29 +572,17 @@ resource "k8scidr_service_cidr" "this" {
   cidrs             = ["172.24.0.0/15"]
   wait_for_deletion = false
 }
-
-resource "terraform_data" "target" {
-  input = k8scidr_service_cidr.this.cidrs
-}
-
-resource "k8scidr_service_recreation" "this" {
-  target_cidrs = terraform_data.target.output
-}
-`
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: config,
-			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-				plancheck.ExpectUnknownValue(recreationAddr, tfjsonpath.New("pending")),
-				plancheck.ExpectUnknownValue(recreationAddr, tfjsonpath.New("skipped")),
-			}},
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("pending"),
-					movesCheck(map[string][2][]string{"app/web": {{"100.64.7.200"}, {"172.24.7.200"}}})),
-				statecheck.ExpectKnownValue(recreationAddr, tfjsonpath.New("recreated"),
-					movesCheck(map[string][2][]string{"app/web": {{"100.64.7.200"}, {"172.24.7.200"}}})),
-			},
-		}},
-	})
+` + recreationHCL("this", "k8scidr_service_cidr.this.cidrs", "  target_cidrs = [\"172.24.0.0/15\"]\n  depends_on = [k8scidr_service_cidr.this]", "")
+	web := map[string][2][]string{"app/web": {{"100.64.7.200"}, {"172.24.7.200"}}}
+	w := newCLIWorkspace(t, config)
+	if out := w.planFile(); !diagRE("Service Moves Not Known Until Apply", "will move Services nobody reviewed").MatchString(out) {
+		t.Errorf("the plan does not warn that the moves are unknown:\n%s", out)
+	}
+	if !w.plannedUnknown(recreationAddr, "moves") || !w.plannedUnknown(recreationAddr, "recreated") {
+		t.Error("moves and recreated must be unknown at plan")
+	}
+	w.applyFile()
+	w.converged()
+	expect(t, "moves", w.stateValue(recreationAddr, "moves"), movesCheck(web))
+	expect(t, "recreated", w.stateValue(recreationAddr, "recreated"), recreatedCheck(web))
 }

@@ -1,20 +1,17 @@
-// Resource k8scidr_workload_roll: restart exactly the workloads whose pods must move, and wait.
+// Resource k8scidr_workload_roll: restart exactly the workloads a reviewed plan showed, and wait.
 package provider
 
 import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -22,13 +19,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -51,61 +45,34 @@ func (r *workloadRollResource) Metadata(_ context.Context, req resource.Metadata
 	resp.TypeName = req.ProviderTypeName + "_workload_roll"
 }
 
-type workloadRollModel struct {
-	ID                types.String   `tfsdk:"id"`
-	Namespaces        types.Set      `tfsdk:"namespaces"`
-	ExcludeNamespaces types.Set      `tfsdk:"exclude_namespaces"`
-	Selector          types.String   `tfsdk:"selector"`
-	Kinds             types.Set      `tfsdk:"kinds"`
-	Include           types.List     `tfsdk:"include"`
-	First             types.List     `tfsdk:"first"`
-	PodCIDRs          types.List     `tfsdk:"pod_cidrs"`
-	StartedBefore     types.String   `tfsdk:"started_before"`
-	Parallelism       types.Int64    `tfsdk:"parallelism"`
-	WaitForRollout    types.Bool     `tfsdk:"wait_for_rollout"`
-	ContinueOnError   types.Bool     `tfsdk:"continue_on_error"`
-	EvictBarePods     types.Bool     `tfsdk:"evict_bare_pods"`
-	Pending           types.Map      `tfsdk:"pending"`
-	Unmanaged         types.Map      `tfsdk:"unmanaged"`
-	Rolled            types.Map      `tfsdk:"rolled"`
-	CompletedAt       types.String   `tfsdk:"completed_at"`
-	Timeouts          timeouts.Value `tfsdk:"timeouts"`
-}
-
 func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keyList := func(desc string) schema.ListAttribute {
-		return schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: desc}
+		return schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: desc,
+			Validators: []validator.List{listvalidator.ValueStringsAre(workloadKeyValidator{})}}
 	}
-	kinds, _ := types.SetValueFrom(ctx, types.StringType, k8sops.DefaultRollKinds)
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "Restarts exactly the workloads whose pods must move, the way `kubectl rollout restart` does " +
-			"(the `kubectl.kubernetes.io/restartedAt` pod-template annotation), and waits for each rollout by kubectl's " +
-			"rollout-status rules. The plan lists them (`pending`, with the number of matching pods) and what matches but " +
-			"cannot be rolled (`unmanaged`, with the reason). A refresh empties `pending`, and only the plan computes it, " +
-			"so anything that still or again matches shows as a diff. Destroy forgets.",
+		MarkdownDescription: "Restarts exactly the workloads of a `k8scidr_workload_restarts` data source, which the plan " +
+			"shows, the way `kubectl rollout restart` does (the `kubectl.kubernetes.io/restartedAt` pod-template " +
+			"annotation), and waits for each rollout by kubectl's rollout-status rules. Apply re-checks each workload " +
+			"first: one that is gone, can no longer be rolled, or has no pod matching the triggers any more is not " +
+			"restarted but reported in `not_rolled`. A refresh empties `workloads`, so the next plan shows only what the " +
+			"data source still finds. Destroy forgets.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "Constant identifier.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Only these namespaces (default: all)."},
-			"exclude_namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Never these namespaces."},
-			"selector": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Label selector on the workloads' labels (a bare pod's own labels), e.g. `tier != system`."},
-			"kinds": schema.SetAttribute{Optional: true, Computed: true, ElementType: types.StringType, Default: setdefault.StaticValue(kinds),
-				MarkdownDescription: "Workload kinds rolled: `Deployment`, `StatefulSet`, `DaemonSet` (default all three).",
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.RollKinds...))}},
-			"include": keyList("Workloads (`namespace/kind/name`) rolled regardless of the triggers and scope, e.g. " +
-				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses: once when the resource is created " +
-				"or the workload is added to the list, and again whenever a trigger matches it."),
+			"workloads": keyList("Workloads to restart (`namespace/kind/name`; bare pods to evict through the Eviction API " +
+				"as `namespace/pod/name`): `data.k8scidr_workload_restarts.<name>.workloads`."),
+			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: podCIDRsDescription + " The data source's triggers: at apply a workload none of whose pods " +
+					"matches them any more is not restarted.",
+				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator{})}},
+			"started_before": schema.StringAttribute{Optional: true, MarkdownDescription: startedBeforeDesc + " As `pod_cidrs`.",
+				Validators: []validator.String{rfc3339Validator{}}},
+			"include": keyList("Workloads (`namespace/kind/name`) rolled whatever their pods, e.g. " +
+				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses: once, by the apply that adds " +
+				"them here (or creates the resource)."),
 			"first": keyList("Workloads (`namespace/kind/name`) rolled and waited for, in this order, before the rest, e.g. " +
 				"`kube-system/deployment/coredns`."),
-			"pod_cidrs": keyList("Trigger: workloads with a pod whose IP is inside these ranges (the old pool). " +
-				"hostNetwork pods never match."),
-			"started_before": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Trigger: workloads with a pod started before this RFC 3339 time, e.g. " +
-					"`k8scidr_service_recreation.x.completed_at`, so every pod gets the new DNS server. hostNetwork pods match " +
-					"only with `dnsPolicy: ClusterFirstWithHostNet`."},
 			"parallelism": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(5),
 				MarkdownDescription: "Concurrent rollouts after `first` (default 5).",
 				Validators:          []validator.Int64{int64validator.Between(1, 100)}},
@@ -113,14 +80,11 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				MarkdownDescription: "Wait for each rollout to finish (default true)."},
 			"continue_on_error": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Keep rolling the others when a rollout fails; failures are then warnings (default false)."},
-			"evict_bare_pods": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Delete matching bare pods through the Eviction API, so PodDisruptionBudgets hold (default false: they are listed under `unmanaged`)."},
-			"pending": schema.MapAttribute{Computed: true, ElementType: types.Int64Type,
-				MarkdownDescription: "Planned: workload (`namespace/kind/name`, bare pods as `namespace/pod/name`) → matching pods."},
-			"unmanaged": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Planned: what matches but is not rolled, and why (bare pods, Job pods, OnDelete workloads, paused Deployments, workloads another controller owns)."},
 			"rolled": schema.MapAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "After apply: each rolled workload and how long its rollout took."},
+			"not_rolled": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "After apply: each planned workload that was not restarted because it no longer needed it or " +
+					"could no longer be, with the reason."},
 			"completed_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time the last apply that rolled something finished."},
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true}),
@@ -139,123 +103,19 @@ func (r *workloadRollResource) ValidateConfig(ctx context.Context, req resource.
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if m.PodCIDRs.IsNull() && m.StartedBefore.IsNull() && m.Include.IsNull() {
-		resp.Diagnostics.AddAttributeError(path.Root("pod_cidrs"), "No Trigger",
-			"Set pod_cidrs (the old pool), started_before (e.g. the Service move's completed_at), or include: otherwise nothing is rolled.")
+	if m.Workloads.IsNull() && m.Include.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("workloads"), "Nothing To Roll",
+			"Set workloads (from a k8scidr_workload_restarts data source) or include: otherwise nothing is rolled.")
 	}
-	if fullyKnown(m.PodCIDRs) {
-		for i, c := range stringList(ctx, m.PodCIDRs, &resp.Diagnostics) {
-			if _, err := k8sops.ParseCIDR(c); err != nil {
-				resp.Diagnostics.AddAttributeError(path.Root("pod_cidrs").AtListIndex(i), "Invalid CIDR", err.Error()+", e.g. 10.10.0.0/18.")
-			}
-		}
-	}
-	if !m.StartedBefore.IsNull() && !m.StartedBefore.IsUnknown() {
-		if _, err := time.Parse(time.RFC3339, m.StartedBefore.ValueString()); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("started_before"), "Invalid Time",
-				fmt.Sprintf("%q is not an RFC 3339 time, e.g. 2026-11-22T16:00:00Z: %v.", m.StartedBefore.ValueString(), err))
-		}
-	}
-	if !m.Selector.IsNull() && !m.Selector.IsUnknown() {
-		if _, err := labels.Parse(m.Selector.ValueString()); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("selector"), "Invalid Label Selector", apiErrorText(err))
-		}
-	}
-	for _, a := range []struct {
-		name string
-		list types.List
-	}{{"include", m.Include}, {"first", m.First}} {
-		if !fullyKnown(a.list) {
-			continue
-		}
-		for i, key := range stringList(ctx, a.list, &resp.Diagnostics) {
-			if _, _, _, err := k8sops.ParseWorkloadKey(key); err != nil {
-				resp.Diagnostics.AddAttributeError(path.Root(a.name).AtListIndex(i), "Invalid Workload", apiErrorText(err))
-			}
-		}
+	if !m.Workloads.IsNull() && m.PodCIDRs.IsNull() && m.StartedBefore.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("workloads"), "Triggers Missing",
+			"Set pod_cidrs and/or started_before as on the k8scidr_workload_restarts data source the workloads come from: "+
+				"the apply restarts a listed workload only while one of its pods still matches them.")
 	}
 }
 
-func (m *workloadRollModel) inputsKnown() bool {
-	return !slices.ContainsFunc([]attr.Value{m.Namespaces, m.ExcludeNamespaces, m.Selector, m.Kinds, m.Include, m.First, m.PodCIDRs,
-		m.StartedBefore, m.EvictBarePods}, func(v attr.Value) bool { return !fullyKnown(v) })
-}
-
-func (m *workloadRollModel) options(ctx context.Context, diags *diag.Diagnostics) k8sops.RollOptions {
-	set := func(s types.Set) []string {
-		var out []string
-		diags.Append(s.ElementsAs(ctx, &out, false)...)
-		return out
-	}
-	o := k8sops.RollOptions{Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces), Kinds: set(m.Kinds),
-		Include: stringList(ctx, m.Include, diags), First: stringList(ctx, m.First, diags)}
-	if !m.Selector.IsNull() {
-		sel, err := labels.Parse(m.Selector.ValueString())
-		if err != nil {
-			diags.AddAttributeError(path.Root("selector"), "Invalid Label Selector", apiErrorText(err))
-		}
-		o.Selector = sel
-	}
-	for _, c := range stringList(ctx, m.PodCIDRs, diags) {
-		if p, err := netip.ParsePrefix(c); err == nil {
-			o.PodCIDRs = append(o.PodCIDRs, p)
-		}
-	}
-	if !m.StartedBefore.IsNull() {
-		if t, err := time.Parse(time.RFC3339, m.StartedBefore.ValueString()); err == nil {
-			o.StartedBefore = &t
-		}
-	}
-	return o
-}
-
-// plan reads the cluster and plans the roll; with evict_bare_pods the bare pods are pending.
-// Workloads that prior's include already named are not rolled again for being included.
-func (m *workloadRollModel) plan(ctx context.Context, client *k8sops.Client, prior *workloadRollModel, diags *diag.Diagnostics) (k8sops.RollPlan, bool) {
-	snap, err := k8sops.TakeRollSnapshot(ctx, client)
-	if err != nil {
-		diags.AddError("Cluster Not Readable", apiErrorText(err))
-		return k8sops.RollPlan{}, false
-	}
-	o := m.options(ctx, diags)
-	p := k8sops.PlanRoll(snap, o)
-	addFindings(diags, p.Errors, true)
-	if prior != nil {
-		p.DropIncluded(stringList(ctx, prior.Include, diags), o.First)
-	}
-	if m.EvictBarePods.ValueBool() {
-		for _, pod := range p.BarePods {
-			ns, name, _ := strings.Cut(pod, "/")
-			key := ns + "/pod/" + name
-			delete(p.Unmanaged, key)
-			p.Pending[key] = 1
-		}
-	} else {
-		p.BarePods = nil
-	}
-	return p, !diags.HasError()
-}
-
-func pendingValue(p map[string]int, diags *diag.Diagnostics) types.Map {
-	m := map[string]int64{}
-	for k, v := range p {
-		m[k] = int64(v)
-	}
-	v, d := types.MapValueFrom(context.Background(), types.Int64Type, m)
-	diags.Append(d...)
-	return v
-}
-
-func stringMapValue(m map[string]string, diags *diag.Diagnostics) types.Map {
-	if m == nil {
-		m = map[string]string{}
-	}
-	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
-	diags.Append(d...)
-	return v
-}
-
-// ModifyPlan computes pending and unmanaged from the cluster: what apply will roll.
+// ModifyPlan plans the computed values from the configuration and prior state only; it reads
+// the cluster only to warn about included workloads that do not exist.
 func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		return // destroy forgets
@@ -270,37 +130,46 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 		return
 	}
 	plan.ID = types.StringValue("workload-roll")
-	if !plan.inputsKnown() {
-		plan.Pending, plan.Unmanaged = types.MapUnknown(types.Int64Type), types.MapUnknown(types.StringType)
-		plan.Rolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.StringUnknown()
+	if !fullyKnown(plan.Workloads) || !fullyKnown(plan.Include) {
+		resp.Diagnostics.AddWarning("Workloads To Restart Not Known Until Apply",
+			"workloads or include is known only during apply, so this plan cannot show which workloads restart, and the "+
+				"apply will restart workloads nobody reviewed. The usual cause is a k8scidr_workload_restarts data source that "+
+				"references or depends_on a resource with changes in this plan: give it only variables, locals and data sources.")
+		plan.Rolled, plan.NotRolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType), types.StringUnknown()
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
-		return
-	}
-	client, diags := r.data.Client()
-	if resp.Diagnostics.Append(diags...); diags.HasError() {
 		return
 	}
 	var prior *workloadRollModel
 	if !creating {
 		prior = &state
 	}
-	p, ok := plan.plan(ctx, client, prior, &resp.Diagnostics)
-	if !ok {
-		return
-	}
-	plan.Pending = pendingValue(p.Pending, &resp.Diagnostics)
-	plan.Unmanaged = stringMapValue(p.Unmanaged, &resp.Diagnostics)
-	work := len(p.Pending) > 0
+	p := plan.planned(ctx, prior, &resp.Diagnostics)
 	switch {
-	case work:
-		plan.Rolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.StringUnknown()
+	case len(p.Workloads) > 0 || len(p.Include) > 0:
+		plan.Rolled, plan.NotRolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType), types.StringUnknown()
 	case creating:
-		plan.Rolled, plan.CompletedAt = stringMapValue(nil, &resp.Diagnostics), types.StringUnknown()
+		plan.Rolled, plan.NotRolled, plan.CompletedAt = stringMapValue(nil, &resp.Diagnostics), stringMapValue(nil, &resp.Diagnostics), types.StringUnknown()
 	default:
-		// Converged: keep what the last apply stored, so a plan without refresh shows no change.
-		plan.Pending, plan.Rolled, plan.CompletedAt = state.Pending, state.Rolled, state.CompletedAt
+		plan.Rolled, plan.NotRolled, plan.CompletedAt = state.Rolled, state.NotRolled, state.CompletedAt
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	r.warnMissing(ctx, p, &resp.Diagnostics)
+}
+
+// warnMissing warns about included and first workloads that do not exist: probably a typo.
+func (r *workloadRollResource) warnMissing(ctx context.Context, p k8sops.PlannedRoll, diags *diag.Diagnostics) {
+	if len(p.Include) == 0 || r.data == nil || r.data.client == nil {
+		return
+	}
+	missing, err := k8sops.MissingWorkloads(ctx, r.data.client, p.Include)
+	if err != nil {
+		diags.AddWarning("Cluster Not Readable", "The plan could not check that the included workloads exist: "+apiErrorText(err))
+	}
+	for _, key := range missing {
+		diags.AddAttributeWarning(path.Root("include"), "Workload Not Found",
+			fmt.Sprintf("%s does not exist, so it will not be rolled. Check the namespace, kind and name "+
+				"(kube-system/daemonset/calico-node, or calico-system/daemonset/calico-node under the operator).", key))
+	}
 }
 
 func (r *workloadRollResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -320,39 +189,35 @@ func (r *workloadRollResource) Update(ctx context.Context, req resource.UpdateRe
 	}
 }
 
-// apply plans again from the cluster, rolls, and fills the computed values.
+// apply re-checks the planned workloads against the cluster, rolls those that still need it,
+// and fills the computed values.
 func (r *workloadRollResource) apply(ctx context.Context, plan, prior *workloadRollModel,
 	timeout func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), diags *diag.Diagnostics) bool {
+	p := plan.planned(ctx, prior, diags)
+	if len(p.Workloads) == 0 && len(p.Include) == 0 {
+		plan.fillApplied(nil, nil, prior, diags)
+		return !diags.HasError()
+	}
 	client, ctx, cancel := r.data.begin(ctx, timeout, workloadRollTimeout, diags)
 	defer cancel()
 	if client == nil {
 		return false
 	}
-	p, ok := plan.plan(ctx, client, prior, diags)
-	if !ok {
+	snap, err := k8sops.TakeRollSnapshot(ctx, client)
+	if err != nil {
+		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return false
 	}
-	plan.ID = types.StringValue("workload-roll")
-	if plan.Pending.IsUnknown() {
-		plan.Pending = pendingValue(p.Pending, diags)
+	steps := k8sops.PrepareRoll(snap, p)
+	if len(steps.NotRolled) > 0 {
+		diags.AddWarning("Planned Restarts That No Longer Apply Were Not Made",
+			fmt.Sprintf("%d planned workloads were left alone (listed in not_rolled):\n%s\nThe next plan shows what still matches.",
+				len(steps.NotRolled), describeMap(steps.NotRolled)))
 	}
-	if plan.Unmanaged.IsUnknown() {
-		plan.Unmanaged = stringMapValue(p.Unmanaged, diags)
-	}
-	if len(p.Pending) == 0 {
-		if plan.Rolled.IsUnknown() {
-			plan.Rolled = stringMapValue(nil, diags)
-		}
-		if plan.CompletedAt.IsUnknown() {
-			plan.CompletedAt = types.StringValue(time.Now().UTC().Format(time.RFC3339))
-		}
-		return true
-	}
-	o := plan.options(ctx, diags)
-	rolled, err := k8sops.ExecuteRoll(ctx, client, p, o.First, k8sops.RollExecOptions{
+	rolled, err := k8sops.ExecuteRoll(ctx, client, steps, k8sops.RollExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), Wait: plan.WaitForRollout.ValueBool(),
-		ContinueOnError: plan.ContinueOnError.ValueBool(), EvictBarePods: plan.EvictBarePods.ValueBool(),
-		Log: func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
+		ContinueOnError: plan.ContinueOnError.ValueBool(),
+		Log:             func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
 	})
 	done := map[string]string{}
 	for _, rl := range rolled {
@@ -368,12 +233,25 @@ func (r *workloadRollResource) apply(ctx context.Context, plan, prior *workloadR
 		}
 		diags.AddWarning("Some Rollouts Failed", apiErrorText(err)+". continue_on_error is set: the others were rolled.")
 	}
-	plan.Rolled = stringMapValue(done, diags)
-	plan.CompletedAt = types.StringValue(time.Now().UTC().Format(time.RFC3339))
-	if plan.WaitForRollout.ValueBool() {
-		r.recheck(ctx, client, plan, diags)
+	plan.fillApplied(done, steps.NotRolled, prior, diags)
+	return !diags.HasError()
+}
+
+// fillApplied sets the computed values after an apply; what the plan knew stays as planned.
+func (m *workloadRollModel) fillApplied(done, notRolled map[string]string, prior *workloadRollModel, diags *diag.Diagnostics) {
+	if m.Rolled.IsUnknown() {
+		m.Rolled = stringMapValue(done, diags)
 	}
-	return true
+	if m.NotRolled.IsUnknown() {
+		m.NotRolled = stringMapValue(notRolled, diags)
+	}
+	if m.CompletedAt.IsUnknown() {
+		if len(done) > 0 || prior == nil {
+			m.CompletedAt = types.StringValue(time.Now().UTC().Format(time.RFC3339))
+		} else {
+			m.CompletedAt = prior.CompletedAt
+		}
+	}
 }
 
 func describeRolled(done map[string]string) string {
@@ -383,33 +261,85 @@ func describeRolled(done map[string]string) string {
 	return strings.Join(slices.Sorted(maps.Keys(done)), ", ")
 }
 
-// recheck evaluates the triggers again after the roll and warns about what still matches.
-func (r *workloadRollResource) recheck(ctx context.Context, client *k8sops.Client, plan *workloadRollModel, diags *diag.Diagnostics) {
-	var d diag.Diagnostics
-	after, ok := plan.plan(ctx, client, plan, &d)
-	if !ok {
-		return
+func describeMap(m map[string]string) string {
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		lines = append(lines, fmt.Sprintf("- %s: %s", k, m[k]))
 	}
-	var still []string
-	for _, key := range after.Order {
-		still = append(still, fmt.Sprintf("%s (%d pods)", key, after.Pending[key]))
-	}
-	if len(still) > 0 {
-		diags.AddWarning("Pods Still Match After the Roll",
-			"After the rollouts these workloads still have matching pods: "+strings.Join(still, ", ")+". If the trigger is "+
-				"pod_cidrs, the old pool is probably still enabled (set disabled = true on it), or a controller reverts the "+
-				"restart annotation. The next plan shows them again.")
-	}
+	return strings.Join(lines, "\n")
 }
 
-// Read sets pending to empty, the converged value: only the plan computes what still matches,
-// so it shows as a diff.
+// Read sets workloads to empty, the converged value: only the data source computes what still
+// matches, so it shows as a diff.
 func (r *workloadRollResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state workloadRollModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	state.Pending = basetypes.NewMapValueMust(types.Int64Type, map[string]attr.Value{})
+	if !state.Workloads.IsNull() {
+		state.Workloads = ipsValue(nil, &resp.Diagnostics)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
 func (r *workloadRollResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {
+}
+
+// planned is what the apply does, from known configuration: the listed workloads, and the
+// included ones the prior state did not include yet (all of them on create).
+func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollModel, diags *diag.Diagnostics) k8sops.PlannedRoll {
+	p := k8sops.PlannedRoll{Workloads: stringList(ctx, m.Workloads, diags), First: stringList(ctx, m.First, diags),
+		Triggers: triggers(ctx, m.PodCIDRs, m.StartedBefore, diags)}
+	var earlier []string
+	if prior != nil {
+		earlier = normalizedKeys(stringList(ctx, prior.Include, diags))
+	}
+	for _, key := range normalizedKeys(stringList(ctx, m.Include, diags)) {
+		if !slices.Contains(earlier, key) {
+			p.Include = append(p.Include, key)
+		}
+	}
+	return p
+}
+
+// normalizedKeys writes workload keys as WorkloadKey does (kind in lower case).
+func normalizedKeys(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, key := range keys {
+		if ns, kind, name, err := k8sops.ParseWorkloadKey(key); err == nil {
+			key = k8sops.WorkloadKey(ns, kind, name)
+		}
+		out = append(out, key)
+	}
+	return out
+}
+
+// workloadKeyValidator accepts namespace/kind/name workload keys and namespace/pod/name pod keys.
+type workloadKeyValidator struct{}
+
+func (workloadKeyValidator) Description(context.Context) string {
+	return "must be namespace/kind/name (kind deployment, statefulset or daemonset), or namespace/pod/name"
+}
+func (v workloadKeyValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v workloadKeyValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := k8sops.ValidateRollKey(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Workload", apiErrorText(err))
+	}
+}
+
+type workloadRollModel struct {
+	ID              types.String   `tfsdk:"id"`
+	Workloads       types.List     `tfsdk:"workloads"`
+	PodCIDRs        types.List     `tfsdk:"pod_cidrs"`
+	StartedBefore   types.String   `tfsdk:"started_before"`
+	Include         types.List     `tfsdk:"include"`
+	First           types.List     `tfsdk:"first"`
+	Parallelism     types.Int64    `tfsdk:"parallelism"`
+	WaitForRollout  types.Bool     `tfsdk:"wait_for_rollout"`
+	ContinueOnError types.Bool     `tfsdk:"continue_on_error"`
+	Rolled          types.Map      `tfsdk:"rolled"`
+	NotRolled       types.Map      `tfsdk:"not_rolled"`
+	CompletedAt     types.String   `tfsdk:"completed_at"`
+	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 }

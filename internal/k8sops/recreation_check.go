@@ -1,0 +1,372 @@
+// Checking a reviewed recreation plan before apply: static checks that catch hand edits, and
+// the live re-check of every planned move, so apply does exactly what the plan showed and
+// reports what no longer holds.
+package k8sops
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PlannedRecreation is what k8scidr_service_recreation holds: the moves and restores a
+// reviewed plan showed (from the moves data source), in the order First gives.
+type PlannedRecreation struct {
+	TargetCIDRs []string
+	Moves       []Move
+	Restore     []Restore
+	// First are the keys moved and verified before the rest, in order; the cluster DNS Service
+	// is normally the first of them.
+	First []string
+	// DNSService is the cluster DNS Service, "" for none: its move brings the DNS bridge.
+	DNSService string
+}
+
+// BridgeOptions are the DNS bridge settings of k8scidr_service_recreation.
+type BridgeOptions struct {
+	Enabled bool
+	Name    string
+}
+
+func (o BridgeOptions) name() string {
+	if o.Name == "" {
+		return DefaultDNSBridgeName
+	}
+	return o.Name
+}
+
+// ValidatePlanned finds what no moves data source produces, i.e. hand edits, without reading
+// the cluster: IPs outside the target, on a target's network, broadcast or first address, IP
+// lists that do not pair up, and an IP planned twice.
+func ValidatePlanned(p PlannedRecreation) []Finding {
+	var out []Finding
+	for _, pr := range ValidateServiceCIDRs(p.TargetCIDRs) {
+		out = append(out, Finding{pr.Path(At("target_cidrs")), pr.Summary, pr.Detail})
+	}
+	if len(out) > 0 {
+		return out
+	}
+	targets := parsePrefixes(p.TargetCIDRs)
+	claimed := map[netip.Addr]string{}
+	claim := func(at Path, key string, ip netip.Addr) {
+		if other, dup := claimed[ip]; dup {
+			out = append(out, Finding{at, "IP Planned Twice", fmt.Sprintf("%s is planned for both %s and %s. Use the moves "+
+				"data source's values unchanged.", ip, other, key)})
+			return
+		}
+		claimed[ip] = key
+	}
+	for _, m := range p.Moves {
+		at := At("moves").Key(m.Key)
+		if !namespacedName(m.Key) {
+			out = append(out, Finding{at, "Invalid Service Key", fmt.Sprintf("%q: use namespace/name.", m.Key)})
+		}
+		if len(m.OldIPs) == 0 || len(m.OldIPs) != len(m.NewIPs) {
+			out = append(out, Finding{at.Attr("new_ips"), "IPs Do Not Pair Up",
+				fmt.Sprintf("old_ips %v and new_ips %v must list the same number of IPs, one per family, in order.", m.OldIPs, m.NewIPs)})
+			continue
+		}
+		for i := range m.NewIPs {
+			ipAt := at.Attr("new_ips").Index(i)
+			oldIP, errOld := netip.ParseAddr(m.OldIPs[i])
+			newIP, errNew := netip.ParseAddr(m.NewIPs[i])
+			switch {
+			case errOld != nil || errNew != nil:
+				out = append(out, Finding{ipAt, "Invalid IP", fmt.Sprintf("%q → %q is not a pair of IP addresses.", m.OldIPs[i], m.NewIPs[i])})
+			case oldIP.Is4() != newIP.Is4():
+				out = append(out, Finding{ipAt, "IP Family Changes", fmt.Sprintf("%s → %s: a move keeps each IP's family.", oldIP, newIP)})
+			case oldIP == newIP:
+				// an IP that stays (already in the target, or of a family not moved)
+			default:
+				if f, bad := unusableTargetIP(targets, newIP); bad {
+					out = append(out, Finding{ipAt, f.Summary, f.Detail})
+					continue
+				}
+				claim(ipAt, m.Key, newIP)
+			}
+		}
+	}
+	for _, r := range p.Restore {
+		at := At("restore").Key(r.Key)
+		for i, s := range r.NewIPs {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
+				out = append(out, Finding{at.Attr("new_ips").Index(i), "Invalid IP", fmt.Sprintf("%q is not an IP address.", s)})
+				continue
+			}
+			if t, ok := targetFor(targets, ip); ok && t.Contains(ip) && !Allocatable(t, ip) {
+				out = append(out, Finding{at.Attr("new_ips").Index(i), "Unallocatable IP", fmt.Sprintf("%s is %s's network or "+
+					"broadcast address, which no Service can have.", ip, t)})
+				continue
+			}
+			claim(at.Attr("new_ips").Index(i), r.Key, ip)
+		}
+	}
+	return out
+}
+
+// unusableTargetIP says why ip cannot be a moved Service's new IP: outside every target, or a
+// target's network, broadcast or first address (kept for default/kubernetes).
+func unusableTargetIP(targets []netip.Prefix, ip netip.Addr) (Finding, bool) {
+	t, ok := targetFor(targets, ip)
+	switch {
+	case !ok || !t.Contains(ip):
+		return Finding{Summary: "IP Outside the Target", Detail: fmt.Sprintf("%s is in none of target_cidrs %v. Use the moves "+
+			"data source's values unchanged, with the same target_cidrs.", ip, targets)}, true
+	case !Allocatable(t, ip):
+		return Finding{Summary: "Unallocatable IP", Detail: fmt.Sprintf("%s is %s's network or broadcast address, which no "+
+			"Service can have.", ip, t)}, true
+	case ip == t.Masked().Addr().Next():
+		return Finding{Summary: "Reserved IP", Detail: fmt.Sprintf("%s is %s's first address, kept for default/kubernetes "+
+			"once --service-cluster-ip-range moves.", ip, t)}, true
+	}
+	return Finding{}, false
+}
+
+func namespacedName(key string) bool {
+	ns, name, ok := strings.Cut(key, "/")
+	return ok && ns != "" && name != "" && !strings.Contains(name, "/")
+}
+
+// RecreationSteps is a planned recreation checked against the cluster: what apply does, in
+// order: Restore, then Moves[:First] (verified), the DNS bridge right after the DNS Service,
+// the rest of Moves, then the bridge removal.
+type RecreationSteps struct {
+	Restore      []Restore
+	Moves        []Move
+	First        int
+	DNSService   string
+	Bridge       *corev1.Service
+	RemoveBridge string
+	// Settled are the journal entries ("object key") that need nothing more: their objects go
+	// once every entry is settled or restored.
+	Settled map[string]bool
+	// NotMoved are the planned moves and restores that no longer hold, with the reason.
+	NotMoved map[string]string
+}
+
+// PrepareRecreation checks a planned recreation against snap, read at the start of the apply.
+// Each move must still hold: the same object (UID, type), at the planned old IPs, its planned
+// IPs free. One that does not is left out and reported in NotMoved; the errors (returned as
+// findings, nothing touched yet) are what make the whole apply unsafe: a target or bridge IP
+// no Ready range serves, the bridge name taken, or a first move (the DNS Service's) that no
+// longer holds, since kubelets are configured with the IP the plan showed.
+func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (RecreationSteps, []Finding) {
+	s := RecreationSteps{NotMoved: map[string]string{}, DNSService: p.DNSService}
+	byKey := map[string]*corev1.Service{}
+	for i := range snap.Services {
+		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	held := map[netip.Addr]bool{}
+	for _, ip := range snap.Held {
+		held[ip] = true
+	}
+	targets := parsePrefixes(p.TargetCIDRs)
+	var errs []Finding
+	for _, m := range p.Moves {
+		reason := moveHolds(byKey[m.Key], m, targets, held)
+		if reason == "" {
+			s.Moves = append(s.Moves, m)
+			continue
+		}
+		s.NotMoved[m.Key] = reason
+		if (slices.Contains(p.First, m.Key) || m.Key == p.DNSService) && reason != reasonAlreadyMoved {
+			errs = append(errs, Finding{At("moves").Key(m.Key), "Planned First Move No Longer Holds",
+				fmt.Sprintf("%s: %s. It is moved first (the cluster DNS Service's new IP is what kubelets are configured with), "+
+					"so nothing was moved. Run terraform plan again and review the new moves.", m.Key, reason)})
+		}
+	}
+	s.orderMoves(p.First)
+	journaled := map[string]bool{}
+	s.Settled = map[string]bool{}
+	for _, e := range snap.Journal {
+		journaled[e.Object+" "+e.Key] = true
+		if journalSettled(e, byKey[e.Key], snap.Endpoints) {
+			s.Settled[e.Object+" "+e.Key] = true
+		}
+	}
+	for _, r := range p.Restore {
+		if !journaled[r.Journal+" "+r.Key] {
+			s.NotMoved[r.Key] = "its journal entry is gone: another apply settled it"
+			continue
+		}
+		s.Restore = append(s.Restore, r)
+	}
+	errs = append(errs, recreationReadiness(snap, targets, &s, o)...)
+	return s, errs
+}
+
+const reasonAlreadyMoved = "already at the planned IPs"
+
+// moveHolds says why a planned move no longer holds for svc as it is now, or "".
+func moveHolds(svc *corev1.Service, m Move, targets []netip.Prefix, held map[netip.Addr]bool) string {
+	if svc == nil {
+		return "deleted since the plan"
+	}
+	now := ipStrings(clusterIPs(svc))
+	switch {
+	case string(svc.UID) != m.UID:
+		return fmt.Sprintf("replaced since the plan (UID %s, planned from %s)", svc.UID, m.UID)
+	case svc.DeletionTimestamp != nil:
+		return "being deleted"
+	case slices.Equal(now, m.NewIPs):
+		return reasonAlreadyMoved
+	case !slices.Equal(now, m.OldIPs):
+		if !slices.ContainsFunc(clusterIPs(svc), func(ip netip.Addr) bool { return !inAny(targets, ip) }) {
+			return fmt.Sprintf("already in the target (IPs %v)", now)
+		}
+		return fmt.Sprintf("its IPs changed since the plan (now %v, planned from %v)", now, m.OldIPs)
+	case m.Type != "" && serviceType(svc) != m.Type:
+		return fmt.Sprintf("its type changed from %s to %s since the plan", m.Type, serviceType(svc))
+	}
+	for _, f := range svc.Finalizers {
+		if f != lbCleanupFinalizer {
+			return fmt.Sprintf("carries finalizer %s now, whose controller acts on deletion", f)
+		}
+	}
+	for _, ip := range m.NewIPs {
+		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(m.OldIPs, ip) && held[a] {
+			return fmt.Sprintf("its planned IP %s is taken now", ip)
+		}
+	}
+	return ""
+}
+
+// orderMoves puts the moves listed in first ahead, in that order, then the rest by old IP.
+func (s *RecreationSteps) orderMoves(first []string) {
+	rank := func(key string) int {
+		if i := slices.Index(first, key); i >= 0 {
+			return i
+		}
+		return len(first)
+	}
+	slices.SortStableFunc(s.Moves, func(a, b Move) int {
+		if ra, rb := rank(a.Key), rank(b.Key); ra != rb {
+			return ra - rb
+		}
+		if c := firstIP(a.OldIPs).Compare(firstIP(b.OldIPs)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	s.First = 0
+	for _, m := range s.Moves {
+		if rank(m.Key) < len(first) {
+			s.First++
+		}
+	}
+}
+
+// firstIP is the first of a Service's IPs, invalid when there is none.
+func firstIP(ips []string) netip.Addr {
+	if len(ips) == 0 {
+		return netip.Addr{}
+	}
+	ip, _ := netip.ParseAddr(ips[0])
+	return ip
+}
+
+// RecreationPreflight is what PrepareRecreation refuses for the whole apply, found from a
+// snapshot holding only the ServiceCIDRs, the DNS Service and the bridge (TakeBridgeSnapshot).
+// The resource's plan shows these as warnings: what is missing may be created in the same apply.
+func RecreationPreflight(snap Snapshot, p PlannedRecreation, o BridgeOptions) []Finding {
+	s := RecreationSteps{Moves: p.Moves, Restore: p.Restore, DNSService: p.DNSService}
+	return recreationReadiness(snap, parsePrefixes(p.TargetCIDRs), &s, o)
+}
+
+// recreationReadiness checks that a Ready ServiceCIDR serves each target, and decides the DNS
+// bridge: created when the DNS Service moves or is restored, removed when switched off.
+func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSteps, o BridgeOptions) []Finding {
+	var out []Finding
+	for _, t := range targets {
+		if !servedByReady(snap.Ranges, t) {
+			out = append(out, Finding{At("target_cidrs"), "Target Range Not Served",
+				fmt.Sprintf("No Ready ServiceCIDR covers %s, so no Service can get an IP there. Create one first "+
+					"(k8scidr_service_cidr, listed in this resource's depends_on or referenced by target_cidrs).", t)})
+		}
+	}
+	byKey := map[string]*corev1.Service{}
+	for i := range snap.Services {
+		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	name := o.name()
+	existing := byKey["kube-system/"+name]
+	switch {
+	case existing != nil && existing.Labels[DNSBridgeLabel] != "true":
+		return append(out, Finding{At("dns_bridge_name"), "Name Taken",
+			fmt.Sprintf("kube-system/%s exists and is not a DNS bridge. Choose another dns_bridge_name.", name)})
+	case !o.Enabled:
+		if existing != nil {
+			s.RemoveBridge = name
+		}
+		return out
+	case existing != nil || s.DNSService == "":
+		return out
+	}
+	var dns *corev1.Service
+	switch {
+	case slices.ContainsFunc(s.Moves, func(m Move) bool { return m.Key == s.DNSService }):
+		dns = byKey[s.DNSService]
+	case slices.ContainsFunc(s.Restore, func(r Restore) bool { return r.Key == s.DNSService }) && byKey[s.DNSService] == nil:
+		// An apply stopped between deleting the DNS Service and creating the bridge: the journal
+		// holds it with its old IPs, and the bridge is created before it is restored.
+		dns = journaledDNS(snap.Journal, s.DNSService)
+	}
+	if dns == nil {
+		return out
+	}
+	for _, ip := range clusterIPs(dns) {
+		if !readyHolds(snap.Ranges, ip) {
+			out = append(out, Finding{At("dns_bridge"), "DNS Bridge IP Outside a Ready Range",
+				fmt.Sprintf("The bridge keeps the cluster DNS Service's old IP %s, which no Ready ServiceCIDR holds. Keep the old "+
+					"range, or create a k8scidr_service_cidr covering it (k8scidr_service_allocations.covering_cidrs), or set "+
+					"dns_bridge = false.", ip)})
+		}
+	}
+	s.Bridge = bridgeService(dns, name)
+	return out
+}
+
+// journaledDNS is the DNS Service as it was before an interrupted move (its old IPs), from the
+// journal; nil when the journal does not hold it.
+func journaledDNS(journal []JournalEntry, key string) *corev1.Service {
+	for _, e := range journal {
+		if e.Key == key && len(e.OldIPs) > 0 {
+			dns := e.Service.DeepCopy()
+			dns.Spec.ClusterIPs = slices.Clone(e.OldIPs)
+			dns.Spec.ClusterIP = e.OldIPs[0]
+			return dns
+		}
+	}
+	return nil
+}
+
+// bridgeService is a ClusterIP Service with the DNS Service's selector and ports on its current IPs.
+func bridgeService(dns *corev1.Service, name string) *corev1.Service {
+	b := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: dns.Namespace,
+			Labels: map[string]string{DNSBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"},
+			Annotations: map[string]string{"k8scidr.io/bridge-for": svcKey(dns),
+				"k8scidr.io/description": "Keeps the old cluster DNS IP answering until kubelets and pods use the new one."},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:           corev1.ServiceTypeClusterIP,
+			Selector:       maps.Clone(dns.Spec.Selector),
+			ClusterIP:      dns.Spec.ClusterIP,
+			ClusterIPs:     slices.Clone(dns.Spec.ClusterIPs),
+			IPFamilies:     slices.Clone(dns.Spec.IPFamilies),
+			IPFamilyPolicy: dns.Spec.IPFamilyPolicy,
+		},
+	}
+	for _, port := range dns.Spec.Ports {
+		b.Spec.Ports = append(b.Spec.Ports, corev1.ServicePort{Name: port.Name, Protocol: port.Protocol, Port: port.Port,
+			TargetPort: port.TargetPort, AppProtocol: port.AppProtocol})
+	}
+	return b
+}

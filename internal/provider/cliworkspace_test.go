@@ -1,0 +1,228 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// cliWorkspace runs the BUILT provider under a real terraform CLI (dev override), as a user
+// does: killing terraform then kills a separate provider process, which the in-process test
+// server would survive.
+type cliWorkspace struct {
+	t   *testing.T
+	dir string
+	env []string
+}
+
+func newCLIWorkspace(t *testing.T, config string) *cliWorkspace {
+	t.Helper()
+	dir := t.TempDir()
+	binDir, err := providerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(dir, "terraformrc")
+	rcText := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"k8scidr/k8scidr\" = %q\n  }\n  direct {}\n}\n", binDir)
+	if err := os.WriteFile(rc, []byte(rcText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := &cliWorkspace{t: t, dir: filepath.Join(dir, "config"),
+		env: append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1")}
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.write(config)
+	return w
+}
+
+func (w *cliWorkspace) write(config string) {
+	w.t.Helper()
+	full := "terraform {\n  required_providers {\n    k8scidr = { source = \"k8scidr/k8scidr\" }\n  }\n}\n" + config
+	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(full), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *cliWorkspace) command(extraEnv []string, args ...string) *exec.Cmd {
+	tf := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if tf == "" {
+		tf = filepath.Join(testcluster.DefaultBinDir(), "terraform")
+	}
+	cmd := exec.Command(tf, append([]string{"-chdir=" + w.dir}, args...)...)
+	cmd.Env = append(slices.Clone(w.env), extraEnv...)
+	// Its own process group, so terraform and the provider it starts die together.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// run runs terraform to completion and returns its combined output.
+func (w *cliWorkspace) run(args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := w.command(nil, append(args, "-no-color")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// Stage resources plan from data sources and empty their inputs on refresh (the converged
+// value), so right after an apply a plan without refresh shows a harmless update:
+// terraform-plugin-testing's step flow fails on that by design. Tests that apply them run the
+// CLI as a user does instead: plan to a file, apply that file, then a refreshing plan that must
+// be empty.
+
+// planFile plans into tfplan (refreshing, unless args say otherwise) and returns terraform's
+// output; a failed plan fails the test.
+func (w *cliWorkspace) planFile(args ...string) string {
+	w.t.Helper()
+	out, err := w.run(append([]string{"plan", "-out=tfplan"}, args...)...)
+	if err != nil {
+		w.t.Fatalf("terraform plan: %v\n%s", err, out)
+	}
+	return out
+}
+
+// applyFile applies the saved plan tfplan; a failed apply fails the test.
+func (w *cliWorkspace) applyFile() string {
+	w.t.Helper()
+	out, err := w.run("apply", "tfplan")
+	if err != nil {
+		w.t.Fatalf("terraform apply tfplan: %v\n%s", err, out)
+	}
+	return out
+}
+
+// converged fails the test unless a refreshing plan is empty.
+func (w *cliWorkspace) converged() {
+	w.t.Helper()
+	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+		w.t.Fatalf("the plan after the apply is not empty (%v):\n%s", err, out)
+	}
+}
+
+// showJSON is `terraform show -json [file]`, decoded with numbers kept as json.Number, the way
+// knownvalue checks expect them.
+func (w *cliWorkspace) showJSON(file ...string) map[string]any {
+	w.t.Helper()
+	cmd := w.command(nil, append([]string{"show", "-json"}, file...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		w.t.Fatalf("terraform show -json: %v\n%s", err, stderr.String())
+	}
+	dec := json.NewDecoder(&stdout)
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		w.t.Fatalf("terraform show -json: %v", err)
+	}
+	return v
+}
+
+// planned is an attribute's planned value in tfplan (nil when unknown or absent).
+func (w *cliWorkspace) planned(addr, attr string) any {
+	w.t.Helper()
+	return changeAfter(w.t, w.showJSON("tfplan"), addr)[attr]
+}
+
+// plannedUnknown reports whether an attribute is unknown in tfplan.
+func (w *cliWorkspace) plannedUnknown(addr, attr string) bool {
+	w.t.Helper()
+	for _, rc := range list(w.showJSON("tfplan")["resource_changes"]) {
+		m, _ := rc.(map[string]any)
+		if m["address"] == addr {
+			unknown, _ := dig(m, "change", "after_unknown").(map[string]any)
+			return unknown[attr] == true
+		}
+	}
+	w.t.Fatalf("%s is not in the plan", addr)
+	return false
+}
+
+// stateValue is an attribute of a resource or data source in the state.
+func (w *cliWorkspace) stateValue(addr, attr string) any {
+	w.t.Helper()
+	for _, r := range list(dig(w.showJSON(), "values", "root_module", "resources")) {
+		m, _ := r.(map[string]any)
+		if m["address"] == addr {
+			values, _ := m["values"].(map[string]any)
+			return values[attr]
+		}
+	}
+	w.t.Fatalf("%s is not in the state", addr)
+	return nil
+}
+
+// expect fails the test unless v passes check.
+func expect(t *testing.T, what string, v any, check knownvalue.Check) {
+	t.Helper()
+	if err := check.CheckValue(v); err != nil {
+		t.Errorf("%s: %v (value %v)", what, err, v)
+	}
+}
+
+func changeAfter(t *testing.T, plan map[string]any, addr string) map[string]any {
+	t.Helper()
+	for _, rc := range list(plan["resource_changes"]) {
+		m, _ := rc.(map[string]any)
+		if m["address"] == addr {
+			after, _ := dig(m, "change", "after").(map[string]any)
+			return after
+		}
+	}
+	t.Fatalf("%s is not in the plan", addr)
+	return nil
+}
+
+// plannedActions is the actions the plan in tfplan takes on addr, e.g. [update].
+func (w *cliWorkspace) plannedActions(addr string) []string {
+	w.t.Helper()
+	for _, rc := range list(w.showJSON("tfplan")["resource_changes"]) {
+		m, _ := rc.(map[string]any)
+		if m["address"] == addr {
+			var out []string
+			for _, a := range list(dig(m, "change", "actions")) {
+				out = append(out, fmt.Sprint(a))
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// providerBinary is the provider built once for every CLI workspace of the test run.
+var providerBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "k8scidr-provider-")
+	if err != nil {
+		return "", err
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "terraform-provider-k8scidr"), "../..")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the provider: %w\n%s", err, out)
+	}
+	return dir, nil
+})

@@ -1,0 +1,44 @@
+// Diagnostics from k8sops findings: one adapter from a finding's path to the attribute it names.
+package provider
+
+import (
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+// addFindings adds each finding as an error, or as a warning that says it is an error at apply.
+// A finding inside a map or list also names its place in the detail: Terraform points only at
+// the attribute's expression, which for a value from a data source is one line for all of it.
+func addFindings(diags *diag.Diagnostics, fs []k8sops.Finding, asError bool) {
+	for _, f := range fs {
+		detail := f.Detail
+		if len(f.Path.Steps) > 1 {
+			detail = f.Path.String() + ": " + detail
+		}
+		if asError {
+			diags.AddAttributeError(pathOf(f.Path), f.Summary, detail)
+		} else {
+			diags.AddAttributeWarning(pathOf(f.Path), f.Summary, detail+" This is an error at apply time.")
+		}
+	}
+}
+
+// pathOf turns a k8sops path into the framework's.
+func pathOf(p k8sops.Path) path.Path {
+	var out path.Path
+	for i, s := range p.Steps {
+		switch {
+		case i == 0:
+			out = path.Root(s.Name)
+		case s.Kind == k8sops.StepAttr:
+			out = out.AtName(s.Name)
+		case s.Kind == k8sops.StepKey:
+			out = out.AtMapKey(s.Key)
+		default:
+			out = out.AtListIndex(s.Index)
+		}
+	}
+	return out
+}

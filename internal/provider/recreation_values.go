@@ -1,0 +1,119 @@
+// Terraform values of a Service recreation plan, shared by k8scidr_service_moves (which
+// computes them) and k8scidr_service_recreation (which takes them as configuration).
+package provider
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+var (
+	ipListType = types.ListType{ElemType: types.StringType}
+	// moveType is one planned move, as the data source reports it and the resource takes it.
+	moveType = types.ObjectType{AttrTypes: map[string]attr.Type{"uid": types.StringType, "type": types.StringType,
+		"old_ips": ipListType, "new_ips": ipListType}}
+	// restoreType is one journal entry to restore.
+	restoreType = types.ObjectType{AttrTypes: map[string]attr.Type{"new_ips": ipListType, "journal": types.StringType}}
+	// recreatedType is one Service an apply recreated.
+	recreatedType = types.ObjectType{AttrTypes: map[string]attr.Type{"old_ips": ipListType, "new_ips": ipListType}}
+)
+
+// Descriptions shared by the data source's outputs and the resource's inputs.
+const (
+	movesDescription = "Services to move, by `namespace/name`: the UID and type of the object planned from, and its " +
+		"`spec.clusterIPs` before and after (IPs already in the target stay)."
+	restoreDescription = "Services an interrupted apply left in the journal, by `namespace/name`: a missing one is " +
+		"recreated first at `new_ips`; one that exists keeps its IPs (shown as `new_ips`) and gets back the Endpoints " +
+		"and EndpointSlices its move took along. `journal` is the journal ConfigMap holding the entry."
+	firstDescription = "Services (`namespace/name`) moved and verified before the rest, in this order: the cluster " +
+		"DNS Service by default."
+	dnsServiceDescription = "The cluster DNS Service (`namespace/name`); null when the cluster has none. Its move " +
+		"brings the DNS bridge."
+)
+
+func ipsValue(ips []string, diags *diag.Diagnostics) types.List {
+	l, d := types.ListValueFrom(context.Background(), types.StringType, nonNil(ips))
+	diags.Append(d...)
+	return l
+}
+
+func movesValue(moves []k8sops.Move, diags *diag.Diagnostics) types.Map {
+	out := make(map[string]attr.Value, len(moves))
+	for _, m := range moves {
+		out[m.Key] = objectValue(moveType, map[string]attr.Value{"uid": types.StringValue(m.UID), "type": types.StringValue(m.Type),
+			"old_ips": ipsValue(m.OldIPs, diags), "new_ips": ipsValue(m.NewIPs, diags)}, diags)
+	}
+	return mapValue(moveType, out, diags)
+}
+
+func recreatedValue(moves []k8sops.Move, diags *diag.Diagnostics) types.Map {
+	out := make(map[string]attr.Value, len(moves))
+	for _, m := range moves {
+		out[m.Key] = objectValue(recreatedType, map[string]attr.Value{"old_ips": ipsValue(m.OldIPs, diags), "new_ips": ipsValue(m.NewIPs, diags)}, diags)
+	}
+	return mapValue(recreatedType, out, diags)
+}
+
+func restoreValue(rs []k8sops.Restore, diags *diag.Diagnostics) types.Map {
+	out := make(map[string]attr.Value, len(rs))
+	for _, r := range rs {
+		out[r.Key] = objectValue(restoreType, map[string]attr.Value{"new_ips": ipsValue(r.NewIPs, diags), "journal": types.StringValue(r.Journal)}, diags)
+	}
+	return mapValue(restoreType, out, diags)
+}
+
+func objectValue(t types.ObjectType, v map[string]attr.Value, diags *diag.Diagnostics) types.Object {
+	o, d := types.ObjectValue(t.AttrTypes, v)
+	diags.Append(d...)
+	return o
+}
+
+func mapValue(t attr.Type, v map[string]attr.Value, diags *diag.Diagnostics) types.Map {
+	m, d := types.MapValue(t, v)
+	diags.Append(d...)
+	return m
+}
+
+type moveModel struct {
+	UID    string   `tfsdk:"uid"`
+	Type   string   `tfsdk:"type"`
+	OldIPs []string `tfsdk:"old_ips"`
+	NewIPs []string `tfsdk:"new_ips"`
+}
+
+type restoreModel struct {
+	NewIPs  []string `tfsdk:"new_ips"`
+	Journal string   `tfsdk:"journal"`
+}
+
+// movesFrom reads a known moves value, sorted by key.
+func movesFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []k8sops.Move {
+	var in map[string]moveModel
+	diags.Append(m.ElementsAs(ctx, &in, false)...)
+	out := make([]k8sops.Move, 0, len(in))
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		v := in[k]
+		out = append(out, k8sops.Move{Key: k, UID: v.UID, Type: v.Type, OldIPs: v.OldIPs, NewIPs: v.NewIPs})
+	}
+	return out
+}
+
+// restoresFrom reads a known restore value (null is none), sorted by key.
+func restoresFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []k8sops.Restore {
+	var in map[string]restoreModel
+	if !m.IsNull() {
+		diags.Append(m.ElementsAs(ctx, &in, false)...)
+	}
+	out := make([]k8sops.Restore, 0, len(in))
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		out = append(out, k8sops.Restore{Key: k, NewIPs: in[k].NewIPs, Journal: in[k].Journal})
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+// Data source k8scidr_service_moves: which Services move into the target range, to which IPs,
+// read at plan time so that the reviewed plan shows exactly what k8scidr_service_recreation does.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+var (
+	_ datasource.DataSourceWithConfigure      = (*serviceMovesDataSource)(nil)
+	_ datasource.DataSourceWithValidateConfig = (*serviceMovesDataSource)(nil)
+)
+
+type serviceMovesDataSource struct {
+	data *providerData
+}
+
+func newServiceMovesDataSource() datasource.DataSource { return &serviceMovesDataSource{} }
+
+func (d *serviceMovesDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_service_moves"
+}
+
+func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	nsName := stringvalidator.RegexMatches(namespacedNameRegexp, "must be namespace/name")
+	strSet := func(desc string, v ...validator.String) schema.SetAttribute {
+		return schema.SetAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: desc,
+			Validators: []validator.Set{setvalidator.ValueStringsAre(v...)}}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Plans a Service move: every matching Service whose ClusterIP lies outside `target_cidrs`, with " +
+			"the IP it gets there, and why the others stay. Give it to `k8scidr_service_recreation`, which does exactly " +
+			"this. Read at plan time, its values are stored in a saved plan and are what the apply does, however the " +
+			"cluster changes meanwhile — so give it only variables and locals, never a resource's attribute or " +
+			"`depends_on` (Terraform would then read it only during apply, and the plan could not show the moves).",
+		Attributes: map[string]schema.Attribute{
+			"target_cidrs": schema.ListAttribute{Required: true, ElementType: types.StringType,
+				MarkdownDescription: "The new Service range(s), one per IP family, e.g. `[var.service_cidr]`.",
+				Validators:          []validator.List{listvalidator.SizeBetween(1, 2)}},
+			"namespaces":         strSet("Only Services in these namespaces. Default: all."),
+			"exclude_namespaces": strSet("Never Services in these namespaces."),
+			"selector": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Only Services whose labels match this label selector (`kubectl -l` syntax)."},
+			"exclude": strSet("Services (`namespace/name`) never moved.", nsName),
+			"include_load_balancers": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Also move LoadBalancer Services (default false): recreating one replaces its cloud load " +
+					"balancer and address. Keep their IPs valid with a small `k8scidr_service_cidr` instead."},
+			"include_owned": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Also move Services owned by a controller (ownerReference with `controller: true`), which " +
+					"could recreate them on its own between delete and create (default false)."},
+			"first": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Services (`namespace/name`) moved and verified before the rest, in this order, and placed " +
+					"first. Default: the cluster DNS Service (`kube-system/kube-dns`) where it exists. Every Service listed must exist.",
+				Validators: []validator.List{listvalidator.ValueStringsAre(nsName)}},
+			"ip_assignment": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "`preserve_offset` (default): keep each IP's offset in its old range, modulo the target's " +
+					"size (100.64.0.10 in 100.64.0.0/13 → 172.24.0.10 in 172.24.0.0/15), probing forward past taken addresses. " +
+					"`next_free`: the lowest free addresses. Either way never the target's network, broadcast or first (.1) address.",
+				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree)}},
+			"journal_namespace": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Namespace of the recreation journal (default `kube-system`): the same as the resource's."},
+			"moves": schema.MapNestedAttribute{Computed: true, MarkdownDescription: movesDescription,
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"uid":     schema.StringAttribute{Computed: true, MarkdownDescription: "UID of the Service planned from."},
+					"type":    schema.StringAttribute{Computed: true, MarkdownDescription: "Its type."},
+					"old_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "spec.clusterIPs now."},
+					"new_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "spec.clusterIPs after the move."},
+				}}},
+			"restore": schema.MapNestedAttribute{Computed: true, MarkdownDescription: restoreDescription,
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"new_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "IPs it has, or is recreated with."},
+					"journal": schema.StringAttribute{Computed: true, MarkdownDescription: "Journal ConfigMap holding it."},
+				}}},
+			"skipped": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "Services outside the target that do not move, by `namespace/name`, with the reason."},
+			"first_moves": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The keys of `first` that move, in order: the resource's `first`."},
+			"dns_service": schema.StringAttribute{Computed: true, MarkdownDescription: dnsServiceDescription},
+			"dns_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The cluster DNS Service's ClusterIPs once the moves are done: the value for the kubelet " +
+					"`clusterDNS` setting (kOps: `kubeDNS.serverIP`). Empty without a cluster DNS Service."},
+			"dns_moved_at": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "RFC 3339 time the cluster DNS Service got its current IPs (its creation: a ClusterIP never " +
+					"changes in place); null without one. Pods started before it may still resolve through its old IP: feed " +
+					"it to `k8scidr_workload_restarts.started_before` once it has moved."},
+		},
+	}
+}
+
+func (d *serviceMovesDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig checks what needs no cluster, before the cluster is read.
+func (d *serviceMovesDataSource) ValidateConfig(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
+	var m serviceMovesModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if fullyKnown(m.TargetCIDRs) && !m.TargetCIDRs.IsNull() {
+		for _, p := range k8sops.ValidateServiceCIDRs(stringList(ctx, m.TargetCIDRs, &resp.Diagnostics)) {
+			resp.Diagnostics.AddAttributeError(pathOf(p.Path(k8sops.At("target_cidrs"))), p.Summary, p.Detail)
+		}
+	}
+	if !m.Selector.IsNull() && !m.Selector.IsUnknown() {
+		if _, err := labels.Parse(m.Selector.ValueString()); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("selector"), "Invalid Label Selector", err.Error())
+		}
+	}
+}
+
+func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m serviceMovesModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	client, diags := d.data.Client()
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
+	snap, err := k8sops.TakeSnapshot(ctx, client, stringOr(m.JournalNamespace, k8sops.DefaultJournalNamespace), false)
+	if err != nil {
+		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
+		return
+	}
+	p := k8sops.PlanRecreation(snap, m.options(ctx, &resp.Diagnostics))
+	addFindings(&resp.Diagnostics, p.Errors, true)
+	for _, f := range p.Warnings {
+		resp.Diagnostics.AddAttributeWarning(pathOf(f.Path), f.Summary, f.Detail+" k8scidr_service_recreation refuses to start until it is.")
+	}
+	for _, n := range p.Notes {
+		resp.Diagnostics.AddWarning("Check Before Moving the Cluster DNS Service", n)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if n := len(p.Restore); n > 0 {
+		resp.Diagnostics.AddWarning("Interrupted Apply Left Work in the Journal",
+			fmt.Sprintf("%d journal entries are left (%s): the recreation's next apply settles them first, recreating any "+
+				"Service that is missing.", n, restoreKeys(p.Restore)))
+	}
+	m.Moves = movesValue(p.Moves, &resp.Diagnostics)
+	m.Restore = restoreValue(p.Restore, &resp.Diagnostics)
+	m.Skipped = stringMapValue(p.Skipped, &resp.Diagnostics)
+	m.FirstMoves = ipsValue(p.First, &resp.Diagnostics)
+	m.DNSService, m.DNSMovedAt = types.StringNull(), types.StringNull()
+	if p.DNSService != "" {
+		m.DNSService = types.StringValue(p.DNSService)
+	}
+	if !p.DNSMovedAt.IsZero() {
+		m.DNSMovedAt = types.StringValue(p.DNSMovedAt.Format(time.RFC3339))
+	}
+	m.DNSServiceIPs = ipsValue(p.DNSIPs, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func restoreKeys(rs []k8sops.Restore) string {
+	keys := make([]string, len(rs))
+	for i, r := range rs {
+		keys[i] = r.Key
+	}
+	return strings.Join(keys, ", ")
+}
+
+func (m *serviceMovesModel) options(ctx context.Context, diags *diag.Diagnostics) k8sops.RecreationOptions {
+	set := func(s types.Set) []string {
+		var out []string
+		diags.Append(s.ElementsAs(ctx, &out, false)...)
+		slices.Sort(out)
+		return out
+	}
+	o := k8sops.RecreationOptions{
+		TargetCIDRs: stringList(ctx, m.TargetCIDRs, diags), Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces),
+		Selector: m.Selector.ValueString(), Exclude: set(m.Exclude), IncludeLoadBalancers: m.IncludeLoadBalancers.ValueBool(),
+		IncludeOwned: m.IncludeOwned.ValueBool(), IPAssignment: stringOr(m.IPAssignment, k8sops.PreserveOffset),
+	}
+	if !m.First.IsNull() {
+		o.First = append([]string{}, stringList(ctx, m.First, diags)...)
+	}
+	return o
+}
+
+// stringOr is v's value, or def when v is null.
+func stringOr(v types.String, def string) string {
+	if v.IsNull() {
+		return def
+	}
+	return v.ValueString()
+}
+
+type serviceMovesModel struct {
+	TargetCIDRs          types.List   `tfsdk:"target_cidrs"`
+	Namespaces           types.Set    `tfsdk:"namespaces"`
+	ExcludeNamespaces    types.Set    `tfsdk:"exclude_namespaces"`
+	Selector             types.String `tfsdk:"selector"`
+	Exclude              types.Set    `tfsdk:"exclude"`
+	IncludeLoadBalancers types.Bool   `tfsdk:"include_load_balancers"`
+	IncludeOwned         types.Bool   `tfsdk:"include_owned"`
+	First                types.List   `tfsdk:"first"`
+	IPAssignment         types.String `tfsdk:"ip_assignment"`
+	JournalNamespace     types.String `tfsdk:"journal_namespace"`
+	Moves                types.Map    `tfsdk:"moves"`
+	Restore              types.Map    `tfsdk:"restore"`
+	Skipped              types.Map    `tfsdk:"skipped"`
+	FirstMoves           types.List   `tfsdk:"first_moves"`
+	DNSService           types.String `tfsdk:"dns_service"`
+	DNSServiceIPs        types.List   `tfsdk:"dns_service_ips"`
+	DNSMovedAt           types.String `tfsdk:"dns_moved_at"`
+}

@@ -1,0 +1,202 @@
+// Data source k8scidr_workload_restarts: the workloads whose pods must move, read at plan time
+// so that the reviewed plan shows exactly what k8scidr_workload_roll restarts.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+var (
+	_ datasource.DataSourceWithConfigure      = (*workloadRestartsDataSource)(nil)
+	_ datasource.DataSourceWithValidateConfig = (*workloadRestartsDataSource)(nil)
+)
+
+type workloadRestartsDataSource struct {
+	data *providerData
+}
+
+func newWorkloadRestartsDataSource() datasource.DataSource { return &workloadRestartsDataSource{} }
+
+func (d *workloadRestartsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_workload_restarts"
+}
+
+// Trigger attributes, the same on the data source and on k8scidr_workload_roll.
+const (
+	podCIDRsDescription = "Trigger: pods with an IP inside these ranges (the old pool). hostNetwork pods never match."
+	startedBeforeDesc   = "Trigger: pods started before this RFC 3339 time, e.g. the cluster DNS Service's " +
+		"`dns_moved_at`, so every pod gets the new DNS server. hostNetwork pods match only with `dnsPolicy: " +
+		"ClusterFirstWithHostNet`."
+)
+
+func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Plans a roll: the Deployments, StatefulSets and DaemonSets with a pod that matches a trigger " +
+			"(an IP in the old pool, or started before the DNS move), and what matches but cannot be rolled, with why. " +
+			"Give `workloads` to `k8scidr_workload_roll`, which restarts exactly those. Read at plan time, its values are " +
+			"stored in a saved plan; give it only variables, locals and other data sources, never a resource's attribute " +
+			"or `depends_on` (Terraform would then read it only during apply, and the plan could not show the restarts).",
+		Attributes: map[string]schema.Attribute{
+			"namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Only these namespaces (default: all)."},
+			"exclude_namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Never these namespaces."},
+			"selector": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Label selector on the workloads' labels (a bare pod's own labels), e.g. `tier != system`."},
+			"kinds": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Workload kinds rolled: `Deployment`, `StatefulSet`, `DaemonSet` (default all three).",
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.RollKinds...))}},
+			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: podCIDRsDescription,
+				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator{})}},
+			"started_before": schema.StringAttribute{Optional: true, MarkdownDescription: startedBeforeDesc,
+				Validators: []validator.String{rfc3339Validator{}}},
+			"evict_bare_pods": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "List matching bare pods in `workloads` (as `namespace/pod/name`), for the roll to evict " +
+					"through the Eviction API, so PodDisruptionBudgets hold (default false: they are listed under `unmanaged`)."},
+			"workloads": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The workloads to restart (`namespace/kind/name`; bare pods to evict `namespace/pod/name`), sorted."},
+			"pods": schema.MapAttribute{Computed: true, ElementType: types.Int64Type,
+				MarkdownDescription: "For information: each of `workloads` → its pods that match a trigger now."},
+			"unmanaged": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "What matches but is not rolled, and why (bare pods, Job pods, OnDelete workloads, paused " +
+					"Deployments, workloads another controller owns)."},
+		},
+	}
+}
+
+func (d *workloadRestartsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig checks what needs no cluster.
+func (d *workloadRestartsDataSource) ValidateConfig(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
+	var m workloadRestartsModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if m.PodCIDRs.IsNull() && m.StartedBefore.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("pod_cidrs"), "No Trigger",
+			"Set pod_cidrs (the old pool) or started_before (e.g. the DNS move's time): otherwise nothing matches.")
+	}
+	if !m.Selector.IsNull() && !m.Selector.IsUnknown() {
+		if _, err := labels.Parse(m.Selector.ValueString()); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("selector"), "Invalid Label Selector", apiErrorText(err))
+		}
+	}
+}
+
+func (d *workloadRestartsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m workloadRestartsModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	client, diags := d.data.Client()
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
+	o := m.options(ctx, &resp.Diagnostics)
+	snap, err := k8sops.TakeRollSnapshot(ctx, client)
+	if err != nil {
+		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
+		return
+	}
+	p := k8sops.PlanRoll(snap, o)
+	m.Workloads = ipsValue(p.Order, &resp.Diagnostics)
+	m.Pods = pendingValue(p.Pending, &resp.Diagnostics)
+	m.Unmanaged = stringMapValue(p.Unmanaged, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (m *workloadRestartsModel) options(ctx context.Context, diags *diag.Diagnostics) k8sops.RollOptions {
+	set := func(s types.Set) []string {
+		var out []string
+		diags.Append(s.ElementsAs(ctx, &out, false)...)
+		return out
+	}
+	o := k8sops.RollOptions{Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces), Kinds: set(m.Kinds),
+		EvictBarePods: m.EvictBarePods.ValueBool(), Triggers: triggers(ctx, m.PodCIDRs, m.StartedBefore, diags)}
+	if !m.Selector.IsNull() {
+		o.Selector, _ = labels.Parse(m.Selector.ValueString())
+	}
+	return o
+}
+
+// triggers reads pod_cidrs and started_before, validated already.
+func triggers(ctx context.Context, podCIDRs types.List, startedBefore types.String, diags *diag.Diagnostics) k8sops.Triggers {
+	var t k8sops.Triggers
+	for _, c := range stringList(ctx, podCIDRs, diags) {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			t.PodCIDRs = append(t.PodCIDRs, p)
+		}
+	}
+	if !startedBefore.IsNull() {
+		if at, err := time.Parse(time.RFC3339, startedBefore.ValueString()); err == nil {
+			t.StartedBefore = &at
+		}
+	}
+	return t
+}
+
+func pendingValue(p map[string]int, diags *diag.Diagnostics) types.Map {
+	m := map[string]int64{}
+	for k, v := range p {
+		m[k] = int64(v)
+	}
+	v, d := types.MapValueFrom(context.Background(), types.Int64Type, m)
+	diags.Append(d...)
+	return v
+}
+
+func stringMapValue(m map[string]string, diags *diag.Diagnostics) types.Map {
+	if m == nil {
+		m = map[string]string{}
+	}
+	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
+	diags.Append(d...)
+	return v
+}
+
+// rfc3339Validator accepts an RFC 3339 time.
+type rfc3339Validator struct{}
+
+func (rfc3339Validator) Description(context.Context) string {
+	return "must be an RFC 3339 time, such as 2026-11-22T16:00:00Z"
+}
+func (v rfc3339Validator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v rfc3339Validator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := time.Parse(time.RFC3339, req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Time",
+			fmt.Sprintf("%q is not an RFC 3339 time, e.g. 2026-11-22T16:00:00Z: %v.", req.ConfigValue.ValueString(), err))
+	}
+}
+
+type workloadRestartsModel struct {
+	Namespaces        types.Set    `tfsdk:"namespaces"`
+	ExcludeNamespaces types.Set    `tfsdk:"exclude_namespaces"`
+	Selector          types.String `tfsdk:"selector"`
+	Kinds             types.Set    `tfsdk:"kinds"`
+	PodCIDRs          types.List   `tfsdk:"pod_cidrs"`
+	StartedBefore     types.String `tfsdk:"started_before"`
+	EvictBarePods     types.Bool   `tfsdk:"evict_bare_pods"`
+	Workloads         types.List   `tfsdk:"workloads"`
+	Pods              types.Map    `tfsdk:"pods"`
+	Unmanaged         types.Map    `tfsdk:"unmanaged"`
+}
