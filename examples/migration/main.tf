@@ -1,4 +1,4 @@
-# The whole migration of write-ups 000/001 as one reviewed configuration: a kOps cluster whose
+# The whole migration as one reviewed configuration: a kOps cluster whose
 # Service range 100.64.0.0/13 and Calico pool 100.96.0.0/11 collide with Tailscale's
 # 100.64.0.0/10 moves to 172.24.0.0/15 and 172.16.0.0/13, live. Raise `stage` one step per
 # pull request; the steps outside the Kubernetes API go between them (see README.md).
@@ -99,22 +99,45 @@ resource "k8scidr_service_cidr" "keep" {
   cidrs    = [each.key]
 }
 
-# Every ClusterIP and NodePort Service moves, kube-dns first, to the IPs the plan shows; a
-# bridge Service answers DNS on kube-dns's old IP until kubelet clusterDNS has moved.
+# Which Service moves to which IP: read from the cluster at plan time and stored in the saved
+# plan, so the apply does what the pull request showed. It takes only variables: a reference to
+# a resource would make Terraform read it during apply, after the review.
+data "k8scidr_service_moves" "services" {
+  target_cidrs = [var.service_cidrs.new]
+  first        = ["kube-system/kube-dns"]
+}
+
+# Every ClusterIP and NodePort Service moves, kube-dns first, to exactly the IPs the plan shows;
+# a bridge Service answers DNS on kube-dns's old IP until kubelet clusterDNS has moved. A move
+# that no longer holds at apply (the Service deleted or replaced meanwhile) is reported in
+# not_moved, and the next plan shows what remains.
 resource "k8scidr_service_recreation" "services" {
   target_cidrs = k8scidr_service_cidr.new.cidrs
-  first        = ["kube-system/kube-dns"]
+  moves        = data.k8scidr_service_moves.services.moves
+  restore      = data.k8scidr_service_moves.services.restore
+  first        = data.k8scidr_service_moves.services.first_moves
+  dns_service  = data.k8scidr_service_moves.services.dns_service
   dns_bridge   = var.stage < 3
 
   depends_on = [k8scidr_service_cidr.keep]
 }
 
 # Stage 2, after kubelet clusterDNS moved: pods resolve through the server they started with,
-# so every pod started before the kube-dns move restarts.
+# so every pod started before kube-dns got its new IP restarts. dns_moved_at comes from the
+# data source (kube-dns's creation time), not from the resource, so this list is read at plan
+# time even when the recreation has changes of its own (stage 3 switches the bridge off).
+data "k8scidr_workload_restarts" "dns" {
+  count          = var.stage >= 2 ? 1 : 0
+  started_before = data.k8scidr_service_moves.services.dns_moved_at
+}
+
 resource "k8scidr_workload_roll" "dns" {
   count          = var.stage >= 2 ? 1 : 0
-  started_before = k8scidr_service_recreation.services.completed_at
+  workloads      = data.k8scidr_workload_restarts.dns[0].workloads
+  started_before = data.k8scidr_workload_restarts.dns[0].started_before
   first          = ["kube-system/deployment/coredns"]
+
+  depends_on = [k8scidr_service_recreation.services]
 }
 
 # ---- Pods ------------------------------------------------------------------------------------
@@ -148,10 +171,16 @@ resource "k8scidr_calico_ippool" "old" {
   depends_on = [k8scidr_calico_ippool.new]
 }
 
-# Every workload with a pod still in the old pool restarts, CoreDNS first; new pods take
-# addresses from the new pool.
+# Every workload with a pod in the old pool when the plan is made restarts, CoreDNS first,
+# after the old pool is disabled; new pods take addresses from the new pool.
+data "k8scidr_workload_restarts" "pods" {
+  count     = var.stage >= 4 ? 1 : 0
+  pod_cidrs = [var.pod_cidrs.old]
+}
+
 resource "k8scidr_workload_roll" "pods" {
   count     = var.stage >= 4 ? 1 : 0
+  workloads = data.k8scidr_workload_restarts.pods[0].workloads
   pod_cidrs = [var.pod_cidrs.old]
   first     = ["kube-system/deployment/coredns"]
   include   = var.roll_include
@@ -168,14 +197,24 @@ check "clear_of_reserved_ranges" {
   }
 }
 
+output "services_to_move" {
+  description = "What this plan moves: old IPs -> new IPs, for the pull request. Empty once everything has moved."
+  value       = { for k, v in data.k8scidr_service_moves.services.moves : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }
+}
+
 output "moved_services" {
-  description = "Services moved by the last apply: old IPs -> new IPs."
+  description = "Services moved by the last apply that moved any: old IPs -> new IPs."
   value       = { for k, v in k8scidr_service_recreation.services.recreated : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }
+}
+
+output "not_moved" {
+  description = "Planned moves the last apply left alone because they no longer held, with the reason."
+  value       = k8scidr_service_recreation.services.not_moved
 }
 
 output "kubelet_cluster_dns" {
   description = "Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to this before stage 2."
-  value       = k8scidr_service_recreation.services.dns_service_ips
+  value       = data.k8scidr_service_moves.services.dns_service_ips
 }
 
 output "kops_cluster_spec" {

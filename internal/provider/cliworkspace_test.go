@@ -103,10 +103,10 @@ func (w *cliWorkspace) applyFile() string {
 	return out
 }
 
-// converged fails the test unless a refreshing plan is empty.
-func (w *cliWorkspace) converged() {
+// converged fails the test unless a refreshing plan (with args) is empty.
+func (w *cliWorkspace) converged(args ...string) {
 	w.t.Helper()
-	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+	if out, err := w.run(append([]string{"plan", "-detailed-exitcode"}, args...)...); err != nil {
 		w.t.Fatalf("the plan after the apply is not empty (%v):\n%s", err, out)
 	}
 }

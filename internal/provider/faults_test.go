@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
-	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -179,30 +177,19 @@ func TestAccFaults_tenPercent(t *testing.T) {
 	c, proxy, kubeconfig := faultCluster(t)
 	before := movingServices(t, c.Kube, "faulty", 300)
 	startedBefore := rollingDeployments(t, c, "roll", 30)
-	config := providerBlock(kubeconfig) + fmt.Sprintf(`
-resource "k8scidr_service_recreation" "this" {
-  target_cidrs = [%q]
-}
-
-resource "k8scidr_workload_roll" "this" {
-  namespaces     = ["roll"]
-  started_before = %q
-  depends_on     = [k8scidr_service_recreation.this]
-}
-`, faultTarget, startedBefore.UTC().Format(time.RFC3339))
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			PreConfig: func() { proxy.SetFaults(0.10) },
-			Config:    config,
-			Check: func(*terraform.State) error {
-				if err := checkNothingLostIn(c.Kube, "faulty", before, faultTarget); err != nil {
-					return err
-				}
-				return checkRolled(c.Kube, "roll")
-			},
-		}},
-	})
+	w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), "")+
+		rollHCL("this", fmt.Sprintf("  namespaces     = [\"roll\"]\n  started_before = %q", startedBefore.UTC().Format(time.RFC3339)),
+			"  depends_on = [k8scidr_service_recreation.this]"))
+	proxy.SetFaults(0.10)
+	w.planFile()
+	w.applyFile()
+	w.converged()
+	if err := checkNothingLostIn(c.Kube, "faulty", before, faultTarget); err != nil {
+		t.Error(err)
+	}
+	if err := checkRolled(c.Kube, "roll"); err != nil {
+		t.Error(err)
+	}
 	proxy.SetFaults(0)
 	t.Logf("through the fault proxy: %s", proxy)
 	_, counts := proxy.Injected()
@@ -222,55 +209,43 @@ func TestAccFaults_outage(t *testing.T) {
 	c, proxy, kubeconfig := faultCluster(t)
 	before := movingServices(t, c.Kube, "outage", 60)
 	t.Setenv("K8SCIDR_FAULT_DELAY_AFTER_DELETE", "300ms") // moves slow enough to be caught mid-way
-	config := providerBlock(kubeconfig) + fmt.Sprintf(`
-resource "k8scidr_service_recreation" "this" {
-  target_cidrs = [%q]
-  parallelism  = 4
-}
-`, faultTarget)
+	w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), "  parallelism = 4"))
+	w.planFile()
 	var outageAt time.Time
 	outage := make(chan error, 1)
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				PreConfig: func() {
-					go func() {
-						outage <- wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true,
-							func(ctx context.Context) (bool, error) {
-								moved := 0
-								for _, s := range servicesIn(t, c.Kube, "outage") {
-									if faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) {
-										moved++
-									}
-								}
-								if moved < 10 {
-									return false, nil
-								}
-								proxy.SetFaults(1, testcluster.FaultInternal, testcluster.FaultUnavailable, testcluster.FaultDrop)
-								outageAt = time.Now()
-								return true, nil
-							})
-					}()
-				},
-				Config: config,
-				// The last error, as the fault proxy gave it, and how long it was retried.
-				ExpectError: regexp.MustCompile(`(?s)(injected:|EOF).*gave\s+up\s+after\s+\d+\s+attempts`),
-			},
-			{
-				PreConfig: func() {
-					if err := <-outage; err != nil {
-						t.Fatalf("the outage never started: %v", err)
+	go func() {
+		outage <- wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true,
+			func(ctx context.Context) (bool, error) {
+				moved := 0
+				for _, s := range servicesIn(t, c.Kube, "outage") {
+					if faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) {
+						moved++
 					}
-					t.Logf("the apply failed %s after the outage began (%s)", time.Since(outageAt).Round(time.Second), proxy)
-					if time.Since(outageAt) > 2*time.Minute {
-						t.Errorf("the failing apply took %s after the outage began", time.Since(outageAt))
-					}
-					proxy.SetFaults(0)
-				},
-				Config: config,
-				Check:  func(*terraform.State) error { return checkNothingLostIn(c.Kube, "outage", before, faultTarget) },
-			},
-		},
-	})
+				}
+				if moved < 10 {
+					return false, nil
+				}
+				proxy.SetFaults(1, testcluster.FaultInternal, testcluster.FaultUnavailable, testcluster.FaultDrop)
+				outageAt = time.Now()
+				return true, nil
+			})
+	}()
+	// The last error, as the fault proxy gave it, and how long it was retried.
+	if out, err := w.run("apply", "tfplan"); err == nil || !regexp.MustCompile(`(?s)(injected:|EOF).*gave\s+up\s+after\s+\d+\s+attempts`).MatchString(out) {
+		t.Errorf("apply during the outage: %v\n%s", err, out)
+	}
+	if err := <-outage; err != nil {
+		t.Fatalf("the outage never started: %v", err)
+	}
+	t.Logf("the apply failed %s after the outage began (%s)", time.Since(outageAt).Round(time.Second), proxy)
+	if time.Since(outageAt) > 2*time.Minute {
+		t.Errorf("the failing apply took %s after the outage began", time.Since(outageAt))
+	}
+	proxy.SetFaults(0)
+	w.planFile()
+	w.applyFile()
+	w.converged()
+	if err := checkNothingLostIn(c.Kube, "outage", before, faultTarget); err != nil {
+		t.Fatal(err)
+	}
 }

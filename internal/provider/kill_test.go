@@ -91,7 +91,7 @@ func movingCluster(t *testing.T, ns string, n int) (*testcluster.Cluster, map[st
 	}
 	before := movingServices(t, c.Kube, ns, n)
 	return c, before, func(target netip.Prefix) string {
-		return providerBlock(c.Kubeconfig) + fmt.Sprintf("resource \"k8scidr_service_recreation\" \"this\" {\n  target_cidrs = [%q]\n}\n", target)
+		return providerBlock(c.Kubeconfig) + recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", target), "")
 	}
 }
 
@@ -157,12 +157,8 @@ func TestAccKill_roll(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))
 	killAt := 1 + rng.IntN(n-2)
-	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+fmt.Sprintf(`
-resource "k8scidr_workload_roll" "this" {
-  namespaces     = ["rollkill"]
-  started_before = %q
-}
-`, startedBefore.UTC().Format(time.RFC3339)))
+	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+rollHCL("this", fmt.Sprintf("  namespaces     = [\"rollkill\"]\n  started_before = %q",
+		startedBefore.UTC().Format(time.RFC3339)), ""))
 	ctx := context.Background()
 	killed, out, _ := interruptWhen(t, w, nil, func() bool {
 		list, err := c.Kube.AppsV1().Deployments("rollkill").List(ctx, metav1.ListOptions{})

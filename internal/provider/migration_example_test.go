@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -78,6 +79,9 @@ func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time
 // TestAccMigrationExample runs examples/migration/main.tf itself (linked, not copied) stage by
 // stage under the real terraform CLI and the built provider, with the steps outside the
 // Kubernetes API done between the stages as an operator does them, and checks the end state.
+// Each stage is planned to a file and that saved plan applied after the cluster changed (other
+// teams' Services, namespaces, scaling, pods): the apply does what the plan showed, reports
+// what no longer held, and the next plan shows only what is really left.
 func TestAccMigrationExample(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -96,15 +100,21 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.env = append(w.env, "KUBE_CONFIG_PATH="+e.c.Kubeconfig)
-	stage := func(n int) string {
+	churn := newClusterChurn(t, kube)
+	// stage plans stage n to a file, lets the cluster change (between), applies the saved plan,
+	// and checks that a refreshing plan is then empty.
+	stage := func(n int, between func()) string {
 		t.Helper()
-		out, err := w.run("apply", "-auto-approve", "-input=false", fmt.Sprintf("-var=stage=%d", n))
-		if err != nil {
-			t.Fatalf("stage %d: %v\n%s", n, err, out)
-		}
+		v := fmt.Sprintf("-var=stage=%d", n)
+		w.planFile("-input=false", v)
+		between()
+		out := w.applyFile()
 		t.Logf("stage %d applied", n)
+		w.converged("-input=false", v)
 		return out
 	}
+	// Other teams' Services go into the new range (the old one is retired at stage 4).
+	unrelated := func(i int) func() { return func() { churn.round(fmt.Sprintf("172.24.200.%d", i)) } }
 
 	// The resolver check: kube-dns's old and new IPs, as kube-proxy would route them.
 	dns, err := e.c.ProbeServiceIPs(ctx, "kube-system", oldDNS, newDNS)
@@ -113,7 +123,27 @@ func TestAccMigrationExample(t *testing.T) {
 	}
 	defer dns.Stop()
 	begin := time.Now()
-	out := stage(1)
+	// Stage 1, with a planned Service deleted and one created in the old range before the apply.
+	w.planFile("-input=false", "-var=stage=1")
+	if moves := w.planned("k8scidr_service_recreation.services", "moves").(map[string]any); len(moves) != len(seeded.ServiceIPs)-len(seeded.LoadBalancers) {
+		t.Errorf("stage 1 plans %d moves, want every seeded Service but the LoadBalancers (%d)", len(moves), len(seeded.ServiceIPs)-len(seeded.LoadBalancers))
+	}
+	churn.round("100.64.200.1")
+	if err := kube.CoreV1().Services("app-1").Delete(ctx, "web-4", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	delete(seeded.ServiceIPs, "app-1/web-4")
+	out := w.applyFile()
+	if !diagRE("Planned Moves That No Longer Hold Were Not Made", "app-1/web-4: deleted since the plan").MatchString(out) {
+		t.Errorf("stage 1 does not report the Service deleted after the plan:\n%s", out)
+	}
+	// What the churn added in the old range is the next plan's work, and all of it.
+	w.planFile("-input=false", "-var=stage=1")
+	if moves := w.planned("k8scidr_service_recreation.services", "moves").(map[string]any); len(moves) != 1 || moves["churn/svc-1"] == nil {
+		t.Errorf("after stage 1 the plan moves %v, want only churn/svc-1", slices.Sorted(maps.Keys(moves)))
+	}
+	w.applyFile()
+	w.converged("-input=false", "-var=stage=1")
 	for key, ip := range seeded.ServiceIPs {
 		ns, name, _ := strings.Cut(key, "/")
 		s, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
@@ -140,9 +170,9 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Errorf("the DNS bridge's copied EndpointSlices were not retired after stage 1: %v (%v)", copies, err)
 	}
 	// Outside the API: kubelet clusterDNS now points at 172.24.0.10 (kwok has no kubelet).
-	stage(2)
+	stage(2, unrelated(2))
 	bridgeOff := time.Now()
-	stage(3)
+	stage(3, unrelated(3))
 	if _, err := kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{}); err == nil {
 		t.Error("the DNS bridge is still there after stage 3")
 	}
@@ -169,8 +199,8 @@ func TestAccMigrationExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("default/kubernetes and the default ServiceCIDR not recreated in 172.24.0.0/15: %v", err)
 	}
-	stage(4)
-	stage(5)
+	stage(4, unrelated(4))
+	stage(5, unrelated(5))
 	// Outside the API: the nodes are replaced (kOps rolling update with allocateNodeCIDRs:
 	// false), so no node keeps a podCIDR in the old range; the pods come back on the new nodes.
 	nodesReplaced := time.Now()
@@ -178,7 +208,7 @@ func TestAccMigrationExample(t *testing.T) {
 	if err := e.c.ReplaceNodes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.WaitPods(ctx, "", "app", podCount, func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
+	if _, err := e.c.WaitPods(ctx, "", "app", podCount+churn.busyReplicas(), func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
 		t.Fatal(err)
 	}
 

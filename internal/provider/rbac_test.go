@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
-	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
@@ -53,8 +52,16 @@ resource "k8scidr_service_cidr_policy" "this" {
   allowed_cidrs = ["172.24.0.0/15"]
 }
 
-resource "k8scidr_service_recreation" "this" {
+data "k8scidr_service_moves" "this" {
   target_cidrs = ["172.24.0.0/15"]
+}
+
+resource "k8scidr_service_recreation" "this" {
+  target_cidrs = data.k8scidr_service_moves.this.target_cidrs
+  moves        = data.k8scidr_service_moves.this.moves
+  restore      = data.k8scidr_service_moves.this.restore
+  first        = data.k8scidr_service_moves.this.first_moves
+  dns_service  = data.k8scidr_service_moves.this.dns_service
 }
 
 resource "k8scidr_calico_ippool" "new" {
@@ -62,7 +69,12 @@ resource "k8scidr_calico_ippool" "new" {
   cidr = "10.20.0.0/16"
 }
 
+data "k8scidr_workload_restarts" "pods" {
+  pod_cidrs = ["10.10.0.0/18"]
+}
+
 resource "k8scidr_workload_roll" "pods" {
+  workloads = data.k8scidr_workload_restarts.pods.workloads
   pod_cidrs = ["10.10.0.0/18"]
 }
 `
@@ -84,28 +96,22 @@ func TestAccRBAC_missingVerb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := func(kubeconfig string) string {
-		return providerBlock(kubeconfig) + fmt.Sprintf("resource \"k8scidr_service_recreation\" \"this\" {\n  target_cidrs = [%q]\n}\n", faultTarget)
+	w := newCLIWorkspace(t, providerBlock(lacking)+recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), ""))
+	w.planFile()
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Services Not All Moved",
+		`Missing permission: verb "delete" on resource "services" (API group core) in namespace rbac`,
+		"system:serviceaccount:kube-system:k8scidr-apply", "examples/rbac/").MatchString(out) {
+		t.Errorf("apply without the delete verb: %v\n%s", err, out)
 	}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: config(lacking),
-				ExpectError: diagRE("Services Not All Moved", `Missing permission: verb "delete" on resource "services" (API group core) in namespace rbac`,
-					"system:serviceaccount:kube-system:k8scidr-apply", "examples/rbac/"),
-			},
-			{
-				PreConfig: func() {
-					// The same ServiceAccount, its role whole again.
-					if _, err := c.ServiceAccountKubeconfig(ctx, applyRole); err != nil {
-						t.Fatal(err)
-					}
-					time.Sleep(time.Second) // the authorizer's cache of the role
-				},
-				Config: config(lacking),
-				Check:  func(*terraform.State) error { return checkNothingLostIn(c.Kube, "rbac", before, faultTarget) },
-			},
-		},
-	})
+	// The same ServiceAccount, its role whole again.
+	if _, err := c.ServiceAccountKubeconfig(ctx, applyRole); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the authorizer's cache of the role
+	w.planFile()
+	w.applyFile()
+	w.converged()
+	if err := checkNothingLostIn(c.Kube, "rbac", before, faultTarget); err != nil {
+		t.Fatal(err)
+	}
 }

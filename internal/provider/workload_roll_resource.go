@@ -137,6 +137,9 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 				"references or depends_on a resource with changes in this plan: give it only variables, locals and data sources.")
 		plan.Rolled, plan.NotRolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType), types.StringUnknown()
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		if fullyKnown(plan.Include) {
+			r.warnMissing(ctx, normalizedKeys(stringList(ctx, plan.Include, &resp.Diagnostics)), &resp.Diagnostics)
+		}
 		return
 	}
 	var prior *workloadRollModel
@@ -153,15 +156,15 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 		plan.Rolled, plan.NotRolled, plan.CompletedAt = state.Rolled, state.NotRolled, state.CompletedAt
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
-	r.warnMissing(ctx, p, &resp.Diagnostics)
+	r.warnMissing(ctx, p.Include, &resp.Diagnostics)
 }
 
-// warnMissing warns about included and first workloads that do not exist: probably a typo.
-func (r *workloadRollResource) warnMissing(ctx context.Context, p k8sops.PlannedRoll, diags *diag.Diagnostics) {
-	if len(p.Include) == 0 || r.data == nil || r.data.client == nil {
+// warnMissing warns about newly included workloads that do not exist: probably a typo.
+func (r *workloadRollResource) warnMissing(ctx context.Context, include []string, diags *diag.Diagnostics) {
+	if len(include) == 0 || r.data == nil || r.data.client == nil {
 		return
 	}
-	missing, err := k8sops.MissingWorkloads(ctx, r.data.client, p.Include)
+	missing, err := k8sops.MissingWorkloads(ctx, r.data.client, include)
 	if err != nil {
 		diags.AddWarning("Cluster Not Readable", "The plan could not check that the included workloads exist: "+apiErrorText(err))
 	}

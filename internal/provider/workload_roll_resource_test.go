@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
-	"github.com/hashicorp/terraform-plugin-testing/plancheck"
-	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/hashicorp/terraform-plugin-testing/terraform"
-	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -91,14 +88,14 @@ func (e *calicoEnv) setPool(name string, disabled bool) {
 	}
 }
 
-func rollConfig(e *calicoEnv, extra string) string {
-	return e.provider() + fmt.Sprintf(`
-resource "k8scidr_workload_roll" "pods" {
-  pod_cidrs = [%q]
-  first     = ["default/deployment/web"]
-%s}
-`, oldPoolCIDR, extra)
+// rollConfig rolls what has a pod in the old pool, web first: dataExtra goes to the data
+// source, extra to the resource.
+func rollConfig(e *calicoEnv, dataExtra, extra string) string {
+	return e.provider() + rollHCL("pods", fmt.Sprintf("  pod_cidrs = [%q]\n%s", oldPoolCIDR, dataExtra),
+		"  first = [\"default/deployment/web\"]\n"+extra)
 }
+
+const rollAddr = "k8scidr_workload_roll.pods"
 
 // The pool-migration roll: exactly the workloads with a pod in the old pool are restarted (web
 // first), their pods land in the new pool, and what cannot be rolled is listed with the reason.
@@ -135,94 +132,74 @@ func TestAccWorkloadRoll_poolMigration(t *testing.T) {
 	}
 	e.setPool(oldPoolName, true)
 
-	const addr = "k8scidr_workload_roll.pods"
-	pending := func(m map[string]int64) knownvalue.Check {
-		checks := map[string]knownvalue.Check{}
-		for k, v := range m {
-			checks[k] = knownvalue.Int64Exact(v)
-		}
-		return knownvalue.MapExact(checks)
-	}
+	const data = "data.k8scidr_workload_restarts.pods"
 	reason := func(s string) knownvalue.Check { return knownvalue.StringRegexp(regexp.MustCompile(s)) }
-	unmanaged := knownvalue.MapExact(map[string]knownvalue.Check{
+	moved := func(apps ...string) {
+		t.Helper()
+		for _, app := range apps {
+			n := map[string]int{"web": 3, "db": 2, "agent": 2, "late": 2}[app]
+			podsIn(t, e.waitPods(app, n), "10.20.0.0/16")
+		}
+	}
+	w := newCLIWorkspace(t, rollConfig(e, "", ""))
+	w.planFile()
+	expect(t, "planned workloads", w.planned(rollAddr, "workloads"),
+		strListCheck("default/daemonset/agent", "default/deployment/web", "default/statefulset/db"))
+	w.applyFile()
+	w.converged()
+	expect(t, "pods", w.stateValue(data, "pods"), knownvalue.MapExact(map[string]knownvalue.Check{
+		"default/deployment/web": knownvalue.Int64Exact(3), "default/statefulset/db": knownvalue.Int64Exact(2),
+		"default/daemonset/agent": knownvalue.Int64Exact(2)}))
+	expect(t, "unmanaged", w.stateValue(data, "unmanaged"), knownvalue.MapExact(map[string]knownvalue.Check{
 		"default/deployment/paused":   reason("^paused Deployment"),
 		"default/statefulset/ondel":   reason("updateStrategy OnDelete"),
 		"default/deployment/operated": reason("^managed by ConfigMap operator"),
 		"default/pod/bare":            reason("^bare pod"),
-	})
-	moved := func(apps ...string) func(*terraform.State) error {
-		return func(*terraform.State) error {
-			for _, app := range apps {
-				n := map[string]int{"web": 3, "db": 2, "agent": 2, "late": 2}[app]
-				podsIn(t, e.waitPods(app, n), "10.20.0.0/16")
-			}
-			return nil
-		}
+	}))
+	expect(t, "rolled", w.stateValue(rollAddr, "rolled"), knownvalue.MapSizeExact(3))
+	expect(t, "completed_at", w.stateValue(rollAddr, "completed_at"), knownvalue.StringRegexp(rfc3339RE))
+	moved("web", "db", "agent")
+
+	// Eviction honours PodDisruptionBudgets: with one that allows no disruption, the bare pod
+	// stays and the apply says why.
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "bare"}, Spec: policyv1.PodDisruptionBudgetSpec{
+		MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bare"}}}}
+	if _, err := e.c.Kube.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: rollConfig(e, ""),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectKnownValue(addr, tfjsonpath.New("pending"), pending(map[string]int64{
-						"default/deployment/web": 3, "default/statefulset/db": 2, "default/daemonset/agent": 2})),
-					plancheck.ExpectKnownValue(addr, tfjsonpath.New("unmanaged"), unmanaged),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("rolled"), knownvalue.MapSizeExact(3)),
-					statecheck.ExpectKnownValue(addr, tfjsonpath.New("completed_at"), knownvalue.StringRegexp(regexp.MustCompile(`^\d{4}-`))),
-				},
-				Check: moved("web", "db", "agent"),
-			},
-			{
-				// Eviction honours PodDisruptionBudgets: with one that allows no disruption, the
-				// bare pod stays and the apply says why.
-				PreConfig: func() {
-					pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "bare"}, Spec: policyv1.PodDisruptionBudgetSpec{
-						MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "bare"}}}}
-					if _, err := e.c.Kube.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				},
-				Config:      rollConfig(e, "  evict_bare_pods = true\n"),
-				ExpectError: diagRE("Rollout Failed", "default/pod/bare:", "PodDisruptionBudget refuses the eviction"),
-			},
-			{
-				// Bare pods are evicted only when asked.
-				PreConfig: func() {
-					if err := e.c.Kube.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "bare", metav1.DeleteOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				},
-				Config: rollConfig(e, "  evict_bare_pods = true\n"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectKnownValue(addr, tfjsonpath.New("pending"), pending(map[string]int64{"default/pod/bare": 1})),
-				}},
-				Check: func(*terraform.State) error {
-					_, err := e.c.WaitPods(ctx, "default", "app=bare", 0, func(corev1.Pod) bool { return true })
-					return err
-				},
-			},
-			{
-				// Pods back in the old pool (it was enabled again) show up as a diff, and the
-				// apply moves them once the old pool is disabled again.
-				PreConfig: func() {
-					e.setPool(oldPoolName, false)
-					e.setPool("new", true)
-					podsIn(t, e.deployment("late", 2), oldPoolCIDR)
-					e.setPool("new", false)
-					e.setPool(oldPoolName, true)
-				},
-				Config: rollConfig(e, "  evict_bare_pods = true\n"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue(addr, tfjsonpath.New("pending"), pending(map[string]int64{"default/deployment/late": 2})),
-				}},
-				Check: moved("late"),
-			},
-		},
-	})
+	w.write(rollConfig(e, "  evict_bare_pods = true\n", ""))
+	w.planFile()
+	expect(t, "planned eviction", w.planned(rollAddr, "workloads"), strListCheck("default/pod/bare"))
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Rollout Failed", "default/pod/bare:", "PodDisruptionBudget refuses the eviction").MatchString(out) {
+		t.Errorf("eviction under a PodDisruptionBudget: %v\n%s", err, out)
+	}
+
+	// Without it, the bare pod is evicted.
+	if err := e.c.Kube.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "bare", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.planFile()
+	w.applyFile()
+	if _, err := e.c.WaitPods(ctx, "default", "app=bare", 0, func(corev1.Pod) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	w.converged()
+
+	// Pods back in the old pool (it was enabled again) show up as a diff, and the apply moves
+	// them once the old pool is disabled again.
+	e.setPool(oldPoolName, false)
+	e.setPool("new", true)
+	podsIn(t, e.deployment("late", 2), oldPoolCIDR)
+	e.setPool("new", false)
+	e.setPool(oldPoolName, true)
+	w.planFile()
+	if got := w.plannedActions(rollAddr); !slices.Equal(got, []string{"update"}) {
+		t.Errorf("actions %v, want update", got)
+	}
+	expect(t, "late", w.planned(rollAddr, "workloads"), strListCheck("default/deployment/late"))
+	w.applyFile()
+	moved("late")
+	w.converged()
 }
 
 // A rollout that cannot progress fails within the timeout, naming the workload, its status and
@@ -235,78 +212,76 @@ func TestAccWorkloadRoll_stuckRollout(t *testing.T) {
 	e.statefulSet("db", 1, appsv1.RollingUpdateStatefulSetStrategyType)
 	// No pool is left enabled: new pods never get an address.
 	e.setPool(oldPoolName, true)
-	noFirst := e.provider() + fmt.Sprintf(`
-resource "k8scidr_workload_roll" "pods" {
-  pod_cidrs = [%q]
-  timeouts  = { create = "20s" }
-}
-`, oldPoolCIDR)
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				// web goes first and fails at its progress deadline: db is not touched.
-				Config: rollConfig(e, "  timeouts = { create = \"20s\" }\n"),
-				ExpectError: diagRE("Rollout Failed", "default/deployment/web:", `deployment "web" exceeded its progress deadline`,
-					"Rolled before the failure: none"),
-			},
-			{
-				// Both at once: the StatefulSet has no progress deadline, so the timeout ends its
-				// wait, and the error says where it stands.
-				PreConfig: func() {
-					db, err := e.c.Kube.AppsV1().StatefulSets("default").Get(context.Background(), "db", metav1.GetOptions{})
-					if err != nil || db.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != "" {
-						t.Errorf("db was restarted after web failed first (%v)", err)
-					}
-				},
-				Config: noFirst,
-				ExpectError: diagRE("Rollout Failed", "default/deployment/web:", "exceeded its progress deadline",
-					"default/statefulset/db:", "no rollout progress before the timeout", "pods not ready: db-0 (Pending"),
-			},
-			{
-				// continue_on_error: the failure is a warning, nothing counts as rolled, and the next
-				// plan shows web again (its old pods still hold old-pool addresses; db's only pod was
-				// replaced by one still waiting for an address, which matches nothing).
-				Config: strings.Replace(noFirst, "timeouts", "continue_on_error = true\n  timeouts", 1),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("k8scidr_workload_roll.pods", tfjsonpath.New("rolled"), knownvalue.MapExact(map[string]knownvalue.Check{})),
-				},
-				ExpectNonEmptyPlan: true,
-			},
-		},
-	})
+	noFirst := e.provider() + rollHCL("pods", fmt.Sprintf("  pod_cidrs = [%q]", oldPoolCIDR), "  timeouts = { create = \"20s\" }")
+	w := newCLIWorkspace(t, rollConfig(e, "", "  timeouts = { create = \"20s\" }\n"))
+	// web goes first and fails at its progress deadline: db is not touched.
+	w.planFile()
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Rollout Failed", "default/deployment/web:", `deployment "web" exceeded its progress deadline`,
+		"Rolled before the failure: none").MatchString(out) {
+		t.Errorf("first web: %v\n%s", err, out)
+	}
+	db, err := e.c.Kube.AppsV1().StatefulSets("default").Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil || db.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != "" {
+		t.Errorf("db was restarted after web failed first (%v)", err)
+	}
+	// Both at once: the StatefulSet has no progress deadline, so the timeout ends its wait, and
+	// the error says where it stands.
+	w.write(noFirst)
+	w.planFile()
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Rollout Failed", "default/deployment/web:", "exceeded its progress deadline",
+		"default/statefulset/db:", "no rollout progress before the timeout", "pods not ready: db-0 (Pending").MatchString(out) {
+		t.Errorf("both: %v\n%s", err, out)
+	}
+	// continue_on_error: the failure is a warning, nothing counts as rolled, and the next plan
+	// shows web again (its old pods still hold old-pool addresses; db's only pod was replaced by
+	// one still waiting for an address, which matches nothing).
+	w.write(strings.Replace(noFirst, "timeouts", "continue_on_error = true\n  timeouts", 1))
+	w.planFile()
+	if out := w.applyFile(); !strings.Contains(out, "Some Rollouts Failed") {
+		t.Errorf("continue_on_error:\n%s", out)
+	}
+	expect(t, "rolled", w.stateValue(rollAddr, "rolled"), knownvalue.MapSizeExact(0))
+	w.planFile()
+	expect(t, "web again", w.planned(rollAddr, "workloads"), strListCheck("default/deployment/web"))
 }
 
-// Plan-time mistakes name the attribute.
+// Plan-time mistakes name the attribute, and need no cluster.
 func TestAccWorkloadRoll_invalid(t *testing.T) {
 	testAccPreCheck(t)
+	data := func(body string) string {
+		return testAccProviderConfig() + "data \"k8scidr_workload_restarts\" \"x\" {\n" + body + "}\n"
+	}
 	res := func(body string) string {
 		return testAccProviderConfig() + "resource \"k8scidr_workload_roll\" \"x\" {\n" + body + "}\n"
 	}
 	var steps []resource.TestStep
 	for _, c := range []struct {
-		body string
-		want []string
+		config string
+		want   []string
 	}{
-		{"", []string{"No Trigger", "Set pod_cidrs"}},
-		{"  pod_cidrs = [\"10.10.0.1/18\"]\n", []string{"Invalid CIDR", `"10.10.0.1/18"`}},
-		{"  started_before = \"yesterday\"\n", []string{"Invalid Time", "RFC 3339"}},
-		{"  include = [\"kube-system/calico-node\"]\n", []string{"Invalid Workload", "namespace/kind/name"}},
-		{"  include = [\"kube-system/job/x\"]\n", []string{"Invalid Workload", `kind "job"`}},
-		{"  pod_cidrs = [\"10.10.0.0/18\"]\n  first = [\"default/deployment/absent\", \"x\"]\n", []string{"Invalid Workload", "first"}},
-		{"  pod_cidrs = [\"10.10.0.0/18\"]\n  selector = \"a in (\"\n", []string{"Invalid Label Selector"}},
-		{"  pod_cidrs = [\"10.10.0.0/18\"]\n  kinds = [\"Job\"]\n", []string{"value must be one of"}},
-		{"  pod_cidrs = [\"10.10.0.0/18\"]\n  parallelism = 0\n", []string{"parallelism", "between 1 and 100"}},
-		{"  include = [\"default/deployment/absent\"]\n", []string{"Workload Not Found", "default/deployment/absent does not exist"}},
+		{data(""), []string{"No Trigger", "Set pod_cidrs"}},
+		{data("  pod_cidrs = [\"10.10.0.1/18\"]\n"), []string{"Invalid CIDR", `"10.10.0.1/18"`}},
+		{data("  started_before = \"yesterday\"\n"), []string{"Invalid Time", "RFC 3339"}},
+		{data("  pod_cidrs = [\"10.10.0.0/18\"]\n  selector = \"a in (\"\n"), []string{"Invalid Label Selector"}},
+		{data("  pod_cidrs = [\"10.10.0.0/18\"]\n  kinds = [\"Job\"]\n"), []string{"value must be one of"}},
+		{res(""), []string{"Nothing To Roll", "Set workloads"}},
+		{res("  workloads = [\"default/deployment/web\"]\n"), []string{"Triggers Missing", "pod_cidrs"}},
+		{res("  include = [\"kube-system/calico-node\"]\n"), []string{"Invalid Workload", "namespace/kind/name"}},
+		{res("  include = [\"kube-system/job/x\"]\n"), []string{"Invalid Workload", `kind "job"`}},
+		{res("  include = [\"a/deployment/b\"]\n  first = [\"default/deployment/absent\", \"x\"]\n"), []string{"Invalid Workload", "first"}},
+		{res("  include = [\"a/deployment/b\"]\n  parallelism = 0\n"), []string{"parallelism", "between 1 and 100"}},
+		{res("  workloads = [\"a/deployment/b\"]\n  pod_cidrs = [\"10.10.0.0/18\"]\n  started_before = \"today\"\n"), []string{"Invalid Time"}},
 	} {
-		steps = append(steps, resource.TestStep{Config: res(c.body), PlanOnly: true, ExpectError: diagRE(c.want...)})
+		steps = append(steps, resource.TestStep{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)})
 	}
 	resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: testAccProtoV6ProviderFactories, Steps: steps})
 }
 
-// started_before from a resource of the same run is unknown at plan, so pending is too; at apply
-// the pods started before it are rolled: hostNetwork pods only with ClusterFirstWithHostNet.
-// include rolls a workload outside the scope regardless of the trigger.
+// started_before from a resource with changes in the same run makes the data source wait for
+// the apply: the plan says it cannot show the restarts, and the apply rolls the pods started
+// before it (hostNetwork pods only with ClusterFirstWithHostNet). include rolls a workload
+// outside the data source's scope regardless of the triggers, and an included workload that
+// does not exist is a plan warning and not rolled.
 func TestAccWorkloadRoll_startedBefore(t *testing.T) {
 	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
 	ctx := context.Background()
@@ -336,47 +311,39 @@ func TestAccWorkloadRoll_startedBefore(t *testing.T) {
 resource "terraform_data" "dns_moved" {
   input = %q
 }
-
-resource "k8scidr_workload_roll" "dns" {
-  namespaces     = ["default"]
-  started_before = terraform_data.dns_moved.output
-  include        = ["other/deployment/idle"]
-}
-`, movedAt.UTC().Format(time.RFC3339))
+`, movedAt.UTC().Format(time.RFC3339)) + rollHCL("dns", `  namespaces     = ["default"]
+  started_before = terraform_data.dns_moved.output`, `  include = ["other/deployment/idle", "other/deployment/absent"]`)
 	const addr = "k8scidr_workload_roll.dns"
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: config,
-			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-				plancheck.ExpectUnknownValue(addr, tfjsonpath.New("pending")),
-			}},
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue(addr, tfjsonpath.New("pending"), knownvalue.MapExact(map[string]knownvalue.Check{
-					"default/deployment/web": knownvalue.Int64Exact(2), "default/deployment/hostdns": knownvalue.Int64Exact(1),
-					"other/deployment/idle": knownvalue.Int64Exact(1),
-				})),
-				statecheck.ExpectKnownValue(addr, tfjsonpath.New("rolled"), knownvalue.MapPartial(map[string]knownvalue.Check{
-					"default/deployment/web": knownvalue.NotNull(), "default/deployment/hostdns": knownvalue.NotNull(),
-					"other/deployment/idle": knownvalue.NotNull(),
-				})),
-				statecheck.ExpectKnownValue(addr, tfjsonpath.New("rolled"), knownvalue.MapSizeExact(3)),
-			},
-			Check: func(*terraform.State) error {
-				for ns, apps := range map[string][]string{"default": {"web", "hostdns", "hostplain"}, "other": {"idle"}} {
-					for _, app := range apps {
-						d, err := e.c.Kube.AppsV1().Deployments(ns).Get(ctx, app, metav1.GetOptions{})
-						if err != nil {
-							return err
-						}
-						restarted := d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != ""
-						if restarted != (app != "hostplain") {
-							return fmt.Errorf("%s/%s restarted = %t", ns, app, restarted)
-						}
-					}
-				}
-				return nil
-			},
-		}},
-	})
+	w := newCLIWorkspace(t, config)
+	out := w.planFile()
+	if !diagRE("Workloads To Restart Not Known Until Apply", "restart workloads nobody reviewed").MatchString(out) {
+		t.Errorf("the plan does not say the restarts are unknown:\n%s", out)
+	}
+	if !diagRE("Workload Not Found", "other/deployment/absent does not exist").MatchString(out) {
+		t.Errorf("the plan does not warn about the absent included workload:\n%s", out)
+	}
+	if !w.plannedUnknown(addr, "workloads") {
+		t.Error("workloads must be unknown at plan")
+	}
+	w.applyFile()
+	expect(t, "workloads", w.stateValue(addr, "workloads"), strListCheck("default/deployment/hostdns", "default/deployment/web"))
+	expect(t, "rolled", w.stateValue(addr, "rolled"), knownvalue.MapExact(map[string]knownvalue.Check{
+		"default/deployment/web": knownvalue.NotNull(), "default/deployment/hostdns": knownvalue.NotNull(),
+		"other/deployment/idle": knownvalue.NotNull(),
+	}))
+	expect(t, "not_rolled", w.stateValue(addr, "not_rolled"), knownvalue.MapExact(map[string]knownvalue.Check{
+		"other/deployment/absent": knownvalue.StringExact("does not exist")}))
+	for ns, apps := range map[string][]string{"default": {"web", "hostdns", "hostplain"}, "other": {"idle"}} {
+		for _, app := range apps {
+			d, err := e.c.Kube.AppsV1().Deployments(ns).Get(ctx, app, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if restarted := d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != ""; restarted != (app != "hostplain") {
+				t.Errorf("%s/%s restarted = %t", ns, app, restarted)
+			}
+		}
+	}
+	// Included once: the next plan does not roll idle again.
+	w.converged()
 }

@@ -4,16 +4,25 @@ resource "k8scidr_service_cidr" "new" {
   cidrs = ["172.24.0.0/15"]
 }
 
-# Move every ClusterIP and NodePort Service out of 100.64.0.0/13. `terraform plan` lists each
-# Service's new IP under `pending` (kube-dns 100.64.0.10 -> 172.24.0.10) and why others stay
-# under `skipped` (headless, ExternalName, LoadBalancer, default/kubernetes, ...).
-resource "k8scidr_service_recreation" "this" {
-  target_cidrs = k8scidr_service_cidr.new.cidrs
-
+# What moves where, read at plan time: every ClusterIP and NodePort Service outside
+# 172.24.0.0/15 with its new IP (kube-dns 100.64.0.10 -> 172.24.0.10), and why others stay
+# (headless, ExternalName, LoadBalancer, default/kubernetes, ...). Only variables and literals
+# here: a reference to a resource would make Terraform read it during apply instead.
+data "k8scidr_service_moves" "this" {
+  target_cidrs       = ["172.24.0.0/15"]
   exclude_namespaces = ["kube-public"]
   exclude            = ["monitoring/legacy-exporter"]
+}
 
-  # kube-dns moves first (the default), then a bridge Service keeps its old IP answering
+# Makes exactly those moves. `terraform plan` shows each of them under `moves`.
+resource "k8scidr_service_recreation" "this" {
+  target_cidrs = k8scidr_service_cidr.new.cidrs
+  moves        = data.k8scidr_service_moves.this.moves
+  restore      = data.k8scidr_service_moves.this.restore
+  first        = data.k8scidr_service_moves.this.first_moves
+  dns_service  = data.k8scidr_service_moves.this.dns_service
+
+  # The cluster DNS Service moves first, then a bridge Service keeps its old IP answering
   # until kubelets' clusterDNS points at the new one. Set dns_bridge = false afterwards.
   dns_bridge = true
 
@@ -22,12 +31,13 @@ resource "k8scidr_service_recreation" "this" {
   }
 }
 
-# kube-dns's new IP, for the kubelet clusterDNS setting (kOps: kubeDNS.serverIP).
+# The cluster DNS Service's IP after the moves, for the kubelet clusterDNS setting (kOps:
+# kubeDNS.serverIP).
 output "kube_dns_new_ip" {
-  value = try(k8scidr_service_recreation.this.dns_service_ips[0], null)
+  value = try(data.k8scidr_service_moves.this.dns_service_ips[0], null)
 }
 
-# Pods started before this keep the old DNS server: restart them (k8scidr_workload_roll).
-output "services_moved_at" {
-  value = k8scidr_service_recreation.this.completed_at
+# Planned moves the apply left alone because they no longer held.
+output "not_moved" {
+  value = k8scidr_service_recreation.this.not_moved
 }

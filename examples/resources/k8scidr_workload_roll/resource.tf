@@ -1,6 +1,14 @@
-# After the new pool exists and the old one is disabled: restart every workload with a pod still
-# in the old pool, CoreDNS first, and calico-node so the nodes' tunnel addresses move too.
+# Every workload with a pod in the old pool when the plan is made, read at plan time.
+data "k8scidr_workload_restarts" "pool_move" {
+  pod_cidrs = ["100.96.0.0/11"]
+}
+
+# After the new pool exists and the old one is disabled: restart exactly those, CoreDNS first,
+# and calico-node once so the nodes' tunnel addresses move too. A workload that no longer has
+# a pod in the old pool at apply (rolled meanwhile, scaled down) is left alone and listed in
+# not_rolled.
 resource "k8scidr_workload_roll" "pool_move" {
+  workloads = data.k8scidr_workload_restarts.pool_move.workloads
   pod_cidrs = ["100.96.0.0/11"]
   first     = ["kube-system/deployment/coredns"]
   include   = ["kube-system/daemonset/calico-node"]
@@ -14,10 +22,15 @@ resource "k8scidr_workload_roll" "pool_move" {
   depends_on = [k8scidr_calico_ippool.old]
 }
 
-# After kube-dns moved: restart every pod started before the move, so each gets the new DNS
-# server. started_before is unknown until the Service move is applied; pending then shows
-# "(known after apply)".
-resource "k8scidr_workload_roll" "dns_move" {
-  started_before     = k8scidr_service_recreation.services.completed_at
+# After the cluster DNS Service moved and kubelets use its new IP: restart every pod started
+# before the move, so each gets the new DNS server. The time comes from the moves data source
+# (the DNS Service's creation), so the list is known at plan time.
+data "k8scidr_workload_restarts" "dns_move" {
+  started_before     = data.k8scidr_service_moves.this.dns_moved_at
   exclude_namespaces = ["kube-system"]
+}
+
+resource "k8scidr_workload_roll" "dns_move" {
+  workloads      = data.k8scidr_workload_restarts.dns_move.workloads
+  started_before = data.k8scidr_workload_restarts.dns_move.started_before
 }

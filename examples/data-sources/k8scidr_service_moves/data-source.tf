@@ -1,0 +1,13 @@
+# Which Services move into 172.24.0.0/15 and to which IPs, kube-dns first. Give it to
+# k8scidr_service_recreation (see its example); put `moves` in an output for the pull request.
+data "k8scidr_service_moves" "this" {
+  target_cidrs = ["172.24.0.0/15"]
+}
+
+output "services_to_move" {
+  value = { for k, v in data.k8scidr_service_moves.this.moves : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }
+}
+
+output "skipped" {
+  value = data.k8scidr_service_moves.this.skipped
+}
