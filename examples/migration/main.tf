@@ -67,6 +67,8 @@ provider "k8scidr" {}
 locals {
   # What every later plan is checked against.
   reserved = var.reserved
+  # The DNS bridge answers on kube-dns's old IP from the move until stage 3.
+  dns_bridge = var.stage < 3
 }
 
 # Where things stand: every range of the cluster against the reserved ones.
@@ -88,9 +90,11 @@ resource "k8scidr_service_cidr" "new" {
 
 # LoadBalancer Services keep their ClusterIPs (their cloud load balancers point at them), and the
 # DNS bridge keeps kube-dns's old IP: covering_cidrs are the smallest ranges that keep those
-# addresses, outside the new range, valid once the old default range is retired.
+# addresses, outside the new range, valid once the old default range is retired. With the
+# bridge switched off (stage 3) its keep-range goes in the same apply.
 data "k8scidr_service_allocations" "staying" {
-  cidrs = [var.service_cidrs.new]
+  cidrs      = [var.service_cidrs.new]
+  dns_bridge = local.dns_bridge
 }
 
 resource "k8scidr_service_cidr" "keep" {
@@ -117,7 +121,7 @@ resource "k8scidr_service_recreation" "services" {
   restore      = data.k8scidr_service_moves.services.restore
   first        = data.k8scidr_service_moves.services.first_moves
   dns_service  = data.k8scidr_service_moves.services.dns_service
-  dns_bridge   = var.stage < 3
+  dns_bridge   = local.dns_bridge
 
   depends_on = [k8scidr_service_cidr.keep]
 }
@@ -197,11 +201,10 @@ check "clear_of_reserved_ranges" {
   }
 }
 
-output "services_to_move" {
-  description = "What this plan moves: old IPs -> new IPs, for the pull request. Empty once everything has moved."
-  value       = { for k, v in data.k8scidr_service_moves.services.moves : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }
-}
-
+# What a plan moves is in its diff of k8scidr_service_recreation.services.moves (every Service's
+# old and new IPs). It is not echoed in an output: an output is stored at apply, so one copied
+# from the data source would hold that plan's list after the apply and show a change in every
+# later plan. The outputs below converge: they change only when an apply does something.
 output "moved_services" {
   description = "Services moved by the last apply that moved any: old IPs -> new IPs."
   value       = { for k, v in k8scidr_service_recreation.services.recreated : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }

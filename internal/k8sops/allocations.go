@@ -23,7 +23,7 @@ type Allocations struct {
 	// Outside lists "namespace/name" of Services with an IP in none of the ranges.
 	Outside []string
 	// Covering are the narrowest valid Service ranges that keep the staying IPs outside the
-	// ranges allocatable: LoadBalancer Services, the DNS bridge, and the ones asked for.
+	// ranges allocatable: LoadBalancer Services, the DNS bridge's, and the ones asked for.
 	Covering []netip.Prefix
 }
 
@@ -46,9 +46,19 @@ type ServiceIPs struct {
 	Stays  bool // its IPs must stay valid where they are
 }
 
+// AllocationOptions say which IPs stay where they are besides LoadBalancer Services'.
+type AllocationOptions struct {
+	// AlsoKeep are further Services ("namespace/name") whose IPs stay.
+	AlsoKeep []string
+	// DNSBridge says the DNS bridge stays (k8scidr_service_recreation's dns_bridge): its IPs,
+	// and the cluster DNS Service's outside the ranges, which the bridge takes when it moves.
+	// False when the bridge is being switched off: its keep-range can go with it.
+	DNSBridge bool
+}
+
 // ReadAllocations lists Services (and IPAddresses where served) once each and reports them
 // against ranges; with no ranges given, against every ServiceCIDR's ranges.
-func ReadAllocations(ctx context.Context, c *Client, ranges []string, alsoKeep []string) (Allocations, error) {
+func ReadAllocations(ctx context.Context, c *Client, ranges []string, o AllocationOptions) (Allocations, error) {
 	caps, err := c.Capabilities()
 	if err != nil {
 		return Allocations{}, err
@@ -80,14 +90,14 @@ func ReadAllocations(ctx context.Context, c *Client, ranges []string, alsoKeep [
 			used = append(used, ip.IP)
 		}
 	}
-	return PlanAllocations(parsePrefixes(dedupe(ranges)), services, used, alsoKeep)
+	return PlanAllocations(parsePrefixes(dedupe(ranges)), services, used, o)
 }
 
 // PlanAllocations is the pure part of ReadAllocations. used holds the IPAddress objects'
 // addresses; when nil (no IPAddress API), the Services' ClusterIPs are counted instead.
-func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []netip.Addr, alsoKeep []string) (Allocations, error) {
+func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []netip.Addr, o AllocationOptions) (Allocations, error) {
 	keep := map[string]bool{}
-	for _, k := range alsoKeep {
+	for _, k := range o.AlsoKeep {
 		keep[k] = true
 	}
 	var a Allocations
@@ -99,7 +109,8 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 			continue
 		}
 		key := svcKey(&svc)
-		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Labels[DNSBridgeLabel] == "true" || keep[key]
+		bridged := svc.Labels[DNSBridgeLabel] == "true" || key == DNSServiceKey
+		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || keep[key] || o.DNSBridge && bridged
 		delete(keep, key)
 		outside := false
 		for i, ip := range s.ClusterIPs {

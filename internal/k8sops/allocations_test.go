@@ -39,7 +39,7 @@ func TestPlanAllocations(t *testing.T) {
 		svc("web", "headless", corev1.ServiceTypeClusterIP, nil, "None"),
 		svc("web", "external", corev1.ServiceTypeExternalName, nil),
 	}
-	a, err := PlanAllocations(prefixes("172.24.0.0/15"), services, nil, []string{"web/pinned"})
+	a, err := PlanAllocations(prefixes("172.24.0.0/15"), services, nil, AllocationOptions{AlsoKeep: []string{"web/pinned"}, DNSBridge: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func TestPlanAllocations(t *testing.T) {
 // The covering ranges depend only on the IPs that stay: moving the other Services changes nothing.
 func TestPlanAllocations_coveringIgnoresMovingServices(t *testing.T) {
 	lb := svc("web", "lb", corev1.ServiceTypeLoadBalancer, nil, "100.64.3.3")
-	before, _ := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "100.64.3.9")}, nil, nil)
-	after, _ := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "172.24.3.9")}, nil, nil)
+	before, _ := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "100.64.3.9")}, nil, AllocationOptions{})
+	after, _ := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "172.24.3.9")}, nil, AllocationOptions{})
 	if fmt.Sprint(before.Covering) != fmt.Sprint(after.Covering) || fmt.Sprint(after.Covering) != "[100.64.3.0/29]" {
 		t.Errorf("covering changed or wrong: before %v after %v", before.Covering, after.Covering)
 	}
@@ -76,15 +76,40 @@ func TestPlanAllocations_coveringIgnoresMovingServices(t *testing.T) {
 
 func TestPlanAllocations_countsIPAddressesWhenGiven(t *testing.T) {
 	used := []netip.Addr{netip.MustParseAddr("172.24.0.1"), netip.MustParseAddr("172.24.0.2"), netip.MustParseAddr("10.0.0.1")}
-	a, err := PlanAllocations(prefixes("172.24.0.0/15"), nil, used, nil)
+	a, err := PlanAllocations(prefixes("172.24.0.0/15"), nil, used, AllocationOptions{})
 	if err != nil || a.Ranges[0].Used != 2 {
 		t.Errorf("got %+v, %v; want 2 used", a.Ranges, err)
 	}
 }
 
 func TestPlanAllocations_unknownAlsoKeep(t *testing.T) {
-	_, err := PlanAllocations(nil, nil, nil, []string{"web/nope"})
+	_, err := PlanAllocations(nil, nil, nil, AllocationOptions{AlsoKeep: []string{"web/nope"}})
 	if err == nil || !strings.Contains(err.Error(), "web/nope") {
 		t.Errorf("got %v, want an error naming web/nope", err)
+	}
+}
+
+// The DNS bridge's keep-range: before the move the cluster DNS Service's old IP stays (the
+// bridge will take it), after it the bridge's; with the bridge switched off, neither.
+func TestPlanAllocations_dnsBridge(t *testing.T) {
+	dns := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, nil, "100.64.0.10")
+	moved := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, nil, "172.24.0.10")
+	bridge := svc("kube-system", "kube-dns-legacy", corev1.ServiceTypeClusterIP, map[string]string{DNSBridgeLabel: "true"}, "100.64.0.10")
+	other := svc("app", "web", corev1.ServiceTypeClusterIP, nil, "100.64.0.20")
+	for _, c := range []struct {
+		name     string
+		services []corev1.Service
+		bridge   bool
+		want     string
+	}{
+		{"before the move", []corev1.Service{dns, other}, true, "[100.64.0.8/30]"},
+		{"after the move", []corev1.Service{moved, bridge, other}, true, "[100.64.0.8/30]"},
+		{"bridge switched off", []corev1.Service{moved, bridge, other}, false, "[]"},
+		{"no bridge planned", []corev1.Service{dns, other}, false, "[]"},
+	} {
+		a, err := PlanAllocations(prefixes("172.24.0.0/15"), c.services, nil, AllocationOptions{DNSBridge: c.bridge})
+		if err != nil || fmt.Sprint(a.Covering) != c.want {
+			t.Errorf("%s: covering %v (%v), want %s", c.name, a.Covering, err, c.want)
+		}
 	}
 }

@@ -60,12 +60,9 @@ func (c *clusterChurn) round(ip string) {
 			}
 		}
 	}
-	scale, err := c.kube.AppsV1().Deployments(churnNS).GetScale(ctx, "busy", metav1.GetOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	scale.Spec.Replicas++
-	if _, err := c.kube.AppsV1().Deployments(churnNS).UpdateScale(ctx, "busy", scale, metav1.UpdateOptions{}); err != nil {
+	// The scale subresource's patch carries no resourceVersion: no conflict with the controllers.
+	scale := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, c.busyReplicas()))
+	if _, err := c.kube.AppsV1().Deployments(churnNS).Patch(ctx, "busy", types.MergePatchType, scale, metav1.PatchOptions{}, "scale"); err != nil {
 		c.t.Fatal(err)
 	}
 	pods, err := c.kube.CoreV1().Pods(churnNS).List(ctx, metav1.ListOptions{LabelSelector: "app=busy"})

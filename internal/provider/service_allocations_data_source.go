@@ -51,6 +51,13 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 				Validators: []validator.List{listvalidator.ValueStringsAre(stringvalidator.RegexMatches(
 					namespacedNameRegexp, "must be namespace/name"))},
 			},
+			"dns_bridge": schema.BoolAttribute{
+				Optional: true,
+				MarkdownDescription: "Whether the DNS bridge of `k8scidr_service_recreation` stays (default true): its IPs " +
+					"stay, and so do the cluster DNS Service's outside `cidrs`, which the bridge takes when it moves. Set it " +
+					"to the recreation's `dns_bridge` (from the same variable or local), so that switching the bridge off " +
+					"also drops the keep-range created for it.",
+			},
 			"ranges": schema.ListNestedAttribute{
 				Computed: true, MarkdownDescription: "Usage of each range, counted from IPAddress objects (from Services where the API has none).",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -68,7 +75,7 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 					"type":        str("Service type."),
 					"cluster_ips": strList("ClusterIPs."),
 					"ranges":      strList("For each of `cluster_ips`, the given range holding it, or \"\" when none does."),
-					"stays":       schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether its IPs stay where they are (LoadBalancer, DNS bridge, `also_keep`)."},
+					"stays":       schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether its IPs stay where they are (LoadBalancer, `also_keep`, the DNS bridge and, before it moves, the cluster DNS Service)."},
 				}},
 			},
 			"outside":        strList("Services (`namespace/name`) with an IP in none of the ranges."),
@@ -88,7 +95,8 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	a, err := k8sops.ReadAllocations(ctx, client, stringList(ctx, m.CIDRs, &resp.Diagnostics), stringList(ctx, m.AlsoKeep, &resp.Diagnostics))
+	a, err := k8sops.ReadAllocations(ctx, client, stringList(ctx, m.CIDRs, &resp.Diagnostics), k8sops.AllocationOptions{
+		AlsoKeep: stringList(ctx, m.AlsoKeep, &resp.Diagnostics), DNSBridge: m.DNSBridge.IsNull() || m.DNSBridge.ValueBool()})
 	if err != nil {
 		resp.Diagnostics.AddError("Service Allocations Not Readable", apiErrorText(err))
 		return
@@ -160,12 +168,13 @@ func (v cidrValidator) ValidateString(_ context.Context, req validator.StringReq
 }
 
 type serviceAllocationsModel struct {
-	CIDRs    types.List        `tfsdk:"cidrs"`
-	AlsoKeep types.List        `tfsdk:"also_keep"`
-	Ranges   []rangeUsageModel `tfsdk:"ranges"`
-	Services []serviceIPsModel `tfsdk:"services"`
-	Outside  types.List        `tfsdk:"outside"`
-	Covering types.List        `tfsdk:"covering_cidrs"`
+	CIDRs     types.List        `tfsdk:"cidrs"`
+	AlsoKeep  types.List        `tfsdk:"also_keep"`
+	DNSBridge types.Bool        `tfsdk:"dns_bridge"`
+	Ranges    []rangeUsageModel `tfsdk:"ranges"`
+	Services  []serviceIPsModel `tfsdk:"services"`
+	Outside   types.List        `tfsdk:"outside"`
+	Covering  types.List        `tfsdk:"covering_cidrs"`
 }
 
 type rangeUsageModel struct {
