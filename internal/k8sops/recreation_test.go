@@ -327,7 +327,7 @@ func TestPrepareRecreation(t *testing.T) {
 		i := slices.IndexFunc(churned.Services, func(s corev1.Service) bool { return s.Name == name })
 		return &churned.Services[i]
 	}
-	byName("web").UID = "uid-web-2"                          // replaced
+	byName("web").UID = "uid-web-2"                         // replaced
 	byName("np").Spec.Type = corev1.ServiceTypeLoadBalancer // became a LoadBalancer
 	churned.Services = slices.DeleteFunc(churned.Services, func(s corev1.Service) bool { return s.Name == "helm" })
 	churned.Services = append(churned.Services, rsvc("app/late", "ClusterIP", "100.64.0.99"))

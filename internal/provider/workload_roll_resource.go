@@ -321,7 +321,9 @@ type workloadKeyValidator struct{}
 func (workloadKeyValidator) Description(context.Context) string {
 	return "must be namespace/kind/name (kind deployment, statefulset or daemonset), or namespace/pod/name"
 }
-func (v workloadKeyValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v workloadKeyValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 func (v workloadKeyValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
