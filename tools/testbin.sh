@@ -6,6 +6,7 @@
 #   etcd                                                                (tools/testbin/etcd/go.mod)
 #   kwok                                                                (KWOK_VERSION below)
 #   terraform: the one on PATH if >= 1.8, else built (TERRAFORM_VERSION below)
+#   tofu                                                                (tools/testbin/tofu/go.mod)
 #   calico-crds-<release>/: the crd.projectcalico.org/v1 CRDs of Calico releases (CALICO_CRDS
 #     below), copied from the github.com/projectcalico/calico source module, hash-checked
 #
@@ -77,6 +78,11 @@ build_kwok() {
 	(cd "$out" && CGO_ENABLED=0 GOBIN="$out" GOFLAGS=-trimpath go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
 }
 
+build_tofu() {
+	(cd "$root/tools/testbin/tofu" && CGO_ENABLED=0 go build -trimpath \
+		-ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$out/tofu" github.com/opentofu/opentofu/cmd/tofu)
+}
+
 build_terraform() {
 	(cd "$out" && CGO_ENABLED=0 GOBIN="$out" GOFLAGS=-trimpath go install \
 		-ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" "github.com/hashicorp/terraform@$TERRAFORM_VERSION")
@@ -107,6 +113,7 @@ usable_terraform() {
 
 KUBE_VERSION=$(module_version "$root/tools/testbin/kube" k8s.io/kubernetes)
 ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/v3)
+TOFU_VERSION=$(module_version "$root/tools/testbin/tofu" github.com/opentofu/opentofu)
 
 build_into etcd "$ETCD_VERSION" build_etcd
 build_into kwok "$KWOK_VERSION" build_kwok
@@ -141,4 +148,6 @@ else
 	build_into terraform "$TERRAFORM_VERSION" build_terraform
 	link "$cache/terraform-$TERRAFORM_VERSION/terraform"
 fi
+build_into tofu "$TOFU_VERSION" build_tofu
+link "$cache/tofu-$TOFU_VERSION/tofu"
 log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"

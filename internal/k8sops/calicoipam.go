@@ -418,6 +418,12 @@ func (a *CalicoAPI) updateBlock(ctx context.Context, name string, fn func(*apiv3
 		if released, cidr = fn(&spec), spec.CIDR; released == nil {
 			return nil
 		}
+		if spec.Affinity == nil && !slices.ContainsFunc(spec.Allocations, func(a *int) bool { return a != nil }) {
+			// As Calico's releaseIPsFromBlock: an empty block without affinity is deleted, at
+			// the revision read, so no empty block outlives its pool's affinity release.
+			rv := u.GetResourceVersion()
+			return a.Blocks.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		}
 		spec.SequenceNumber++
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
 		if err != nil {

@@ -132,7 +132,14 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 		}
 	}
 
-	// Deleting the pods releases their addresses.
+	// The old pool's affinities are released (as its retirement does) while web's pods still
+	// hold addresses: the blocks stay, without affinity.
+	kept, err := api.ReleasePoolAffinities(ctx, old)
+	if err != nil || len(kept) == 0 {
+		t.Fatalf("releasing the old pool's affinities kept blocks %v (%v), want web's", kept, err)
+	}
+	// Deleting the pods releases their addresses, and each block without affinity that becomes
+	// empty is deleted, as Calico's release does.
 	if err := kube.AppsV1().Deployments("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,13 +152,13 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if left = k8sops.UsageOf(old, blocks).Used; left == 0 {
+		if left = k8sops.UsageOf(old, blocks).Blocks; left == 0 {
 			break
 		}
 		waitABit()
 	}
 	if left != 0 {
-		t.Errorf("%d addresses still allocated in %s after the pods went", left, old)
+		t.Errorf("%d blocks left in %s after the pods went: %+v", left, old, blocks)
 	}
 	if errs := ipam.Errors(); len(errs) > 0 {
 		t.Logf("double retried: %v", errs)
