@@ -177,7 +177,7 @@ func TestAccFaults_tenPercent(t *testing.T) {
 	c, proxy, kubeconfig := faultCluster(t)
 	before := movingServices(t, c.Kube, "faulty", 300)
 	startedBefore := rollingDeployments(t, c, "roll", 30)
-	w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), "")+
+	w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), "")+
 		rollHCL("this", fmt.Sprintf("  namespaces     = [\"roll\"]\n  started_before = %q", startedBefore.UTC().Format(time.RFC3339)),
 			"  depends_on = [k8scidr_service_recreation.this]"))
 	proxy.SetFaults(0.10)
@@ -209,7 +209,7 @@ func TestAccFaults_outage(t *testing.T) {
 	c, proxy, kubeconfig := faultCluster(t)
 	before := movingServices(t, c.Kube, "outage", 60)
 	t.Setenv("K8SCIDR_FAULT_DELAY_AFTER_DELETE", "300ms") // moves slow enough to be caught mid-way
-	w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), "  parallelism = 4"))
+	w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), "  parallelism = 4"))
 	w.planFile()
 	var outageAt time.Time
 	outage := make(chan error, 1)

@@ -91,7 +91,7 @@ func movingCluster(t *testing.T, ns string, n int) (*testcluster.Cluster, map[st
 	}
 	before := movingServices(t, c.Kube, ns, n)
 	return c, before, func(target netip.Prefix) string {
-		return providerBlock(c.Kubeconfig) + recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", target), "")
+		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", target), "")
 	}
 }
 

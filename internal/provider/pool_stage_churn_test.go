@@ -54,7 +54,7 @@ resource "k8scidr_calico_ippool" "old" {
 	}
 	// New pods now land in the new pool only.
 	e.restart("web")
-	e.waitPodsIn("web", 3, newPool)
+	e.waitPodsMoved("web", 3)
 	if _, err := e.c.WaitPods(ctx, "default", "app=batch", 70, func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
 		t.Fatal(err)
 	}

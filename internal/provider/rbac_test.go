@@ -96,7 +96,7 @@ func TestAccRBAC_missingVerb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newCLIWorkspace(t, providerBlock(lacking)+recreationHCL("this", "", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), ""))
+	w := newCLIWorkspace(t, providerBlock(lacking)+recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), ""))
 	w.planFile()
 	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Services Not All Moved",
 		`Missing permission: verb "delete" on resource "services" (API group core) in namespace rbac`,

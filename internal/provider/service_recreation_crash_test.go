@@ -22,7 +22,7 @@ import (
 )
 
 func crashTestConfig(kubeconfig string) string {
-	return providerBlock(kubeconfig) + recreationHCL("this", "", `  target_cidrs = ["172.24.0.0/15"]`, "  parallelism = 10")
+	return providerBlock(kubeconfig) + recreationHCL("", `  target_cidrs = ["172.24.0.0/15"]`, "  parallelism = 10")
 }
 
 // TestAccServiceRecreation_crashSafety kills terraform and the provider with SIGKILL in the

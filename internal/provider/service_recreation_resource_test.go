@@ -40,7 +40,7 @@ resource "k8scidr_service_cidr" "this" {
   cidrs             = [%s]
   wait_for_deletion = false
 }
-`, quoteJoin(cidrs)) + recreationHCL("this", "k8scidr_service_cidr.this.cidrs", fmt.Sprintf("  target_cidrs = [%s]\n%s", quoteJoin(cidrs), dataArgs), extra)
+`, quoteJoin(cidrs)) + recreationHCL("k8scidr_service_cidr.this.cidrs", fmt.Sprintf("  target_cidrs = [%s]\n%s", quoteJoin(cidrs), dataArgs), extra)
 }
 
 // fixture creates objects in a test cluster and fails the test on error.
@@ -471,7 +471,7 @@ resource "k8scidr_service_recreation" "this" {
 				Config: recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/30"), PlanOnly: true,
 				ExpectError: diagRE("Target Ranges Cannot Hold the Services", "target_cidrs", "is full")},
 			// Not served: no ServiceCIDR is created here. Apply refuses before touching anything.
-			{Config: providerBlock(c.Kubeconfig) + recreationHCL("this", "", `  target_cidrs = ["172.24.0.0/15"]`, ""),
+			{Config: providerBlock(c.Kubeconfig) + recreationHCL("", `  target_cidrs = ["172.24.0.0/15"]`, ""),
 				ExpectError: diagRE("Target Range Not Served", "target_cidrs", "No Ready ServiceCIDR covers 172.24.0.0/15"),
 				Check:       unchanged},
 		},
@@ -572,7 +572,7 @@ resource "k8scidr_service_cidr" "this" {
   cidrs             = ["172.24.0.0/15"]
   wait_for_deletion = false
 }
-` + recreationHCL("this", "k8scidr_service_cidr.this.cidrs", "  target_cidrs = [\"172.24.0.0/15\"]\n  depends_on = [k8scidr_service_cidr.this]", "")
+` + recreationHCL("k8scidr_service_cidr.this.cidrs", "  target_cidrs = [\"172.24.0.0/15\"]\n  depends_on = [k8scidr_service_cidr.this]", "")
 	web := map[string][2][]string{"app/web": {{"100.64.7.200"}, {"172.24.7.200"}}}
 	w := newCLIWorkspace(t, config)
 	if out := w.planFile(); !diagRE("Service Moves Not Known Until Apply", "will move Services nobody reviewed").MatchString(out) {

@@ -2,11 +2,12 @@ package provider
 
 import "fmt"
 
-// recreationHCL is a k8scidr_service_moves data source with dataArgs and the
-// k8scidr_service_recreation of the same name that makes its moves, with resourceArgs. The
-// resource's target_cidrs is target (an HCL expression, e.g. a ServiceCIDR's cidrs, which
-// orders it after that range), or the data source's own when target is "".
-func recreationHCL(name, target, dataArgs, resourceArgs string) string {
+// recreationHCL is a k8scidr_service_moves data source "this" with dataArgs and the
+// k8scidr_service_recreation "this" that makes its moves, with resourceArgs. The resource's
+// target_cidrs is target (an HCL expression, e.g. a ServiceCIDR's cidrs, which orders it after
+// that range), or the data source's own when target is "".
+func recreationHCL(target, dataArgs, resourceArgs string) string {
+	const name = "this"
 	moves := "data.k8scidr_service_moves." + name
 	if target == "" {
 		target = moves + ".target_cidrs"

@@ -15,10 +15,10 @@ import (
 
 const newPool = "10.20.0.0/16"
 
-// waitPodsIn waits until app has exactly n pods, each running with an address in cidr.
-func (e *calicoEnv) waitPodsIn(app string, n int, cidr string) {
+// waitPodsMoved waits until app has exactly n pods, each running with an address in newPool.
+func (e *calicoEnv) waitPodsMoved(app string, n int) {
 	e.t.Helper()
-	pfx := netip.MustParsePrefix(cidr)
+	pfx := netip.MustParsePrefix(newPool)
 	_, err := e.c.WaitPods(context.Background(), "default", "app="+app, n, func(p corev1.Pod) bool {
 		ip, err := netip.ParseAddr(p.Status.PodIP)
 		return err == nil && p.Status.Phase == corev1.PodRunning && pfx.Contains(ip)
@@ -57,7 +57,7 @@ func TestAccWorkloadRoll_savedPlanChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.restart("byhand")
-	e.waitPodsIn("byhand", 1, newPool) // its own rollout is done: the only pod is in the new pool
+	e.waitPodsMoved("byhand", 1) // its own rollout is done: the only pod is in the new pool
 	scale, err := deps.GetScale(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -88,8 +88,8 @@ func TestAccWorkloadRoll_savedPlanChurn(t *testing.T) {
 		"default/deployment/gone":   knownvalue.StringExact("does not exist"),
 		"default/deployment/byhand": knownvalue.StringExact("no pod matches the triggers any more (rolled, scaled down or moved since the plan)"),
 	}))
-	e.waitPodsIn("web", 4, newPool)
-	e.waitPodsIn("api", 2, newPool)
+	e.waitPodsMoved("web", 4)
+	e.waitPodsMoved("api", 2)
 	d, err := deps.Get(ctx, "byhand", metav1.GetOptions{})
 	if err != nil || d.Generation != 2 {
 		t.Errorf("byhand was restarted again by the apply (generation %d, want 2: created, rolled by hand; %v)", d.Generation, err)
@@ -98,6 +98,6 @@ func TestAccWorkloadRoll_savedPlanChurn(t *testing.T) {
 	w.planFile()
 	expect(t, "the next plan", w.planned(rollAddr, "workloads"), strListCheck("default/deployment/late"))
 	w.applyFile()
-	e.waitPodsIn("late", 2, newPool)
+	e.waitPodsMoved("late", 2)
 	w.converged()
 }
