@@ -83,14 +83,27 @@ func (b *bench) planCost(ctx context.Context) error {
 }
 
 var planConfig = providerBlock + `
+data "k8scidr_service_moves" "bench" {
+  target_cidrs = [%[1]q]
+  namespaces   = [%[2]s]
+}
+
 resource "k8scidr_service_recreation" "bench" {
-  target_cidrs = [%q]
-  namespaces   = [%s]
+  target_cidrs = [%[1]q]
+  moves        = data.k8scidr_service_moves.bench.moves
+  restore      = data.k8scidr_service_moves.bench.restore
+  first        = data.k8scidr_service_moves.bench.first_moves
+  dns_service  = data.k8scidr_service_moves.bench.dns_service
+}
+
+data "k8scidr_workload_restarts" "bench" {
+  pod_cidrs  = ["100.96.0.0/11"]
+  namespaces = [%[3]s]
 }
 
 resource "k8scidr_workload_roll" "bench" {
-  pod_cidrs  = ["100.96.0.0/11"]
-  namespaces = [%s]
+  workloads = data.k8scidr_workload_restarts.bench.workloads
+  pod_cidrs = ["100.96.0.0/11"]
 }
 `
 

@@ -134,9 +134,17 @@ func retireRange(ctx context.Context, kube kubernetes.Interface, name, ns string
 }
 
 var recreationConfig = providerBlock + `
+data "k8scidr_service_moves" "bench" {
+  target_cidrs = [%[1]q]
+  namespaces   = [%[2]s]
+}
+
 resource "k8scidr_service_recreation" "bench" {
-  target_cidrs = [%q]
-  namespaces   = [%s]
+  target_cidrs = [%[1]q]
+  moves        = data.k8scidr_service_moves.bench.moves
+  restore      = data.k8scidr_service_moves.bench.restore
+  first        = data.k8scidr_service_moves.bench.first_moves
+  dns_service  = data.k8scidr_service_moves.bench.dns_service
 }
 `
 

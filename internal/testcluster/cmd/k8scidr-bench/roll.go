@@ -103,9 +103,14 @@ func (b *bench) rollOnce(ctx context.Context, run int, who string) (measure, err
 }
 
 var rollConfig = providerBlock + `
-resource "k8scidr_workload_roll" "bench" {
+data "k8scidr_workload_restarts" "bench" {
   namespaces     = [%s]
   started_before = %q
+}
+
+resource "k8scidr_workload_roll" "bench" {
+  workloads      = data.k8scidr_workload_restarts.bench.workloads
+  started_before = data.k8scidr_workload_restarts.bench.started_before
 }
 `
 
