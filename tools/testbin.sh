@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Builds the binaries the tests and the demo need, from pinned versions, into a per-user cache,
-# and links them into bin/. A warm cache makes this a no-op; a cold one builds once (~6 min).
+# and links them into bin/. A warm cache makes this a no-op; a cold one builds once (see README).
 #
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (tools/testbin/kube/go.mod)
 #   etcd                                                                (tools/testbin/etcd/go.mod)
 #   kwok                                                                (KWOK_VERSION below)
-#   terraform: the one on PATH if >= 1.8, else built (TERRAFORM_VERSION below)
+#   terraform-<TERRAFORM_VERSION>: the oldest supported, built; terraform: the one on PATH if
+#     >= 1.8, else that build
 #   tofu                                                                (tools/testbin/tofu/go.mod)
 #   calico-crds-<release>/: the crd.projectcalico.org/v1 CRDs of Calico releases (CALICO_CRDS
 #     below), copied from the github.com/projectcalico/calico source module, hash-checked
 #
-# `testbin.sh legacy` builds the optional older control plane (tools/testbin/kube-legacy/go.mod,
-# Kubernetes 1.32: ServiceCIDR as v1beta1 only) into bin/legacy/, with the same etcd and kwok.
+# `testbin.sh 1.29 1.32 …` builds older control planes of the test matrix
+# (tools/testbin/kube-<release>/go.mod) into bin/k8s-<release>/, with the same etcd and kwok.
 set -euo pipefail
 
 KWOK_VERSION=v0.8.0
@@ -63,11 +64,13 @@ stamp_kube() {
 	echo "-s -w$flags"
 }
 
-# build_kube MODULE_DIR VERSION
+KUBE_CONTROL_PLANE=(kube-apiserver kube-controller-manager kube-scheduler)
+
+# build_kube MODULE_DIR VERSION COMMAND...: the named commands of k8s.io/kubernetes/cmd.
 build_kube() {
-	(cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "$(stamp_kube "$2")" -o "$out/" \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+	local dir=$1 version=$2; shift 2
+	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$(stamp_kube "$version")" -o "$out/" \
+		"${@/#/k8s.io/kubernetes/cmd/}")
 }
 
 build_etcd() {
@@ -118,16 +121,21 @@ TOFU_VERSION=$(module_version "$root/tools/testbin/tofu" github.com/opentofu/ope
 build_into etcd "$ETCD_VERSION" build_etcd
 build_into kwok "$KWOK_VERSION" build_kwok
 
-if [ "${1:-}" = legacy ]; then
-	dir=$root/tools/testbin/kube-legacy
-	version=$(module_version "$dir" k8s.io/kubernetes)
-	build_into kube "$version" build_kube "$dir" "$version"
-	bin=$bin/legacy
-	mkdir -p "$bin"
-	for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do link "$cache/kube-$version/$b"; done
-	link "$cache/etcd-$ETCD_VERSION/etcd"
-	link "$cache/kwok-$KWOK_VERSION/kwok"
-	log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"
+# `testbin.sh 1.29 1.33 …`: the older control planes of the test matrix, each into bin/k8s-<release>/.
+if [ $# -gt 0 ]; then
+	for release in "$@"; do
+		dir=$root/tools/testbin/kube-$release
+		[ -f "$dir/go.mod" ] || { log "no wrapper module $dir (tools/testbin/wrap-kube.sh writes one)"; exit 1; }
+		version=$(module_version "$dir" k8s.io/kubernetes)
+		# The matrix runs the TestAccMatrix_ tests only, which need no kubectl: its build is skipped.
+		build_into kube "$version" build_kube "$dir" "$version" "${KUBE_CONTROL_PLANE[@]}"
+		out_bin=$bin/k8s-$release
+		mkdir -p "$out_bin"
+		for b in "${KUBE_CONTROL_PLANE[@]}"; do ln -sfn "$cache/kube-$version/$b" "$out_bin/$b"; done
+		ln -sfn "$cache/etcd-$ETCD_VERSION/etcd" "$out_bin/etcd"
+		ln -sfn "$cache/kwok-$KWOK_VERSION/kwok" "$out_bin/kwok"
+		log "ready in $out_bin: Kubernetes $version"
+	done
 	exit 0
 fi
 
@@ -137,15 +145,19 @@ for entry in "${CALICO_CRDS[@]}"; do
 	ln -sfn "$cache/calico-crds-$release-$version" "$bin/calico-crds-$release"
 done
 
-build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION"
-for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
+build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" "${KUBE_CONTROL_PLANE[@]}" kubectl
+for b in "${KUBE_CONTROL_PLANE[@]}" kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
 link "$cache/etcd-$ETCD_VERSION/etcd"
 link "$cache/kwok-$KWOK_VERSION/kwok"
 
+# The oldest terraform the provider supports is always built: bin/terraform-<version>. bin/terraform
+# is a newer one from PATH where there is one, else that build.
+build_into terraform "$TERRAFORM_VERSION" build_terraform
+ln -sfn "$cache/terraform-$TERRAFORM_VERSION/terraform" "$bin/terraform-$TERRAFORM_VERSION"
 if [ -z "${K8SCIDR_BUILD_TERRAFORM:-}" ] && tf=$(usable_terraform); then
 	ln -sfn "$tf" "$bin/terraform"
 else
-	build_into terraform "$TERRAFORM_VERSION" build_terraform
+	log "no terraform >= 1.$TERRAFORM_MIN_MINOR on PATH: bin/terraform is the built $TERRAFORM_VERSION"
 	link "$cache/terraform-$TERRAFORM_VERSION/terraform"
 fi
 build_into tofu "$TOFU_VERSION" build_tofu

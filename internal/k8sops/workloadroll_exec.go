@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -119,13 +120,18 @@ func rollOne(ctx context.Context, c *Client, key string, o RollExecOptions) Roll
 	start := time.Now()
 	r := Rolled{Key: key}
 	ns, kind, name, err := ParseWorkloadKey(key)
+	var generation int64 // the workload's generation with the restart in it
 	if err == nil {
 		var stamp string // the restartedAt the first attempt wrote, should its answer be lost
-		err = retryWrite(ctx, func(again bool) error { return restart(ctx, c, ns, kind, name, again, &stamp) })
+		err = retryWrite(ctx, func(again bool) error {
+			var err error
+			generation, err = restart(ctx, c, ns, kind, name, again, &stamp)
+			return err
+		})
 	}
 	if err == nil && o.Wait {
 		o.Log("waiting for %s to roll out", key)
-		err = waitRollout(ctx, c, ns, kind, name)
+		err = waitRollout(ctx, c, ns, kind, name, generation)
 	}
 	r.Duration, r.Err = time.Since(start), err
 	o.Log("%s restarted in %s (error: %v)", key, r.Duration.Round(time.Millisecond), err)
@@ -135,7 +141,8 @@ func rollOne(ctx context.Context, c *Client, key string, o RollExecOptions) Roll
 // restart is `kubectl rollout restart`: kubectl's restarter sets the restartedAt annotation on
 // the pod template, sent as a strategic merge patch of the difference. stamp is the value
 // written; when again, a template that already has it was restarted by the earlier attempt.
-func restart(ctx context.Context, c *Client, ns, kind, name string, again bool, stamp *string) error {
+// It returns the workload's generation that holds the restart.
+func restart(ctx context.Context, c *Client, ns, kind, name string, again bool, stamp *string) (int64, error) {
 	apps := c.Kube.AppsV1()
 	var obj runtime.Object
 	var err error
@@ -148,34 +155,44 @@ func restart(ctx context.Context, c *Client, ns, kind, name string, again bool, 
 		obj, err = apps.DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	before, err := runtime.Encode(scheme.DefaultJSONEncoder(), obj)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if again && *stamp != "" && restartedAt(before) == *stamp {
-		return nil
+		return generationOf(obj), nil
 	}
 	after, err := polymorphichelpers.ObjectRestarterFn(obj.DeepCopyObject())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	*stamp = restartedAt(after)
 	patch, err := strategicpatch.CreateTwoWayMergePatch(before, after, obj)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	opts := metav1.PatchOptions{FieldManager: c.FieldManager}
 	switch kind {
 	case KindDeployment:
-		_, err = apps.Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		obj, err = apps.Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
 	case KindStatefulSet:
-		_, err = apps.StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		obj, err = apps.StatefulSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
 	default:
-		_, err = apps.DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
+		obj, err = apps.DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, opts)
 	}
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return generationOf(obj), nil
+}
+
+func generationOf(obj runtime.Object) int64 {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetGeneration()
+	}
+	return 0
 }
 
 // restartedAt is the `kubectl rollout restart` annotation of a workload's pod template, from
@@ -199,8 +216,10 @@ func restartedAt(workload []byte) string {
 // waitRollout watches the workload, as `kubectl rollout status` does, until kubectl's status
 // viewer reports it done: each rollout ends the moment its last status update arrives. A
 // Deployment past its progress deadline fails at once; otherwise ctx bounds the wait, and the
-// error then says where the rollout stands and which pods are not ready.
-func waitRollout(ctx context.Context, c *Client, ns, kind, name string) error {
+// error then says where the rollout stands and which pods are not ready. Objects older than
+// generation are not judged: the watch's first list can come from the apiserver's cache from
+// before the restart, where the previous rollout looks complete.
+func waitRollout(ctx context.Context, c *Client, ns, kind, name string, generation int64) error {
 	viewer, err := polymorphichelpers.StatusViewerFor(schema.GroupKind{Group: "apps", Kind: kind})
 	if err != nil {
 		return err
@@ -223,9 +242,12 @@ func waitRollout(ctx context.Context, c *Client, ns, kind, name string) error {
 		case watch.Deleted:
 			return false, fmt.Errorf("%s %s/%s was deleted during its rollout", kind, ns, name)
 		case watch.Added, watch.Modified:
-			u, ok := e.Object.(runtime.Unstructured)
+			u, ok := e.Object.(*unstructured.Unstructured)
 			if !ok {
 				return false, fmt.Errorf("unexpected watch object %T", e.Object)
+			}
+			if u.GetGeneration() < generation {
+				return false, nil
 			}
 			status, done, err := viewer.Status(u, 0)
 			msg = status

@@ -3,8 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -143,25 +141,3 @@ func installCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plura
 	}
 }
 
-// TestAccClusterInfoDataSource_legacyBeta runs against the optional 1.32 control plane, where
-// ServiceCIDR is served only as v1beta1. Its binaries come from `make testbin-legacy`.
-func TestAccClusterInfoDataSource_legacyBeta(t *testing.T) {
-	testAccPreCheck(t)
-	opts := testcluster.LegacyOptions()
-	if _, err := os.Stat(filepath.Join(opts.BinDir, "kube-apiserver")); err != nil {
-		t.Skipf("optional 1.32 control plane not built (make testbin-legacy): %v", err)
-	}
-	c := startCluster(t, opts)
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: providerBlock(c.Kubeconfig) + clusterInfoConfig,
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v1\.32\.\d+$`))),
-				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("service_cidr_api_version"), knownvalue.StringExact("networking.k8s.io/v1beta1")),
-				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("default_service_cidrs"),
-					knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(c.ServiceCIDRs[0])})),
-			},
-		}},
-	})
-}

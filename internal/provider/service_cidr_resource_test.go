@@ -3,8 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -279,45 +277,6 @@ func TestAccServiceCIDR_appendFamilyInPlace(t *testing.T) {
 			{
 				// Changing a range that is already there replaces the object.
 				Config: config("172.24.0.0/16", "fd00:24::/108"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-				},
-			},
-		},
-	})
-}
-
-// TestAccServiceCIDR_v1beta1 runs the same lifecycle against the optional Kubernetes 1.32
-// control plane, which serves ServiceCIDR only as v1beta1 and cannot append a family in place.
-func TestAccServiceCIDR_v1beta1(t *testing.T) {
-	testAccPreCheck(t)
-	opts := testcluster.LegacyOptions()
-	if _, err := os.Stat(filepath.Join(opts.BinDir, "kube-apiserver")); err != nil {
-		t.Skipf("optional 1.32 control plane not built (make testbin-legacy): %v", err)
-	}
-	opts.ServiceCIDRs = []string{"100.64.0.0/13", "fd00:10:96::/108"}
-	c := startCluster(t, opts)
-	config := func(cidrs ...string) string {
-		return providerBlock(c.Kubeconfig) + serviceCIDRBlock("acc-beta", cidrs...)
-	}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: config("172.24.0.0/15"),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("api_version"), knownvalue.StringExact("networking.k8s.io/v1beta1")),
-					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("ready"), knownvalue.Bool(true)),
-				},
-				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
-			},
-			{
-				ResourceName: serviceCIDRAddr, ImportState: true, ImportStateId: "acc-beta",
-				ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "name",
-			},
-			{
-				Config: config("172.24.0.0/15", "fd00:24::/108"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},
 					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},

@@ -649,15 +649,3 @@ func StopDir(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// LegacyOptions start the optional Kubernetes 1.32 control plane from bin/legacy (make
-// testbin-legacy), which serves ServiceCIDR only as networking.k8s.io/v1beta1, behind the
-// MultiCIDRServiceAllocator gate. A 1.34 apiserver cannot stand in: with networking.k8s.io/v1
-// servicecidrs disabled it never becomes ready, because it runs on that API itself.
-func LegacyOptions() Options {
-	gate := "--feature-gates=MultiCIDRServiceAllocator=true"
-	return Options{
-		BinDir:                 filepath.Join(DefaultBinDir(), "legacy"),
-		APIServerFlags:         []string{gate, "--runtime-config=networking.k8s.io/v1beta1=true"},
-		ControllerManagerFlags: []string{gate},
-	}
-}

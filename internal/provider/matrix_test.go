@@ -1,0 +1,260 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// The TestAccMatrix_ tests run a focused subset on each older Kubernetes release named in
+// K8SCIDR_MATRIX (make test: 1.29 1.32 1.33; make test-matrix: every release); the rest of the
+// suite runs on the newest. Each release gets a cluster of its own per test.
+
+// forEachRelease runs f as a subtest on a fresh cluster of each release of the matrix, started
+// with opts applied. A release that is not built fails the test under make (which builds them)
+// and is skipped, with the reason, otherwise.
+func forEachRelease(t *testing.T, opts func(*testcluster.Options), f func(*testing.T, testcluster.Release, *testcluster.Cluster)) {
+	t.Helper()
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	names := strings.Fields(strings.ReplaceAll(os.Getenv("K8SCIDR_MATRIX"), ",", " "))
+	if len(names) == 0 {
+		t.Skip("K8SCIDR_MATRIX names no release (make test sets it)")
+	}
+	for _, name := range names {
+		r, err := testcluster.ReleaseNamed(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) {
+			if err := r.Built(); err != nil {
+				if os.Getenv("K8SCIDR_REQUIRE_CLUSTER") != "" {
+					t.Fatal(err)
+				}
+				t.Skip(err)
+			}
+			o := r.Options()
+			if opts != nil {
+				opts(&o)
+			}
+			f(t, r, startCluster(t, o))
+		})
+	}
+}
+
+// TestAccMatrix_clusterInfo: version and ServiceCIDR API discovery.
+func TestAccMatrix_clusterInfo(t *testing.T) {
+	forEachRelease(t, nil, func(t *testing.T, r testcluster.Release, c *testcluster.Cluster) {
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+			Steps: []resource.TestStep{{
+				Config: providerBlock(c.Kubeconfig) + clusterInfoConfig,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"),
+						knownvalue.StringRegexp(regexp.MustCompile(`^v`+regexp.QuoteMeta(r.Name)+`\.\d+$`))),
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("service_cidr_api_version"), knownvalue.StringExact(r.ServiceCIDRVersion)),
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("default_service_cidrs"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(c.ServiceCIDRs[0])})),
+				},
+			}},
+		})
+	})
+}
+
+// TestAccMatrix_serviceCIDR: a range's lifecycle through the release's API version: create
+// (Ready), import, the ServiceCIDRs data source, appending the IPv6 family (in place from 1.33,
+// a replacement before), destroy (gone from the cluster).
+func TestAccMatrix_serviceCIDR(t *testing.T) {
+	dualStack := func(o *testcluster.Options) { o.ServiceCIDRs = []string{"100.64.0.0/13", "fd00:10:96::/108"} }
+	forEachRelease(t, dualStack, func(t *testing.T, r testcluster.Release, c *testcluster.Cluster) {
+		config := func(cidrs ...string) string {
+			return providerBlock(c.Kubeconfig) + serviceCIDRBlock("acc-matrix", cidrs...) +
+				"data \"k8scidr_service_cidrs\" \"all\" {\n  depends_on = [k8scidr_service_cidr.this]\n}\n"
+		}
+		appendAction := plancheck.ResourceActionUpdate
+		if r.ServiceCIDRVersion != "networking.k8s.io/v1" {
+			appendAction = plancheck.ResourceActionDestroyBeforeCreate
+		}
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+			CheckDestroy:             serviceCIDRsDestroyedIn(c),
+			Steps: []resource.TestStep{
+				{
+					Config: config("172.24.0.0/15"),
+					ConfigStateChecks: []statecheck.StateCheck{
+						statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("api_version"), knownvalue.StringExact(r.ServiceCIDRVersion)),
+						statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("ready"), knownvalue.Bool(true)),
+						statecheck.ExpectKnownValue("data.k8scidr_service_cidrs.all", tfjsonpath.New("service_cidrs"), knownvalue.ListSizeExact(2)),
+					},
+					ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				},
+				{
+					ResourceName: serviceCIDRAddr, ImportState: true, ImportStateId: "acc-matrix",
+					ImportStateVerify: true, ImportStateVerifyIdentifierAttribute: "name",
+				},
+				{
+					Config: config("172.24.0.0/15", "fd00:24::/108"),
+					ConfigPlanChecks: resource.ConfigPlanChecks{
+						PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, appendAction)},
+						PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+					},
+					ConfigStateChecks: []statecheck.StateCheck{
+						statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("ready"), knownvalue.Bool(true)),
+					},
+				},
+			},
+		})
+	})
+}
+
+// TestAccMatrix_recreation: a small move with the DNS bridge, through a saved plan: kube-dns
+// first, the bridge on its old IP, then the bridge switched off.
+func TestAccMatrix_recreation(t *testing.T) {
+	forEachRelease(t, nil, func(t *testing.T, _ testcluster.Release, c *testcluster.Cluster) {
+		f := fixture{t, c.Kube}
+		f.namespace("app")
+		f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+		dns := ipService("kube-dns", "ClusterIP", "100.64.0.10")
+		dns.Spec.Selector = map[string]string{"k8s-app": "kube-dns"}
+		f.service("kube-system", dns)
+		f.service("app", ipService("web", "ClusterIP", "100.64.7.200"))
+		f.service("app", ipService("lb", "LoadBalancer", "100.64.12.7"))
+		f.waitReadySlice("kube-system", "kube-dns")
+		moves := map[string][2][]string{
+			"kube-system/kube-dns": {{"100.64.0.10"}, {"172.24.0.10"}},
+			"app/web":              {{"100.64.7.200"}, {"172.24.7.200"}},
+		}
+		w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+		w.planFile()
+		expect(t, "planned moves", w.planned(recreationAddr, "moves"), movesCheck(moves))
+		w.applyFile()
+		w.converged()
+		expect(t, "recreated", w.stateValue(recreationAddr, "recreated"), recreatedCheck(moves))
+		now := servicesIn(t, c.Kube, "")
+		for k, mv := range moves {
+			if got := now[k].Spec.ClusterIP; got != mv[1][0] {
+				t.Errorf("%s at %s, planned %s", k, got, mv[1][0])
+			}
+		}
+		if bridge := now["kube-system/"+k8sops.DefaultDNSBridgeName]; bridge.Spec.ClusterIP != "100.64.0.10" {
+			t.Errorf("the DNS bridge is not on kube-dns's old IP: %+v", bridge.Spec)
+		}
+		if ip := now["app/lb"].Spec.ClusterIP; ip != "100.64.12.7" {
+			t.Errorf("the LoadBalancer moved to %s", ip)
+		}
+		w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", "172.24.0.0/15"))
+		w.planFile()
+		w.applyFile()
+		w.converged()
+		if _, ok := servicesIn(t, c.Kube, "kube-system")["kube-system/"+k8sops.DefaultDNSBridgeName]; ok {
+			t.Error("the DNS bridge is still there after dns_bridge = false")
+		}
+	})
+}
+
+// TestAccMatrix_roll: the pods started before a time are restarted, through a saved plan.
+func TestAccMatrix_roll(t *testing.T) {
+	forEachRelease(t, nil, func(t *testing.T, _ testcluster.Release, c *testcluster.Cluster) {
+		ctx := context.Background()
+		f := fixture{t, c.Kube}
+		f.namespace("app")
+		f.deployment("app", "web", map[string]string{"app": "web"})
+		running := func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+		if _, err := c.WaitPods(ctx, "app", "app=web", 1, running); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now().Add(time.Second).UTC().Truncate(time.Second)
+		time.Sleep(time.Until(before) + 100*time.Millisecond)
+		w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+rollHCL("app",
+			fmt.Sprintf("  namespaces     = [\"app\"]\n  started_before = %q", before.Format(time.RFC3339)), ""))
+		w.planFile()
+		expect(t, "planned workloads", w.planned("k8scidr_workload_roll.app", "workloads"), strListCheck("app/deployment/web"))
+		w.applyFile()
+		w.converged()
+		expect(t, "rolled", w.stateValue("k8scidr_workload_roll.app", "rolled"),
+			knownvalue.MapExact(map[string]knownvalue.Check{"app/deployment/web": knownvalue.NotNull()}))
+		pods, err := c.WaitPods(ctx, "app", "app=web", 1, running)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pods[0].CreationTimestamp.After(before) {
+			t.Errorf("web's pod %s started at %v, before the roll", pods[0].Name, pods[0].CreationTimestamp)
+		}
+	})
+}
+
+// TestAccMatrix_defaultRange: what making the default range Terminating does to dynamic
+// ClusterIP allocation on each release, checked on the real server, and the plan warning for
+// destroying it where (and only where) that breaks Service creation.
+func TestAccMatrix_defaultRange(t *testing.T) {
+	forEachRelease(t, nil, func(t *testing.T, r testcluster.Release, c *testcluster.Cluster) {
+		ctx := context.Background()
+		w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+`
+resource "k8scidr_service_cidr" "new" {
+  name  = "new"
+  cidrs = ["172.24.0.0/15"]
+}
+
+import {
+  to = k8scidr_service_cidr.default
+  id = "kubernetes"
+}
+
+resource "k8scidr_service_cidr" "default" {
+  name  = "kubernetes"
+  cidrs = ["100.64.0.0/13"]
+}
+`)
+		w.planFile()
+		w.applyFile()
+		w.write(providerBlock(c.Kubeconfig) + `
+resource "k8scidr_service_cidr" "new" {
+  name  = "new"
+  cidrs = ["172.24.0.0/15"]
+}
+`)
+		out := w.planFile()
+		warned := diagRE("Deleting the Default ServiceCIDR Stops Service Creation").MatchString(out)
+		if warned != r.DualWrite {
+			t.Errorf("Kubernetes %s: destroy of the default range warned = %t, want %t:\n%s", r.Name, warned, r.DualWrite, out)
+		}
+		// The fact behind the warning: with the default range Terminating (default/kubernetes
+		// holds its first IP, so it stays) and another range Ready, create a Service without an IP.
+		if err := k8sops.DeleteServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName, false); err != nil {
+			t.Fatal(err)
+		}
+		svc := clusterIPService("dynamic", "")
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
+		got, err := c.Kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		switch {
+		case r.DualWrite && err == nil:
+			t.Errorf("Kubernetes %s: a dynamic ClusterIP was allocated (%s) while the default range is Terminating: the warning is wrong", r.Name, got.Spec.ClusterIP)
+		case !r.DualWrite && err != nil:
+			t.Errorf("Kubernetes %s: no dynamic ClusterIP while the default range is Terminating (%v): this release needs the warning too", r.Name, err)
+		default:
+			t.Logf("Kubernetes %s, default range Terminating: dynamic allocation %v", r.Name, describeAllocation(got, err))
+		}
+	})
+}
+
+func describeAllocation(s *corev1.Service, err error) string {
+	if err != nil {
+		return "refused: " + err.Error()
+	}
+	return "gave " + s.Spec.ClusterIP
+}

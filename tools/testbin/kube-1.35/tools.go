@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package kube_1_35 pins the Kubernetes commands built by tools/testbin.sh.
+package kube_1_35
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
