@@ -16,6 +16,9 @@ import (
 // DNSBridgeLabel marks the Service that keeps kube-dns's old IP answering during a move.
 const DNSBridgeLabel = "k8scidr.io/dns-bridge"
 
+// bridgeForAnnotation on a DNS bridge names the cluster DNS Service it stands in for.
+const bridgeForAnnotation = "k8scidr.io/bridge-for"
+
 // Allocations is the report of k8scidr_service_allocations.
 type Allocations struct {
 	Ranges   []RangeUsage
@@ -54,6 +57,9 @@ type AllocationOptions struct {
 	// and the cluster DNS Service's outside the ranges, which the bridge takes when it moves.
 	// False when the bridge is being switched off: its keep-range can go with it.
 	DNSBridge bool
+	// DNS identifies the cluster DNS Service (FindClusterDNS); ReadAllocations fills in what
+	// the cluster says.
+	DNS ClusterDNSHints
 }
 
 // ReadAllocations lists Services (and IPAddresses where served) once each and reports them
@@ -90,6 +96,11 @@ func ReadAllocations(ctx context.Context, c *Client, ranges []string, o Allocati
 			used = append(used, ip.IP)
 		}
 	}
+	if o.DNSBridge && o.DNS.Named == "" {
+		if o.DNS.KubeletClusterDNS, o.DNS.KubeletConfigUnread, err = ReadKubeletClusterDNS(ctx, c); err != nil {
+			return Allocations{}, err
+		}
+	}
 	return PlanAllocations(parsePrefixes(dedupe(ranges)), services, used, o)
 }
 
@@ -103,13 +114,21 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 	var a Allocations
 	var staying []netip.Addr
 	countServices := used == nil
+	var dnsKey string
+	if o.DNSBridge {
+		dns := FindClusterDNS(services, nil, o.DNS)
+		if len(dns.Errors) > 0 {
+			return a, dns.Errors[0]
+		}
+		dnsKey = dns.Key
+	}
 	for _, svc := range services {
 		s, ok := serviceIPs(svc, ranges)
 		if !ok {
 			continue
 		}
 		key := svcKey(&svc)
-		bridged := svc.Labels[DNSBridgeLabel] == "true" || key == DNSServiceKey
+		bridged := svc.Labels[DNSBridgeLabel] == "true" || key == dnsKey
 		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || keep[key] || o.DNSBridge && bridged
 		delete(keep, key)
 		outside := false

@@ -36,6 +36,9 @@ type JournalEntry struct {
 	// Slices are hand-made EndpointSlices owned by the Service, which the garbage collector
 	// deletes with it; restored with the owner UID rewritten.
 	Slices []discoveryv1.EndpointSlice `json:"slices,omitempty"`
+	// Written is when the entry was made: of two entries for one Service (re-journaled after
+	// another client changed it mid-apply), the newer is restored.
+	Written time.Time `json:"written"`
 
 	// Object is the journal ConfigMap holding the entry (not serialized).
 	Object string `json:"-"`

@@ -15,9 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// DNSServiceKey is the cluster DNS Service, moved first by default.
-const DNSServiceKey = "kube-system/kube-dns"
-
 // Defaults of k8scidr_service_recreation.
 const (
 	DefaultDNSBridgeName    = "kube-dns-legacy"
@@ -41,6 +38,8 @@ type RecreationOptions struct {
 	// Service where it exists. A listed Service that does not exist is an error.
 	First        []string
 	IPAssignment string
+	// DNSService names the cluster DNS Service ("namespace/name"); "" finds it (FindClusterDNS).
+	DNSService string
 }
 
 // Snapshot is what planning reads from the cluster: one list per kind.
@@ -58,6 +57,15 @@ type Snapshot struct {
 	Journal []JournalEntry
 	// NodeLocalDNS reports a NodeLocal DNSCache DaemonSet, which binds kube-dns's IP on nodes.
 	NodeLocalDNS bool
+	// KubeletClusterDNS is clusterDNS of kubeadm's kube-system/kubelet-config, nil without it;
+	// KubeletConfigUnread says why it could not be read.
+	KubeletClusterDNS   []string
+	KubeletConfigUnread string
+}
+
+// dnsHints are what the snapshot knows of the cluster DNS Service, with the one the user named.
+func (s Snapshot) dnsHints(named string) ClusterDNSHints {
+	return ClusterDNSHints{Named: named, KubeletClusterDNS: s.KubeletClusterDNS, KubeletConfigUnread: s.KubeletConfigUnread}
 }
 
 // Move is one Service to recreate: the object planned from (UID, type) and its whole
@@ -125,10 +133,16 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 	for i := range snap.Services {
 		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
 	}
+	dns := FindClusterDNS(snap.Services, snap.Journal, snap.dnsHints(o.DNSService))
+	if len(dns.Errors) > 0 {
+		p.Errors = append(p.Errors, dns.Errors...)
+		return p
+	}
+	p.Notes = append(p.Notes, dns.Notes...)
 	first := o.First
 	if first == nil {
-		if _, ok := byKey[DNSServiceKey]; ok {
-			first = []string{DNSServiceKey}
+		if _, ok := byKey[dns.Key]; ok {
+			first = []string{dns.Key}
 		}
 	}
 	for i, k := range first {
@@ -156,7 +170,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 
 	held := slices.Clone(snap.Held)
 	var reqs []PlacementRequest
-	p.planRestore(snap, byKey, targets, &held, &reqs)
+	p.planRestore(snap, byKey, targets, dns.Key, &held, &reqs)
 	for _, c := range cands {
 		for _, ip := range c.oldIPs {
 			if _, ok := targetFor(targets, ip); ok && !inAny(targets, ip) {
@@ -201,7 +215,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		}
 		p.Moves = append(p.Moves, m)
 	}
-	p.planDNS(snap, byKey)
+	p.planDNS(snap, byKey, dns.Key)
 	slices.SortFunc(p.Staying, netip.Addr.Compare)
 	if cover, err := coveringSet(p.Staying); err == nil {
 		p.KeepCovering = cover
@@ -245,21 +259,24 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 
 // planDNS reports the cluster DNS Service: its IPs after the plan, when it got its current
 // ones, and what outside the API pins its IP.
-func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service) {
-	dns := byKey[DNSServiceKey]
-	restored := slices.ContainsFunc(p.Restore, func(r Restore) bool { return r.Key == DNSServiceKey })
+func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service, key string) {
+	if key == "" {
+		return
+	}
+	dns := byKey[key]
+	restored := slices.ContainsFunc(p.Restore, func(r Restore) bool { return r.Key == key })
 	if dns == nil && !restored {
 		return
 	}
-	p.DNSService = DNSServiceKey
-	i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == DNSServiceKey })
+	p.DNSService = key
+	i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == key })
 	switch {
 	case i >= 0:
 		p.DNSIPs = p.Moves[i].NewIPs
 	case dns != nil:
 		p.DNSIPs = ipStrings(clusterIPs(dns))
 	default:
-		p.DNSIPs = p.Restore[slices.IndexFunc(p.Restore, func(r Restore) bool { return r.Key == DNSServiceKey })].NewIPs
+		p.DNSIPs = p.Restore[slices.IndexFunc(p.Restore, func(r Restore) bool { return r.Key == key })].NewIPs
 	}
 	if dns != nil {
 		p.DNSMovedAt = dns.CreationTimestamp.UTC()
@@ -268,16 +285,16 @@ func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service
 		return
 	}
 	if dns == nil {
-		dns = journaledDNS(snap.Journal, DNSServiceKey)
+		dns = journaledDNS(snap.Journal, key)
 	}
 	if _, pinned := dns.Labels["addon.kops.k8s.io/name"]; pinned {
-		p.Notes = append(p.Notes, "kube-dns is managed by a kOps addon whose template pins its clusterIP: set the kOps "+
+		p.Notes = append(p.Notes, key+" is managed by a kOps addon whose template pins its clusterIP: set the kOps "+
 			"cluster spec's kubeDNS.serverIP to the new IP before the addon manager next applies, or it recreates the old IP.")
 	} else if dns.Labels["addonmanager.kubernetes.io/mode"] == "Reconcile" {
-		p.Notes = append(p.Notes, "kube-dns is reconciled by the addon manager: change the clusterIP in its addon manifest too.")
+		p.Notes = append(p.Notes, key+" is reconciled by the addon manager: change the clusterIP in its addon manifest too.")
 	}
 	if snap.NodeLocalDNS {
-		p.Notes = append(p.Notes, "NodeLocal DNSCache runs in this cluster and forwards to kube-dns's IP: update its "+
+		p.Notes = append(p.Notes, "NodeLocal DNSCache runs in this cluster and forwards to "+key+"'s IP: update its "+
 			"configuration (the __PILLAR__ upstream / kube-dns IP) to the new IP.")
 	}
 }
@@ -378,11 +395,15 @@ func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel 
 // keeps its journaled target IP when still free and asks for a new placement otherwise; one
 // that exists but lacks what its move took along is settled at the IPs it has. Entries that
 // are settled already need nothing: any apply removes them.
-func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix,
+func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix, dnsKey string,
 	held *[]netip.Addr, reqs *[]PlacementRequest) {
+	bridged := slices.ContainsFunc(snap.Services, func(s corev1.Service) bool { return s.Labels[DNSBridgeLabel] == "true" })
 	for _, e := range snap.Journal {
 		if svc, exists := byKey[e.Key]; exists {
-			if !journalSettled(e, svc, snap.Endpoints) {
+			// The cluster DNS Service moved, but its bridge was not created (refused, or the run
+			// stopped): the entry holds its old IPs, and restoring it creates the bridge.
+			bridgeDue := e.Key == dnsKey && !bridged && len(movingIPs(e.OldIPs, ipStrings(clusterIPs(svc)))) > 0
+			if bridgeDue || !journalSettled(e, svc, snap.Endpoints) {
 				p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: ipStrings(clusterIPs(svc))})
 			}
 			continue
@@ -403,7 +424,17 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 		}
 		p.Restore = append(p.Restore, r)
 	}
-	slices.SortFunc(p.Restore, func(a, b Restore) int { return strings.Compare(a.Key, b.Key) })
+	// Of two entries for one Service, the newer: a move re-journals a Service changed mid-apply.
+	written := map[string]time.Time{}
+	for _, e := range snap.Journal {
+		written[e.Object+" "+e.Key] = e.Written
+	}
+	slices.SortStableFunc(p.Restore, func(a, b Restore) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return written[b.Journal+" "+b.Key].Compare(written[a.Journal+" "+a.Key])
+	})
 	p.Restore = slices.CompactFunc(p.Restore, func(a, b Restore) bool { return a.Key == b.Key })
 }
 

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // PlannedRecreation is what k8scidr_service_recreation holds: the moves and restores a
@@ -137,10 +138,12 @@ func namespacedName(key string) bool {
 // order: Restore, then Moves[:First] (verified), the DNS bridge right after the DNS Service,
 // the rest of Moves, then the bridge removal.
 type RecreationSteps struct {
-	Restore      []Restore
-	Moves        []Move
-	First        int
-	DNSService   string
+	Restore    []Restore
+	Moves      []Move
+	First      int
+	DNSService string
+	// Targets are target_cidrs: an IP taken mid-apply is replaced by a free one inside them.
+	Targets      []netip.Prefix
 	Bridge       *corev1.Service
 	RemoveBridge string
 	// Settled are the journal entries ("object key") that need nothing more: their objects go
@@ -167,6 +170,7 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 		held[ip] = true
 	}
 	targets := parsePrefixes(p.TargetCIDRs)
+	s.Targets = targets
 	var errs []Finding
 	for _, m := range p.Moves {
 		reason := moveHolds(byKey[m.Key], m, targets, held)
@@ -309,18 +313,25 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 		return out
 	}
 	var dns *corev1.Service
-	switch {
-	case slices.ContainsFunc(s.Moves, func(m Move) bool { return m.Key == s.DNSService }):
-		dns = byKey[s.DNSService]
-	case slices.ContainsFunc(s.Restore, func(r Restore) bool { return r.Key == s.DNSService }) && byKey[s.DNSService] == nil:
-		// An apply stopped between deleting the DNS Service and creating the bridge: the journal
-		// holds it with its old IPs, and the bridge is created before it is restored.
-		dns = journaledDNS(snap.Journal, s.DNSService)
+	var moving []string // the DNS Service's IPs that move: the bridge keeps those, no others
+	if i := slices.IndexFunc(s.Moves, func(m Move) bool { return m.Key == s.DNSService }); i >= 0 {
+		dns, moving = byKey[s.DNSService], movingIPs(s.Moves[i].OldIPs, s.Moves[i].NewIPs)
+	} else if slices.ContainsFunc(s.Restore, func(r Restore) bool { return r.Key == s.DNSService }) {
+		// An apply stopped between deleting the DNS Service and creating the bridge, or the bridge
+		// was refused: the journal holds the DNS Service with its old IPs, and the bridge is
+		// created (before the DNS Service, when that is missing too).
+		if dns = journaledDNS(snap.Journal, s.DNSService); dns != nil {
+			newIPs := journaledNewIPs(snap.Journal, s.DNSService)
+			if cur := byKey[s.DNSService]; cur != nil {
+				newIPs = ipStrings(clusterIPs(cur))
+			}
+			moving = slices.DeleteFunc(slices.Clone(dns.Spec.ClusterIPs), func(ip string) bool { return slices.Contains(newIPs, ip) })
+		}
 	}
-	if dns == nil {
+	if dns == nil || len(moving) == 0 {
 		return out
 	}
-	for _, ip := range clusterIPs(dns) {
+	for _, ip := range parseAddrs(moving) {
 		if !readyHolds(snap.Ranges, ip) {
 			out = append(out, Finding{At("dns_bridge"), "DNS Bridge IP Outside a Ready Range",
 				fmt.Sprintf("The bridge keeps the cluster DNS Service's old IP %s, which no Ready ServiceCIDR holds. Keep the old "+
@@ -328,7 +339,39 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 					"dns_bridge = false.", ip)})
 		}
 	}
-	s.Bridge = bridgeService(dns, name)
+	s.Bridge = bridgeService(dns, name, moving)
+	return out
+}
+
+// movingIPs are the old IPs that a move changes, in order: on a dual-stack Service whose other
+// family stays, one.
+func movingIPs(oldIPs, newIPs []string) []string {
+	var out []string
+	for i, ip := range oldIPs {
+		if i >= len(newIPs) || newIPs[i] != ip {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// journaledNewIPs are the IPs the journal entry of key recreates its Service with.
+func journaledNewIPs(journal []JournalEntry, key string) []string {
+	for _, e := range journal {
+		if e.Key == key {
+			return e.Service.Spec.ClusterIPs
+		}
+	}
+	return nil
+}
+
+func parseAddrs(ss []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip)
+		}
+	}
 	return out
 }
 
@@ -346,22 +389,35 @@ func journaledDNS(journal []JournalEntry, key string) *corev1.Service {
 	return nil
 }
 
-// bridgeService is a ClusterIP Service with the DNS Service's selector and ports on its current IPs.
-func bridgeService(dns *corev1.Service, name string) *corev1.Service {
+// bridgeService is a ClusterIP Service with the DNS Service's selector and ports on ips, the
+// DNS Service's IPs that move (of a dual-stack one, maybe one family).
+func bridgeService(dns *corev1.Service, name string, ips []string) *corev1.Service {
+	var families []corev1.IPFamily
+	for _, ip := range parseAddrs(ips) {
+		if ip.Is4() {
+			families = append(families, corev1.IPv4Protocol)
+		} else {
+			families = append(families, corev1.IPv6Protocol)
+		}
+	}
+	policy := ptr.To(corev1.IPFamilyPolicySingleStack)
+	if len(families) > 1 {
+		policy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
+	}
 	b := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: dns.Namespace,
 			Labels: map[string]string{DNSBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"},
-			Annotations: map[string]string{"k8scidr.io/bridge-for": svcKey(dns),
+			Annotations: map[string]string{bridgeForAnnotation: svcKey(dns),
 				"k8scidr.io/description": "Keeps the old cluster DNS IP answering until kubelets and pods use the new one."},
 		},
 		Spec: corev1.ServiceSpec{
 			Type:           corev1.ServiceTypeClusterIP,
 			Selector:       maps.Clone(dns.Spec.Selector),
-			ClusterIP:      dns.Spec.ClusterIP,
-			ClusterIPs:     slices.Clone(dns.Spec.ClusterIPs),
-			IPFamilies:     slices.Clone(dns.Spec.IPFamilies),
-			IPFamilyPolicy: dns.Spec.IPFamilyPolicy,
+			ClusterIP:      ips[0],
+			ClusterIPs:     slices.Clone(ips),
+			IPFamilies:     families,
+			IPFamilyPolicy: policy,
 		},
 	}
 	for _, port := range dns.Spec.Ports {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -40,8 +41,10 @@ type ExecOptions struct {
 	// default DefaultWindowTarget. Parallelism stays the upper bound.
 	WindowTarget time.Duration
 	// DelayAfterDelete is fault injection for crash tests: it holds every move between delete
-	// and create, so a kill lands while Services are gone.
-	DelayAfterDelete time.Duration
+	// and create, so a kill lands while Services are gone. DelayBeforeDelete holds every move
+	// between its journal write and its delete, so a test can change the Service meanwhile.
+	DelayAfterDelete  time.Duration
+	DelayBeforeDelete time.Duration
 }
 
 // RecreationResult is what an apply did.
@@ -66,7 +69,17 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		o.SliceWait = 2 * time.Minute
 	}
 	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
-		endpoints: snap.Endpoints, bridge: plan.Bridge, dnsKey: plan.DNSService}
+		endpoints: snap.Endpoints, bridge: plan.Bridge, dnsKey: plan.DNSService, targets: plan.Targets, planned: map[netip.Addr]bool{}}
+	for _, m := range plan.Moves {
+		for _, ip := range parseAddrs(m.NewIPs) {
+			x.planned[ip] = true
+		}
+	}
+	for _, r := range plan.Restore {
+		for _, ip := range parseAddrs(r.NewIPs) {
+			x.planned[ip] = true
+		}
+	}
 	for i := range snap.Services {
 		x.services[svcKey(&snap.Services[i])] = &snap.Services[i]
 	}
@@ -116,6 +129,10 @@ type executor struct {
 	slices    map[string][]discoveryv1.EndpointSlice
 	endpoints map[string]corev1.Endpoints
 	dnsKey    string // the cluster DNS Service, whose move brings the bridge
+	// targets and planned bound the replacement of a planned IP another client took mid-apply:
+	// inside the target, and never another Service's planned IP.
+	targets []netip.Prefix
+	planned map[netip.Addr]bool
 
 	sliceIndex cache.Indexer
 	changed    *broadcast
@@ -155,10 +172,15 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 	for _, r := range restore {
 		planned[r.Journal+" "+r.Key] = r.NewIPs
 	}
+	plannedKey := map[string]bool{}
+	for _, r := range restore {
+		plannedKey[r.Key] = true
+	}
 	settled := map[string]bool{}
 	for _, e := range journal {
 		ips, ok := planned[e.Object+" "+e.Key]
-		done := ok || settledAlready[e.Object+" "+e.Key]
+		// An older entry of a Service whose newer one is restored is settled with it.
+		done := ok || settledAlready[e.Object+" "+e.Key] || plannedKey[e.Key]
 		if _, seen := settled[e.Object]; !seen || !done {
 			settled[e.Object] = done
 		}
@@ -205,6 +227,10 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 		x.mu.Unlock()
 	} else if err != nil {
 		return fmt.Errorf("reading %s: %w", e.Key, err)
+	} else if e.Key == x.dnsKey {
+		if err := x.ensureBridge(ctx, x.currentSlices(e.Key)); err != nil {
+			return err
+		}
 	}
 	return x.restoreDependents(ctx, e, cur)
 }
@@ -397,7 +423,7 @@ func (l *adaptiveLimit) current() int {
 // entry is the journal entry for a move: the object to create and what its deletion takes along.
 func (x *executor) entry(m Move) JournalEntry {
 	svc := x.services[m.Key]
-	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs)}
+	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs), Written: time.Now().UTC()}
 	if ep, ok := x.endpoints[m.Key]; ok {
 		e.Endpoints = &ep
 	}
@@ -438,14 +464,14 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
 		}
 	}
-	err := retryWrite(ctx, func(again bool) error {
-		err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
-		if again && apierrors.IsNotFound(err) {
-			return nil // the earlier attempt deleted it
-		}
-		return err
-	})
+	if x.o.DelayBeforeDelete > 0 {
+		time.Sleep(x.o.DelayBeforeDelete)
+	}
+	old, e, err := x.deleteCurrent(ctx, old, e)
 	switch {
+	case errors.Is(err, errChangedAway):
+		x.note("%v", err)
+		return 0, nil
 	case apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("%s: deleted by another client after the plan", e.Key)
 	case apierrors.IsConflict(err):
@@ -506,6 +532,60 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	return time.Since(deleted), nil
 }
 
+// errChangedAway is a Service another client changed mid-apply so that its move no longer holds.
+var errChangedAway = errors.New("no longer moved")
+
+// deleteCurrent deletes the Service as it is journaled: with its resourceVersion as a
+// precondition, so that a change another client made since (a label, an annotation, a port)
+// is not lost. On a conflict it reads the Service again, journals that copy, and tries again;
+// the Service and journal entry returned are the ones deleted.
+func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e JournalEntry) (*corev1.Service, JournalEntry, error) {
+	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	uid := old.UID
+	for attempt := 0; ; attempt++ {
+		rv := old.ResourceVersion
+		pre := metav1.Preconditions{UID: &uid}
+		if rv != "" {
+			pre.ResourceVersion = &rv
+		}
+		err := retryWrite(ctx, func(again bool) error {
+			err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &pre})
+			if again && apierrors.IsNotFound(err) {
+				return nil // the earlier attempt deleted it
+			}
+			return err
+		})
+		if !apierrors.IsConflict(err) {
+			return old, e, err
+		}
+		fresh, getErr := api.Get(ctx, old.Name, metav1.GetOptions{})
+		switch {
+		case getErr != nil:
+			return old, e, getErr
+		case fresh.UID != uid:
+			return old, e, err // replaced: reported as such
+		case attempt >= 5:
+			return old, e, fmt.Errorf("%s: changed by another client on every attempt to delete it; left as it is: %w", e.Key, err)
+		}
+		m := Move{Key: e.Key, UID: string(uid), Type: serviceType(old), OldIPs: e.OldIPs, NewIPs: e.Service.Spec.ClusterIPs}
+		if reason := moveHolds(fresh, m, x.targets, nil); reason != "" {
+			return old, e, fmt.Errorf("%w: %s: %s (changed by another client during the apply); left as it is", errChangedAway, e.Key, reason)
+		}
+		fresh.ManagedFields = nil
+		next := e
+		next.Service, next.Written = *recreationCopy(fresh, e.Service.Spec.ClusterIPs), time.Now().UTC()
+		names, jerr := writeJournal(ctx, x.c, x.o.JournalNamespace, []JournalEntry{next})
+		if jerr != nil {
+			return old, e, fmt.Errorf("%s: journaling its copy changed during the apply: %w", e.Key, jerr)
+		}
+		x.mu.Lock()
+		x.heldJournals = append(x.heldJournals, names...) // removed with the rest once the run is done
+		x.mu.Unlock()
+		x.log("re-journaled a Service changed during the apply", map[string]any{"service": e.Key})
+		old, e = fresh, next
+	}
+}
+
 // create creates svc; when another client took a planned IP mid-apply it takes the next free
 // address of the same target range and says so, since the old Service is already gone.
 func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) (*corev1.Service, error) {
@@ -544,12 +624,28 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 			return nil, fmt.Errorf("%s: creating at %v: %w", key, svc.Spec.ClusterIPs, err)
 		}
 		ip, _ := netip.ParseAddr(svc.Spec.ClusterIPs[taken])
-		if !ip.Next().IsValid() {
-			return nil, fmt.Errorf("%s: creating at %v: %w", key, planned, err)
+		next, ok := x.nextFree(ip)
+		if !ok {
+			return nil, fmt.Errorf("%s: creating at %v: %w; no further address of the target is free of planned IPs", key, planned, err)
 		}
-		svc.Spec.ClusterIPs[taken] = ip.Next().String()
+		svc.Spec.ClusterIPs[taken] = next.String()
 		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
 	}
+}
+
+// nextFree is the next address after ip inside ip's target range that a Service can have and no
+// move or restore of this apply is planned to take.
+func (x *executor) nextFree(ip netip.Addr) (netip.Addr, bool) {
+	t, ok := targetFor(x.targets, ip)
+	if !ok || !t.Contains(ip) {
+		return netip.Addr{}, false
+	}
+	for n := ip.Next(); n.IsValid() && t.Contains(n); n = n.Next() {
+		if _, bad := unusableTargetIP(x.targets, n); !bad && !x.planned[n] {
+			return n, true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // rangeNotLoaded is the allocator's answer for an IP of a range it does not know (yet): right
@@ -560,18 +656,30 @@ func rangeNotLoaded(err error) bool {
 	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "does not match the current range")
 }
 
-// takenIP finds which of ips an "already allocated" error names, or -1.
+// takenIP finds which of ips an "already allocated" error names, or -1. The apiserver names the
+// IP in the message ("failed to allocate IP 172.24.0.10: provided IP is already allocated") on
+// the field spec.clusterIPs as a whole, so the IP is parsed from there and compared as an
+// address: a substring test would take 172.24.0.1 for 172.24.0.10.
 func takenIP(err error, ips []string) int {
-	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "already allocated") {
+	if !apierrors.IsInvalid(err) {
 		return -1
 	}
-	for i, ip := range ips {
-		if strings.Contains(err.Error(), ip) {
+	for _, m := range allocFailedRE.FindAllStringSubmatch(err.Error(), -1) {
+		if !strings.Contains(m[2], "already allocated") {
+			continue
+		}
+		named, perr := netip.ParseAddr(m[1])
+		if perr != nil {
+			continue
+		}
+		if i := slices.IndexFunc(ips, func(s string) bool { ip, err := netip.ParseAddr(s); return err == nil && ip == named }); i >= 0 {
 			return i
 		}
 	}
 	return -1
 }
+
+var allocFailedRE = regexp.MustCompile(`failed to allocate IP ([0-9A-Fa-f:.]+): ([^;\]]*)`)
 
 // restoreDependents recreates what deleting the Service took along: its hand-made Endpoints
 // (deleted by the endpoints controller) and the EndpointSlices it owned (rewritten to the new
@@ -731,6 +839,10 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 	x.mu.Lock()
 	x.res.BridgeCreated = b.Namespace + "/" + b.Name
 	x.mu.Unlock()
+	// Only the families the bridge has: of a dual-stack DNS Service whose other family stays, one.
+	dnsSlices = slices.DeleteFunc(slices.Clone(dnsSlices), func(s discoveryv1.EndpointSlice) bool {
+		return !slices.Contains(created.Spec.IPFamilies, corev1.IPFamily(s.AddressType))
+	})
 	x.bridgeMirror, err = x.copySlices(ctx, dnsSlices, created)
 	if err != nil {
 		x.note("The DNS bridge %s/%s was created, but copying kube-dns's endpoints to it failed (%v): it answers once "+

@@ -65,7 +65,8 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forAp
 	}
 	_, err = c.Kube.AppsV1().DaemonSets("kube-system").Get(ctx, "node-local-dns", metav1.GetOptions{})
 	snap.NodeLocalDNS = err == nil
-	return snap, nil
+	snap.KubeletClusterDNS, snap.KubeletConfigUnread, err = ReadKubeletClusterDNS(ctx, c)
+	return snap, err
 }
 
 // TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs, the

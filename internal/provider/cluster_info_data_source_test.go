@@ -140,4 +140,3 @@ func installCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plura
 		t.Fatalf("CRD %s.%s not established: %v", plural, group, err)
 	}
 }
-

@@ -36,6 +36,11 @@ const (
 		"DNS Service by default."
 	dnsServiceDescription = "The cluster DNS Service (`namespace/name`); null when the cluster has none. Its move " +
 		"brings the DNS bridge."
+	dnsServiceInputDescription = "The cluster DNS Service (`namespace/name`). Unset, it is found as it is, not by name: the " +
+		"kube-system Service whose ClusterIP the kubelets' `clusterDNS` names (kubeadm's `kube-system/kubelet-config`; a " +
+		"link-local NodeLocal DNSCache address decides nothing), else `kube-system/kube-dns`, else the only kube-system " +
+		"Service labelled `k8s-app=kube-dns` (e.g. `kube-system/coredns`). Several such Services and nothing to tell them " +
+		"apart is a plan error asking for this attribute. It is moved first, and the DNS bridge keeps its old IP."
 )
 
 func ipsValue(ips []string, diags *diag.Diagnostics) types.List {

@@ -3,6 +3,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"regexp"
 
@@ -58,6 +59,10 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 					"to the recreation's `dns_bridge` (from the same variable or local), so that switching the bridge off " +
 					"also drops the keep-range created for it.",
 			},
+			"dns_service": schema.StringAttribute{
+				Optional: true, MarkdownDescription: dnsServiceInputDescription + " Give it the moves data source's `dns_service` argument.",
+				Validators: []validator.String{stringvalidator.RegexMatches(namespacedNameRegexp, "must be namespace/name")},
+			},
 			"ranges": schema.ListNestedAttribute{
 				Computed: true, MarkdownDescription: "Usage of each range, counted from IPAddress objects (from Services where the API has none).",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -96,7 +101,12 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 		return
 	}
 	a, err := k8sops.ReadAllocations(ctx, client, stringList(ctx, m.CIDRs, &resp.Diagnostics), k8sops.AllocationOptions{
-		AlsoKeep: stringList(ctx, m.AlsoKeep, &resp.Diagnostics), DNSBridge: m.DNSBridge.IsNull() || m.DNSBridge.ValueBool()})
+		AlsoKeep: stringList(ctx, m.AlsoKeep, &resp.Diagnostics), DNSBridge: m.DNSBridge.IsNull() || m.DNSBridge.ValueBool(),
+		DNS: k8sops.ClusterDNSHints{Named: m.DNSService.ValueString()}})
+	if f, ok := errors.AsType[k8sops.Finding](err); ok {
+		addFindings(&resp.Diagnostics, []k8sops.Finding{f}, true)
+		return
+	}
 	if err != nil {
 		resp.Diagnostics.AddError("Service Allocations Not Readable", apiErrorText(err))
 		return
@@ -168,13 +178,14 @@ func (v cidrValidator) ValidateString(_ context.Context, req validator.StringReq
 }
 
 type serviceAllocationsModel struct {
-	CIDRs     types.List        `tfsdk:"cidrs"`
-	AlsoKeep  types.List        `tfsdk:"also_keep"`
-	DNSBridge types.Bool        `tfsdk:"dns_bridge"`
-	Ranges    []rangeUsageModel `tfsdk:"ranges"`
-	Services  []serviceIPsModel `tfsdk:"services"`
-	Outside   types.List        `tfsdk:"outside"`
-	Covering  types.List        `tfsdk:"covering_cidrs"`
+	CIDRs      types.List        `tfsdk:"cidrs"`
+	AlsoKeep   types.List        `tfsdk:"also_keep"`
+	DNSBridge  types.Bool        `tfsdk:"dns_bridge"`
+	DNSService types.String      `tfsdk:"dns_service"`
+	Ranges     []rangeUsageModel `tfsdk:"ranges"`
+	Services   []serviceIPsModel `tfsdk:"services"`
+	Outside    types.List        `tfsdk:"outside"`
+	Covering   types.List        `tfsdk:"covering_cidrs"`
 }
 
 type rangeUsageModel struct {

@@ -92,7 +92,9 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				MarkdownDescription: "Services outside the target that do not move, by `namespace/name`, with the reason."},
 			"first_moves": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The keys of `first` that move, in order: the resource's `first`."},
-			"dns_service": schema.StringAttribute{Computed: true, MarkdownDescription: dnsServiceDescription},
+			"dns_service": schema.StringAttribute{Optional: true, Computed: true,
+				MarkdownDescription: dnsServiceInputDescription + " Read: " + dnsServiceDescription,
+				Validators:          []validator.String{nsName}},
 			"dns_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The cluster DNS Service's ClusterIPs once the moves are done: the value for the kubelet " +
 					"`clusterDNS` setting (kOps: `kubeDNS.serverIP`). Empty without a cluster DNS Service."},
@@ -189,6 +191,7 @@ func (m *serviceMovesModel) options(ctx context.Context, diags *diag.Diagnostics
 		TargetCIDRs: stringList(ctx, m.TargetCIDRs, diags), Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces),
 		Selector: m.Selector.ValueString(), Exclude: set(m.Exclude), IncludeLoadBalancers: m.IncludeLoadBalancers.ValueBool(),
 		IncludeOwned: m.IncludeOwned.ValueBool(), IPAssignment: stringOr(m.IPAssignment, k8sops.PreserveOffset),
+		DNSService: m.DNSService.ValueString(),
 	}
 	if !m.First.IsNull() {
 		o.First = append([]string{}, stringList(ctx, m.First, diags)...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -97,7 +98,9 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"to false (after kubelets' `clusterDNS` changed and pods restarted). Default true."},
 			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultDNSBridgeName),
 				MarkdownDescription: "Name of the bridge Service in kube-system. Default `kube-dns-legacy`.",
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 63)}},
+				Validators: []validator.String{stringvalidator.RegexMatches(dns1035LabelRegexp,
+					"must be a Service name: a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit)"),
+					stringvalidator.LengthBetween(1, 63)}},
 			"parallelism": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(k8sops.DefaultParallelism),
 				MarkdownDescription: "Most Services in flight at once (default 10). The apply runs fewer while " +
 					"kube-controller-manager is slow to write the new Services' EndpointSlices, steering each Service's " +
@@ -258,7 +261,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), JournalNamespace: plan.JournalNamespace.ValueString(),
 		Log:              func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) },
-		DelayAfterDelete: faultDelayAfterDelete(),
+		DelayAfterDelete: faultDelay("K8SCIDR_FAULT_DELAY_AFTER_DELETE"), DelayBeforeDelete: faultDelay("K8SCIDR_FAULT_DELAY_BEFORE_DELETE"),
 	})
 	for _, n := range res.Notes {
 		diags.AddWarning("Service Recreation", n)
@@ -385,10 +388,11 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// faultDelayAfterDelete reads K8SCIDR_FAULT_DELAY_AFTER_DELETE, fault injection for the crash
-// test only: it widens the window in which a killed apply leaves Services deleted.
-func faultDelayAfterDelete() time.Duration {
-	d, _ := time.ParseDuration(os.Getenv("K8SCIDR_FAULT_DELAY_AFTER_DELETE"))
+// faultDelay reads a fault-injection delay for tests only: K8SCIDR_FAULT_DELAY_AFTER_DELETE
+// widens the window in which a killed apply leaves Services deleted (crash tests);
+// K8SCIDR_FAULT_DELAY_BEFORE_DELETE the one in which another client changes a journaled Service.
+func faultDelay(env string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(env))
 	return d
 }
 
@@ -435,3 +439,6 @@ type serviceRecreationModel struct {
 	DNSMovedAt       types.String   `tfsdk:"dns_moved_at"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
 }
+
+// dns1035LabelRegexp is what a Service name must be (k8s.io/apimachinery validation.IsDNS1035Label).
+var dns1035LabelRegexp = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)

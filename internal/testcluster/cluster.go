@@ -648,4 +648,3 @@ func StopDir(dir string) error {
 	}
 	return os.RemoveAll(dir)
 }
-

@@ -17,7 +17,7 @@ type Release struct {
 	ServiceCIDRVersion string
 	// DualWrite: the 1.33 allocator writes the flag range first, and fails every dynamic
 	// allocation while that range is Terminating (DisableAllocatorDualWrite off by default).
-	DualWrite bool
+	DualWrite                              bool
 	apiServerFlags, controllerManagerFlags []string
 }
 

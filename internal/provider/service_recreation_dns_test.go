@@ -1,0 +1,256 @@
+package provider
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// dnsService is a cluster DNS Service as installers make it: labelled k8s-app=kube-dns, selecting
+// the CoreDNS pods, DNS ports.
+func dnsService(name string, ips ...string) *corev1.Service {
+	s := ipService(name, "ClusterIP", ips...)
+	s.Labels = map[string]string{"k8s-app": "kube-dns"}
+	s.Spec.Selector = map[string]string{"k8s-app": "kube-dns"}
+	s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+		{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)}}
+	return s
+}
+
+// setKubeletClusterDNS writes kubeadm's kube-system/kubelet-config with that clusterDNS.
+func setKubeletClusterDNS(t *testing.T, c *testcluster.Cluster, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k8sops.KubeletConfigMap, Namespace: "kube-system"},
+		Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- " + ip + "\nclusterDomain: cluster.local\n"}}
+	api := c.Kube.CoreV1().ConfigMaps("kube-system")
+	if _, err := api.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		if _, err := api.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAccServiceRecreation_clusterDNSFoundAsItIs: a cluster whose DNS Service is
+// kube-system/coredns (label k8s-app=kube-dns), with a second labelled Service. The plan refuses
+// to guess, also when the kubelets' clusterDNS is NodeLocal DNSCache's link-local address; once
+// kubeadm's kubelet-config names coredns's IP, coredns is moved first and the bridge keeps its
+// old IP; the next plan, with clusterDNS now on the bridge, is empty.
+func TestAccServiceRecreation_clusterDNSFoundAsItIs(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+	f.service("kube-system", dnsService("coredns", "100.64.0.10"))
+	f.service("kube-system", dnsService("coredns-internal", "100.64.0.11"))
+	f.waitReadySlice("kube-system", "coredns")
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+
+	ambiguous := diagRE("Error: Cluster DNS Service Is Ambiguous", "kube-system/coredns, kube-system/coredns-internal", "Set dns_service")
+	if out, err := w.run("plan"); err == nil || !ambiguous.MatchString(out) {
+		t.Fatalf("two labelled DNS Services, nothing to tell them apart: plan %v\n%s", err, out)
+	}
+	setKubeletClusterDNS(t, c, "169.254.20.10")
+	if out, err := w.run("plan"); err == nil || !ambiguous.MatchString(out) {
+		t.Fatalf("a link-local clusterDNS decides nothing: plan %v\n%s", err, out)
+	}
+	setKubeletClusterDNS(t, c, "100.64.0.10")
+	w.planFile()
+	expect(t, "planned dns_service", w.planned(recreationAddr, "dns_service"), knownvalue.StringExact("kube-system/coredns"))
+	expect(t, "planned first", w.planned(recreationAddr, "first"), strListCheck("kube-system/coredns"))
+	w.applyFile()
+	expect(t, "dns_service_ips", w.stateValue("data.k8scidr_service_moves.this", "dns_service_ips"), strListCheck("172.24.0.10"))
+	after := servicesIn(t, c.Kube, "kube-system")
+	if got := after["kube-system/coredns"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.0.10"}) {
+		t.Errorf("coredns at %v, want [172.24.0.10]", got)
+	}
+	bridge, ok := after["kube-system/"+k8sops.DefaultDNSBridgeName]
+	if !ok || !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) || bridge.Spec.Selector["k8s-app"] != "kube-dns" {
+		t.Errorf("no DNS bridge on coredns's old IP 100.64.0.10: %+v", bridge)
+	}
+	w.converged()
+
+	w.write(recreationConfig(c.Kubeconfig, `  dns_service = "kube-system/dns"`, "", "172.24.0.0/15"))
+	if out, err := w.run("plan"); err == nil || !diagRE("Error: Cluster DNS Service Does Not Exist", `"kube-system/dns" is not a Service`).MatchString(out) {
+		t.Errorf("dns_service naming no Service: plan %v\n%s", err, out)
+	}
+}
+
+// TestAccServiceRecreation_dualStackDNSOneFamilyStays: a dual-stack kube-dns whose IPv4 moves
+// and IPv6 stays. The bridge takes only the IPv4, so kube-dns is recreated with its IPv6 and
+// the run converges (with a bridge on both IPs, kube-dns could not be recreated).
+func TestAccServiceRecreation_dualStackDNSOneFamilyStays(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{ServiceCIDRs: []string{"100.64.0.0/13", "fd00:10::/108"}})
+	f := fixture{t, c.Kube}
+	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+	dns := dnsService("kube-dns", "100.64.0.10", "fd00:10::a")
+	dns.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	f.service("kube-system", dns)
+	f.waitReadySlice("kube-system", "kube-dns")
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.planFile()
+	expect(t, "planned moves", w.planned(recreationAddr, "moves"),
+		movesCheck(map[string][2][]string{"kube-system/kube-dns": {{"100.64.0.10", "fd00:10::a"}, {"172.24.0.10", "fd00:10::a"}}}))
+	w.applyFile()
+	after := servicesIn(t, c.Kube, "kube-system")
+	if got := after["kube-system/kube-dns"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.0.10", "fd00:10::a"}) {
+		t.Errorf("kube-dns at %v, want [172.24.0.10 fd00:10::a]", got)
+	}
+	bridge := after["kube-system/"+k8sops.DefaultDNSBridgeName]
+	if !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) || !slices.Equal(bridge.Spec.IPFamilies, []corev1.IPFamily{corev1.IPv4Protocol}) {
+		t.Errorf("bridge at %v %v, want the IPv4 that moved only", bridge.Spec.ClusterIPs, bridge.Spec.IPFamilies)
+	}
+	w.converged()
+}
+
+// refuseBridges installs a ValidatingAdmissionPolicy that denies creating DNS bridges (as an
+// organisation's policy or webhook might), waits until it bites, and returns its removal, which
+// waits until it no longer does.
+func refuseBridges(t *testing.T, c *testcluster.Cluster) func() {
+	t.Helper()
+	ctx := context.Background()
+	api := c.Kube.AdmissionregistrationV1()
+	policy := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-dns-bridge"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}}}}}},
+			Validations: []admissionv1.Validation{{Message: "DNS bridges are not allowed here",
+				Expression: `!has(object.metadata.labels) || !('` + k8sops.DNSBridgeLabel + `' in object.metadata.labels)`}},
+		}}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-dns-bridge"},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}
+	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// probe says whether a labelled Service is refused now.
+	probe := func(refused bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			s := clusterIPService("bridge-probe", "")
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
+			s.Labels = map[string]string{k8sops.DNSBridgeLabel: "probe"}
+			_, err := c.Kube.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{})
+			if err == nil {
+				_ = c.Kube.CoreV1().Services("default").Delete(ctx, s.Name, metav1.DeleteOptions{})
+			}
+			return (err != nil) == refused, nil
+		})
+		if err != nil {
+			t.Fatalf("the admission policy did not take effect (refusing: %v): %v", refused, err)
+		}
+	}
+	probe(true)
+	return func() {
+		if err := api.ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		probe(false)
+	}
+}
+
+// TestAccServiceRecreation_bridgeRetried: an admission policy refuses the DNS bridge after
+// kube-dns moved. The apply fails saying so; once the policy is gone, the next plan shows
+// kube-dns's journal entry under restore, and its apply creates the bridge on the old IP.
+// A dns_bridge_name that is no Service name is refused at plan, before the cluster is read.
+func TestAccServiceRecreation_bridgeRetried(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+	f.service("kube-system", dnsService("kube-dns", "100.64.0.10"))
+	f.waitReadySlice("kube-system", "kube-dns")
+
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", `dns_bridge_name = "kube_dns_old"`, "172.24.0.0/15"))
+	if out, err := w.run("validate"); err == nil || !diagRE("dns_bridge_name", "must be a Service name").MatchString(out) {
+		t.Errorf("an invalid dns_bridge_name passes validate: %v\n%s", err, out)
+	}
+	w.write(recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	allow := refuseBridges(t, c)
+	w.planFile()
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("DNS bridge kube-system/kube-dns-legacy", "DNS bridges are not allowed here").MatchString(out) {
+		t.Fatalf("apply with bridges refused: %v\n%s", err, out)
+	}
+	if got := servicesIn(t, c.Kube, "kube-system")["kube-system/kube-dns"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.0.10"}) {
+		t.Fatalf("kube-dns at %v, want it moved to 172.24.0.10 before the bridge was refused", got)
+	}
+	allow()
+	w.planFile()
+	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(1))
+	w.applyFile()
+	bridge, ok := servicesIn(t, c.Kube, "kube-system")["kube-system/"+k8sops.DefaultDNSBridgeName]
+	if !ok || !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) {
+		t.Errorf("no bridge on kube-dns's old IP after the retry: %+v", bridge)
+	}
+	w.converged()
+}
+
+// TestAccServiceRecreation_changeDuringApplyKept: another client relabels and annotates a
+// Service after the apply journaled it and before its delete (held open by fault injection).
+// The delete's resourceVersion precondition catches it; the Service is re-read and re-journaled,
+// and the new Service keeps the change.
+func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.service("app", ipService("web", "ClusterIP", "100.64.1.5"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.planFile()
+
+	ctx := context.Background()
+	cmd := w.command([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "-no-color", "tfplan")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+		return err == nil && len(list.Items) > 0, nil
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("the apply wrote no journal: %v\n%s", err, out.String())
+	}
+	patch := `{"metadata":{"labels":{"team":"payments"},"annotations":{"example.com/owner":"payments"}}}`
+	if _, err := c.Kube.CoreV1().Services("app").Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out.String())
+	}
+	web := servicesIn(t, c.Kube, "app")["app/web"]
+	if !slices.Equal(web.Spec.ClusterIPs, []string{"172.24.1.5"}) || web.Labels["team"] != "payments" || web.Annotations["example.com/owner"] != "payments" {
+		t.Errorf("app/web after the move: IPs %v labels %v annotations %v; want 172.24.1.5 with the change made during the apply",
+			web.Spec.ClusterIPs, web.Labels, web.Annotations)
+	}
+	if list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: k8sops.JournalLabel}); err != nil || len(list.Items) > 0 {
+		t.Errorf("journal left behind: %v %v", err, list)
+	}
+	w.converged()
+}
