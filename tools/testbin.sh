@@ -11,8 +11,9 @@
 #   calico-crds-<release>/: the crd.projectcalico.org/v1 CRDs of Calico releases (CALICO_CRDS
 #     below), copied from the github.com/projectcalico/calico source module, hash-checked
 #
-# `testbin.sh 1.29 1.32 …` builds older control planes of the test matrix
+# `testbin.sh 1.29 1.32 …` also builds older control planes of the test matrix
 # (tools/testbin/kube-<release>/go.mod) into bin/k8s-<release>/, with the same etcd and kwok.
+# K8SCIDR_BUILD_JOBS builds run at once (default 2).
 set -euo pipefail
 
 KWOK_VERSION=v0.8.0
@@ -118,41 +119,68 @@ KUBE_VERSION=$(module_version "$root/tools/testbin/kube" k8s.io/kubernetes)
 ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/v3)
 TOFU_VERSION=$(module_version "$root/tools/testbin/tofu" github.com/opentofu/opentofu)
 
-build_into etcd "$ETCD_VERSION" build_etcd
-build_into kwok "$KWOK_VERSION" build_kwok
+# Everything is built in one pool of K8SCIDR_BUILD_JOBS (default 2) builds at a time: on a cold
+# machine the builds wait on module downloads and single-threaded links as much as on the
+# compiler, so two at a time finish sooner than one after the other. Biggest first.
+JOBS=${K8SCIDR_BUILD_JOBS:-2}
+status=$(mktemp -d)
+trap 'rm -rf "$status"' EXIT
+spawn() {
+	local name=$1; shift
+	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+	( if "$@"; then touch "$status/$name.ok"; fi ) &
+	echo "$name" >>"$status/all"
+}
 
-# `testbin.sh 1.29 1.33 …`: the older control planes of the test matrix, each into bin/k8s-<release>/.
-if [ $# -gt 0 ]; then
-	for release in "$@"; do
-		dir=$root/tools/testbin/kube-$release
-		[ -f "$dir/go.mod" ] || { log "no wrapper module $dir (tools/testbin/wrap-kube.sh writes one)"; exit 1; }
-		version=$(module_version "$dir" k8s.io/kubernetes)
-		# The matrix runs the TestAccMatrix_ tests only, which need no kubectl: its build is skipped.
-		build_into kube "$version" build_kube "$dir" "$version" "${KUBE_CONTROL_PLANE[@]}"
-		out_bin=$bin/k8s-$release
-		mkdir -p "$out_bin"
-		for b in "${KUBE_CONTROL_PLANE[@]}"; do ln -sfn "$cache/kube-$version/$b" "$out_bin/$b"; done
-		ln -sfn "$cache/etcd-$ETCD_VERSION/etcd" "$out_bin/etcd"
-		ln -sfn "$cache/kwok-$KWOK_VERSION/kwok" "$out_bin/kwok"
-		log "ready in $out_bin: Kubernetes $version"
-	done
-	exit 0
+# `testbin.sh 1.29 1.33 …` also builds those older control planes of the test matrix, each into
+# bin/k8s-<release>/. The matrix runs the TestAccMatrix_ tests only, which need no kubectl.
+releases=()
+for release in "$@"; do
+	dir=$root/tools/testbin/kube-$release
+	[ -f "$dir/go.mod" ] || { log "no wrapper module $dir (tools/testbin/wrap-kube.sh writes one)"; exit 1; }
+	releases+=("$release $(module_version "$dir" k8s.io/kubernetes)")
+done
+
+spawn "kube-$KUBE_VERSION" build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" "${KUBE_CONTROL_PLANE[@]}" kubectl
+for entry in "${releases[@]}"; do
+	read -r release version <<<"$entry"
+	spawn "kube-$version" build_into kube "$version" build_kube "$root/tools/testbin/kube-$release" "$version" "${KUBE_CONTROL_PLANE[@]}"
+done
+spawn "terraform-$TERRAFORM_VERSION" build_into terraform "$TERRAFORM_VERSION" build_terraform
+spawn "tofu-$TOFU_VERSION" build_into tofu "$TOFU_VERSION" build_tofu
+spawn "kwok-$KWOK_VERSION" build_into kwok "$KWOK_VERSION" build_kwok
+spawn "etcd-$ETCD_VERSION" build_into etcd "$ETCD_VERSION" build_etcd
+for entry in "${CALICO_CRDS[@]}"; do
+	read -r release version sum <<<"$entry"
+	spawn "calico-crds-$release" build_into "calico-crds-$release" "$version" fetch_calico_crds "$version" "$sum"
+done
+wait
+failed=()
+while read -r name; do [ -f "$status/$name.ok" ] || failed+=("$name"); done <"$status/all"
+if [ ${#failed[@]} -gt 0 ]; then
+	log "failed: ${failed[*]} (the log above says why)"
+	exit 1
 fi
 
 for entry in "${CALICO_CRDS[@]}"; do
 	read -r release version sum <<<"$entry"
-	build_into "calico-crds-$release" "$version" fetch_calico_crds "$version" "$sum"
 	ln -sfn "$cache/calico-crds-$release-$version" "$bin/calico-crds-$release"
 done
-
-build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" "${KUBE_CONTROL_PLANE[@]}" kubectl
 for b in "${KUBE_CONTROL_PLANE[@]}" kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
 link "$cache/etcd-$ETCD_VERSION/etcd"
 link "$cache/kwok-$KWOK_VERSION/kwok"
+for entry in "${releases[@]}"; do
+	read -r release version <<<"$entry"
+	out_bin=$bin/k8s-$release
+	mkdir -p "$out_bin"
+	for b in "${KUBE_CONTROL_PLANE[@]}"; do ln -sfn "$cache/kube-$version/$b" "$out_bin/$b"; done
+	ln -sfn "$cache/etcd-$ETCD_VERSION/etcd" "$out_bin/etcd"
+	ln -sfn "$cache/kwok-$KWOK_VERSION/kwok" "$out_bin/kwok"
+	log "ready in $out_bin: Kubernetes $version"
+done
 
 # The oldest terraform the provider supports is always built: bin/terraform-<version>. bin/terraform
 # is a newer one from PATH where there is one, else that build.
-build_into terraform "$TERRAFORM_VERSION" build_terraform
 ln -sfn "$cache/terraform-$TERRAFORM_VERSION/terraform" "$bin/terraform-$TERRAFORM_VERSION"
 if [ -z "${K8SCIDR_BUILD_TERRAFORM:-}" ] && tf=$(usable_terraform); then
 	ln -sfn "$tf" "$bin/terraform"
@@ -160,6 +188,5 @@ else
 	log "no terraform >= 1.$TERRAFORM_MIN_MINOR on PATH: bin/terraform is the built $TERRAFORM_VERSION"
 	link "$cache/terraform-$TERRAFORM_VERSION/terraform"
 fi
-build_into tofu "$TOFU_VERSION" build_tofu
 link "$cache/tofu-$TOFU_VERSION/tofu"
 log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"

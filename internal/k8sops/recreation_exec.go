@@ -107,6 +107,7 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		return x.res, err
 	}
 	x.retireBridgeMirror(ctx)
+	x.sweepCopies(ctx) // this run's and any an earlier, failed or killed, run left
 	if err := deleteJournal(ctx, c, o.JournalNamespace, x.heldJournals); err != nil {
 		return x.res, err
 	}
@@ -909,6 +910,43 @@ func (x *executor) currentSlices(key string) []discoveryv1.EndpointSlice {
 		}
 	}
 	return out
+}
+
+// sweepCopies deletes the EndpointSlice copies an earlier run left (it failed, or was killed,
+// before retiring them) that are stale now: their Service is gone or was replaced, or the
+// EndpointSlice controllers serve it themselves. Copies still needed stay, with a note.
+func (x *executor) sweepCopies(ctx context.Context) {
+	api := x.c.Kube.DiscoveryV1().EndpointSlices("")
+	var copies []discoveryv1.EndpointSlice
+	err := eachItem(ctx, listPages(func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+		o.LabelSelector = discoveryv1.LabelManagedBy + "=" + copyManager
+		return api.List(ctx, o)
+	}), func(s *discoveryv1.EndpointSlice) error {
+		copies = append(copies, *s)
+		return nil
+	})
+	if err != nil {
+		x.note("Listing EndpointSlice copies left by an earlier run failed (%v): they are swept by the next apply.", err)
+		return
+	}
+	for _, cp := range copies {
+		name := cp.Labels[discoveryv1.LabelServiceName]
+		svc, err := x.c.Kube.CoreV1().Services(cp.Namespace).Get(ctx, name, metav1.GetOptions{})
+		stale := apierrors.IsNotFound(err) || err == nil && !ownedBy(cp.OwnerReferences, svc.UID)
+		if err == nil && !stale {
+			own, lerr := x.c.Kube.DiscoveryV1().EndpointSlices(cp.Namespace).List(ctx, metav1.ListOptions{
+				LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+			stale = lerr == nil && slices.ContainsFunc(own.Items, func(s discoveryv1.EndpointSlice) bool {
+				m := s.Labels[discoveryv1.LabelManagedBy]
+				return (m == sliceControllerName || m == mirrorControllerName) && ownedBy(s.OwnerReferences, svc.UID) &&
+					readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
+			})
+		}
+		if stale {
+			x.deleteSlices(ctx, cp.Namespace, []string{cp.Name})
+			x.log("swept a stale EndpointSlice copy", map[string]any{"slice": cp.Namespace + "/" + cp.Name})
+		}
+	}
 }
 
 // retireBridgeMirror deletes the copied endpoints once the EndpointSlice controller serves the

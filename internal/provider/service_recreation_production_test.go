@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -253,4 +254,38 @@ func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
 		t.Errorf("journal left behind: %v %v", err, list)
 	}
 	w.converged()
+}
+
+// TestAccServiceRecreation_sweepsStaleCopies: an EndpointSlice copy an earlier, killed run left
+// for a Service the EndpointSlice controller now serves itself is deleted by the next apply.
+func TestAccServiceRecreation_sweepsStaleCopies(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.deployment("app", "a", map[string]string{"app": "a"})
+	a := f.service("app", ipService("a", "ClusterIP", "100.64.1.1"))
+	f.service("app", ipService("b", "ClusterIP", "100.64.1.2"))
+	f.waitReadySlice("app", "a")
+	ctx := context.Background()
+	stale := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "a-k8scidr-0", Namespace: "app",
+			Labels:          map[string]string{discoveryv1.LabelServiceName: "a", discoveryv1.LabelManagedBy: "k8scidr.io"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "a", UID: a.UID}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+	if _, err := c.Kube.DiscoveryV1().EndpointSlices("app").Create(ctx, stale, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  exclude = ["app/a"]`, "", "172.24.0.0/15"))
+	w.planFile()
+	w.applyFile()
+	if _, err := c.Kube.DiscoveryV1().EndpointSlices("app").Get(ctx, stale.Name, metav1.GetOptions{}); err == nil {
+		t.Error("the stale copy app/a-k8scidr-0 is still there after the apply")
+	}
+	if got := servicesIn(t, c.Kube, "app")["app/b"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.1.2"}) {
+		t.Errorf("app/b at %v", got)
+	}
 }
