@@ -60,7 +60,7 @@ func (r Release) BinDir() string { return filepath.Join(DefaultBinDir(), "k8s-"+
 // Built says whether the release's binaries are there, and if not what to run.
 func (r Release) Built() error {
 	if _, err := os.Stat(filepath.Join(r.BinDir(), "kube-apiserver")); err != nil {
-		return fmt.Errorf("Kubernetes %s is not built (make testbin-matrix MATRIX=%s): %w", r.Name, r.Name, err)
+		return fmt.Errorf("release %s is not built (make testbin-matrix MATRIX=%s): %w", r.Name, r.Name, err)
 	}
 	return nil
 }
