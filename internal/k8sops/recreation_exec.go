@@ -148,6 +148,9 @@ type executor struct {
 	bridgeUID    types.UID
 	bridgeMirror []string
 
+	// finishedLate are the moves finished after the apply was interrupted (afterCancel).
+	finishedLate []string
+
 	mu  sync.Mutex
 	res RecreationResult
 }
@@ -322,6 +325,24 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		x.mu.Lock()
+		late := slices.Sorted(slices.Values(x.finishedLate))
+		x.mu.Unlock()
+		finished := "no move was between its delete and its create"
+		if len(late) > 0 {
+			finished = fmt.Sprintf("the %d moves already past their delete were finished (%s)", len(late), strings.Join(late, ", "))
+		}
+		err := fmt.Errorf("interrupted (%v): no new move was started, and %s. The next apply moves the rest",
+			context.Cause(ctx), finished)
+		if other := slices.DeleteFunc(slices.Clone(errs), func(e error) bool {
+			return errors.Is(e, context.Canceled) || errors.Is(e, context.DeadlineExceeded)
+		}); len(other) > 0 {
+			err = fmt.Errorf("%w; failed: %w (what a failed move deleted is in the journal, ConfigMaps %s in %s, and the next "+
+				"apply restores it)", err, errors.Join(other...), strings.Join(kept, ", "), x.o.JournalNamespace)
+		}
+		return err
+	}
 	if len(errs) > 0 {
 		err := errors.Join(errs...)
 		if len(kept) == 0 {
@@ -468,7 +489,16 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	if x.o.DelayBeforeDelete > 0 {
 		time.Sleep(x.o.DelayBeforeDelete)
 	}
-	old, e, err := x.deleteCurrent(ctx, old, e)
+	// Once the delete is sent the move is finished even when the apply is interrupted (Ctrl-C, a
+	// timeout), within a grace period that starts at the interruption: a delete cancelled in
+	// flight may have gone through, and its Service must not stay deleted. The verification at
+	// the end still stops with the apply.
+	if ctx.Err() != nil {
+		return 0, context.Cause(ctx)
+	}
+	fctx, finished := afterCancel(ctx, interruptGrace)
+	defer finished()
+	old, e, err := x.deleteCurrent(fctx, old, e)
 	switch {
 	case errors.Is(err, errChangedAway):
 		x.note("%v", err)
@@ -486,27 +516,27 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	}
 	// Without finalizers a successful delete has removed the object; with them, watch.
 	if len(old.Finalizers) > 0 {
-		if err := waitDeleted(ctx, objectWatch(api.List, api.Watch, old.Name), &corev1.Service{}, old.UID); err != nil {
+		if err := waitDeleted(fctx, objectWatch(api.List, api.Watch, old.Name), &corev1.Service{}, old.UID); err != nil {
 			return 0, fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", e.Key, old.Finalizers, err)
 		}
 	}
 	// kube-dns's old IP is what every pod's resolv.conf names: the bridge takes it back first.
 	var bridgeErr error
 	if e.Key == x.dnsKey && x.bridge != nil {
-		bridgeErr = x.ensureBridge(ctx, dnsSlices)
+		bridgeErr = x.ensureBridge(fctx, dnsSlices)
 	}
-	created, err := x.create(ctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
+	created, err := x.create(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
 	if err != nil {
 		return 0, errors.Join(bridgeErr, err)
 	}
 	if bridgeErr != nil {
 		return 0, bridgeErr
 	}
-	copies, err := x.copySlices(ctx, mirrored, created)
+	copies, err := x.copySlices(fctx, mirrored, created)
 	if err != nil {
 		x.note("%s: copying its EndpointSlices for the new Service failed (%v); it is served once they are mirrored again.", e.Key, err)
 	}
-	if err := x.restoreDependents(ctx, e, created); err != nil {
+	if err := x.restoreDependents(fctx, e, created); err != nil {
 		return 0, err
 	}
 	if len(copies) > 0 {
@@ -515,7 +545,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 		if slices.ContainsFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {
 			return s.Labels[discoveryv1.LabelManagedBy] == mirrorControllerName
 		}) {
-			x.deleteSlices(ctx, created.Namespace, copies)
+			x.deleteSlices(fctx, created.Namespace, copies)
 		} else {
 			x.note("%s keeps copies of its EndpointSlices (%s): the mirroring controller wrote none in time; delete them once it has.",
 				e.Key, strings.Join(copies, ", "))
@@ -526,11 +556,41 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	if e.Key == x.dnsKey {
 		x.res.DNSMovedAt = created.CreationTimestamp.UTC()
 	}
+	if ctx.Err() != nil {
+		x.finishedLate = append(x.finishedLate, e.Key)
+	}
 	x.mu.Unlock()
 	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
 		x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)
 	}
 	return time.Since(deleted), nil
+}
+
+// interruptGrace is how long moves already past their delete may still take once the apply is
+// interrupted: CI runners send SIGKILL about 10 s after SIGINT, and terraform needs some of it.
+const interruptGrace = 5 * time.Second
+
+// afterCancel is a context that outlives ctx by grace: it is cancelled grace after ctx is.
+func afterCancel(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var timer *time.Timer
+	var mu sync.Mutex
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, func() {
+			cancel(fmt.Errorf("the apply was interrupted (%v) and the %s given to moves in flight ran out", context.Cause(ctx), grace))
+		})
+	})
+	return out, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
 }
 
 // errChangedAway is a Service another client changed mid-apply so that its move no longer holds.
@@ -1034,8 +1094,8 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 
 // waitSlice waits until managedBy has written an EndpointSlice with a ready endpoint for the
 // new Service. It paces the run to kube-controller-manager; on timeout it notes and goes on.
-func (x *executor) waitSlice(ctx context.Context, key string, owner types.UID, managedBy string) bool {
-	ctx, cancel := context.WithTimeout(ctx, x.o.SliceWait)
+func (x *executor) waitSlice(parent context.Context, key string, owner types.UID, managedBy string) bool {
+	ctx, cancel := context.WithTimeout(parent, x.o.SliceWait)
 	defer cancel()
 	for {
 		ch := x.changed.wait()
@@ -1049,6 +1109,9 @@ func (x *executor) waitSlice(ctx context.Context, key string, owner types.UID, m
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			if parent.Err() != nil {
+				return false // the apply was interrupted: nothing to report of kube-controller-manager
+			}
 			x.note("%s was recreated, but no EndpointSlice with a ready endpoint appeared within %s (by %s): check kube-controller-manager.",
 				key, x.o.SliceWait, managedBy)
 			return false
