@@ -119,12 +119,18 @@ KUBE_VERSION=$(module_version "$root/tools/testbin/kube" k8s.io/kubernetes)
 ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/v3)
 TOFU_VERSION=$(module_version "$root/tools/testbin/tofu" github.com/opentofu/opentofu)
 
-# Everything is built in one pool of K8SCIDR_BUILD_JOBS (default 2) builds at a time: on a cold
-# machine the builds wait on module downloads and single-threaded links as much as on the
-# compiler, so two at a time finish sooner than one after the other. Biggest first.
+# K8SCIDR_TESTBIN_PART says what to build: "core" is what the acceptance suite on the newest
+# Kubernetes needs (and terraform when none >= 1.8 is on PATH); "extra" the rest (the older
+# control planes named as arguments, terraform TERRAFORM_VERSION, OpenTofu), which tools/test.sh
+# builds at the lowest priority while the suite runs; "all" (default) both. The builds are
+# CPU-bound: K8SCIDR_BUILD_JOBS (default 2) run at once only so small ones overlap big ones.
+PART=${K8SCIDR_TESTBIN_PART:-all}
+case $PART in core | extra | all) ;; *) log "K8SCIDR_TESTBIN_PART=$PART: use core, extra or all"; exit 2 ;; esac
+want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 JOBS=${K8SCIDR_BUILD_JOBS:-2}
 status=$(mktemp -d)
 trap 'rm -rf "$status"' EXIT
+touch "$status/all"
 spawn() {
 	local name=$1; shift
 	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
@@ -132,28 +138,38 @@ spawn() {
 	echo "$name" >>"$status/all"
 }
 
-# `testbin.sh 1.29 1.33 …` also builds those older control planes of the test matrix, each into
-# bin/k8s-<release>/. The matrix runs the TestAccMatrix_ tests only, which need no kubectl.
+# The older control planes of the test matrix named as arguments (`testbin.sh 1.29 1.33 …`),
+# each into bin/k8s-<release>/. The matrix runs the TestAccMatrix_ tests only: no kubectl.
 releases=()
 for release in "$@"; do
 	dir=$root/tools/testbin/kube-$release
 	[ -f "$dir/go.mod" ] || { log "no wrapper module $dir (tools/testbin/wrap-kube.sh writes one)"; exit 1; }
 	releases+=("$release $(module_version "$dir" k8s.io/kubernetes)")
 done
+path_terraform=""
+if [ -z "${K8SCIDR_BUILD_TERRAFORM:-}" ] && tf=$(usable_terraform); then path_terraform=$tf; fi
 
-spawn "kube-$KUBE_VERSION" build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" "${KUBE_CONTROL_PLANE[@]}" kubectl
-for entry in "${releases[@]}"; do
-	read -r release version <<<"$entry"
-	spawn "kube-$version" build_into kube "$version" build_kube "$root/tools/testbin/kube-$release" "$version" "${KUBE_CONTROL_PLANE[@]}"
-done
-spawn "terraform-$TERRAFORM_VERSION" build_into terraform "$TERRAFORM_VERSION" build_terraform
-spawn "tofu-$TOFU_VERSION" build_into tofu "$TOFU_VERSION" build_tofu
-spawn "kwok-$KWOK_VERSION" build_into kwok "$KWOK_VERSION" build_kwok
-spawn "etcd-$ETCD_VERSION" build_into etcd "$ETCD_VERSION" build_etcd
-for entry in "${CALICO_CRDS[@]}"; do
-	read -r release version sum <<<"$entry"
-	spawn "calico-crds-$release" build_into "calico-crds-$release" "$version" fetch_calico_crds "$version" "$sum"
-done
+if want core; then
+	spawn "kube-$KUBE_VERSION" build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" "${KUBE_CONTROL_PLANE[@]}" kubectl
+	spawn "kwok-$KWOK_VERSION" build_into kwok "$KWOK_VERSION" build_kwok
+	spawn "etcd-$ETCD_VERSION" build_into etcd "$ETCD_VERSION" build_etcd
+	for entry in "${CALICO_CRDS[@]}"; do
+		read -r release version sum <<<"$entry"
+		spawn "calico-crds-$release" build_into "calico-crds-$release" "$version" fetch_calico_crds "$version" "$sum"
+	done
+fi
+# The oldest terraform the provider supports is always built: bin/terraform-<version>. It is the
+# suite's terraform too (bin/terraform) unless a newer one is on PATH.
+if want extra || { want core && [ -z "$path_terraform" ]; }; then
+	spawn "terraform-$TERRAFORM_VERSION" build_into terraform "$TERRAFORM_VERSION" build_terraform
+fi
+if want extra; then
+	for entry in "${releases[@]}"; do
+		read -r release version <<<"$entry"
+		spawn "kube-$version" build_into kube "$version" build_kube "$root/tools/testbin/kube-$release" "$version" "${KUBE_CONTROL_PLANE[@]}"
+	done
+	spawn "tofu-$TOFU_VERSION" build_into tofu "$TOFU_VERSION" build_tofu
+fi
 wait
 failed=()
 while read -r name; do [ -f "$status/$name.ok" ] || failed+=("$name"); done <"$status/all"
@@ -162,31 +178,34 @@ if [ ${#failed[@]} -gt 0 ]; then
 	exit 1
 fi
 
-for entry in "${CALICO_CRDS[@]}"; do
-	read -r release version sum <<<"$entry"
-	ln -sfn "$cache/calico-crds-$release-$version" "$bin/calico-crds-$release"
-done
-for b in "${KUBE_CONTROL_PLANE[@]}" kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
-link "$cache/etcd-$ETCD_VERSION/etcd"
-link "$cache/kwok-$KWOK_VERSION/kwok"
-for entry in "${releases[@]}"; do
-	read -r release version <<<"$entry"
-	out_bin=$bin/k8s-$release
-	mkdir -p "$out_bin"
-	for b in "${KUBE_CONTROL_PLANE[@]}"; do ln -sfn "$cache/kube-$version/$b" "$out_bin/$b"; done
-	ln -sfn "$cache/etcd-$ETCD_VERSION/etcd" "$out_bin/etcd"
-	ln -sfn "$cache/kwok-$KWOK_VERSION/kwok" "$out_bin/kwok"
-	log "ready in $out_bin: Kubernetes $version"
-done
-
-# The oldest terraform the provider supports is always built: bin/terraform-<version>. bin/terraform
-# is a newer one from PATH where there is one, else that build.
-ln -sfn "$cache/terraform-$TERRAFORM_VERSION/terraform" "$bin/terraform-$TERRAFORM_VERSION"
-if [ -z "${K8SCIDR_BUILD_TERRAFORM:-}" ] && tf=$(usable_terraform); then
-	ln -sfn "$tf" "$bin/terraform"
-else
-	log "no terraform >= 1.$TERRAFORM_MIN_MINOR on PATH: bin/terraform is the built $TERRAFORM_VERSION"
-	link "$cache/terraform-$TERRAFORM_VERSION/terraform"
+if want core; then
+	for entry in "${CALICO_CRDS[@]}"; do
+		read -r release version sum <<<"$entry"
+		ln -sfn "$cache/calico-crds-$release-$version" "$bin/calico-crds-$release"
+	done
+	for b in "${KUBE_CONTROL_PLANE[@]}" kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
+	link "$cache/etcd-$ETCD_VERSION/etcd"
+	link "$cache/kwok-$KWOK_VERSION/kwok"
+	if [ -n "$path_terraform" ]; then
+		ln -sfn "$path_terraform" "$bin/terraform"
+	else
+		log "no terraform >= 1.$TERRAFORM_MIN_MINOR on PATH: bin/terraform is the built $TERRAFORM_VERSION"
+		link "$cache/terraform-$TERRAFORM_VERSION/terraform"
+	fi
 fi
-link "$cache/tofu-$TOFU_VERSION/tofu"
+if want extra || [ -z "$path_terraform" ]; then
+	ln -sfn "$cache/terraform-$TERRAFORM_VERSION/terraform" "$bin/terraform-$TERRAFORM_VERSION"
+fi
+if want extra; then
+	link "$cache/tofu-$TOFU_VERSION/tofu"
+	for entry in "${releases[@]}"; do
+		read -r release version <<<"$entry"
+		out_bin=$bin/k8s-$release
+		mkdir -p "$out_bin"
+		for b in "${KUBE_CONTROL_PLANE[@]}"; do ln -sfn "$cache/kube-$version/$b" "$out_bin/$b"; done
+		ln -sfn "$cache/etcd-$ETCD_VERSION/etcd" "$out_bin/etcd"
+		ln -sfn "$cache/kwok-$KWOK_VERSION/kwok" "$out_bin/kwok"
+		log "ready in $out_bin: Kubernetes $version"
+	done
+fi
 log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"

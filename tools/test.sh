@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `make test`: every test that can run here, ordered so that a cold machine waits as little as
+# possible. The binary builds are CPU-bound (a Kubernetes release takes about 10 minutes of both
+# cores here): the suite on the newest Kubernetes starts as soon as its own binaries exist, while
+# the older control planes of the matrix, terraform 1.8.5 and OpenTofu build at the lowest CPU
+# priority in the idle time the suite leaves; the tests that need them run after.
+#
+#   1. tools/testbin.sh core, then the rest in the background (nice 19)
+#   2. unit tests and the acceptance suite on the newest Kubernetes   (go test ./...)
+#   3. the TestAccMatrix_ tests on each release of MATRIX             (once those are built)
+#   4. the plan-contract tests under OpenTofu and under terraform 1.8.5 (make testacc-cli)
+#   5. fuzzing, and the benchmark's smoke mode
+#
+# Any failure fails the run. MATRIX and TEST_TIMEOUT come from the GNUmakefile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MATRIX=${MATRIX:-1.29 1.32 1.33}
+TEST_TIMEOUT=${TEST_TIMEOUT:-40m}
+bin=$PWD/bin
+step() { printf '\ntest: %s (%ds)\n' "$*" "$SECONDS" >&2; }
+
+step "building the suite's binaries"
+K8SCIDR_TESTBIN_PART=core bash tools/testbin.sh
+
+step "building the rest in the background: Kubernetes $MATRIX, terraform 1.8.5, OpenTofu"
+extra_log=$bin/.testbin-extra.log
+# Its own session, so that an interrupted run takes the builds down with it.
+# shellcheck disable=SC2086
+K8SCIDR_TESTBIN_PART=extra K8SCIDR_BUILD_JOBS=1 setsid nice -n 19 bash tools/testbin.sh $MATRIX >"$extra_log" 2>&1 &
+extra=$!
+trap 'kill -- -$extra 2>/dev/null || true' EXIT
+
+step "unit tests and the acceptance suite on the newest Kubernetes"
+# K8SCIDR_MATRIX is empty here: the TestAccMatrix_ tests run in step 3.
+TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX= go test ./... -count=1 -timeout "$TEST_TIMEOUT"
+
+step "waiting for the background builds"
+if ! wait "$extra"; then
+	cat "$extra_log" >&2
+	echo "test: building Kubernetes $MATRIX, terraform or OpenTofu failed" >&2
+	exit 1
+fi
+trap - EXIT
+grep '^testbin: built' "$extra_log" >&2 || true
+
+step "the TestAccMatrix_ tests on Kubernetes $MATRIX"
+matrix_log=$bin/.test-matrix.log
+status=0
+TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX="$MATRIX" go test ./internal/provider -count=1 -v -run 'TestAccMatrix_' \
+	-timeout "$TEST_TIMEOUT" >"$matrix_log" 2>&1 || status=$?
+# Which test ran on which release, and every failure with its output.
+grep -E '^(--- |\s+--- |ok|FAIL)' "$matrix_log" >&2 || true
+if [ "$status" -ne 0 ]; then
+	cat "$matrix_log" >&2
+	exit "$status"
+fi
+
+step "the plan-contract tests under OpenTofu"
+make --no-print-directory testacc-cli CLI="$bin/tofu"
+for tf in "$bin"/terraform-v*; do
+	if [ "$(readlink -f "$tf")" = "$(readlink -f "$bin/terraform")" ]; then
+		echo "test: bin/terraform is $(basename "$tf") (no newer terraform on PATH): the suite above ran on it; no newer-terraform row" >&2
+		continue
+	fi
+	step "the plan-contract tests under $(basename "$tf")"
+	make --no-print-directory testacc-cli CLI="$tf"
+done
+
+step "fuzzing"
+make --no-print-directory fuzz FUZZTIME=5000x
+step "the benchmark's smoke mode"
+BENCH_QUICK=1 make --no-print-directory bench
+step "make test passed"
