@@ -76,6 +76,19 @@ func (w *cliWorkspace) run(args ...string) (string, error) {
 	return out.String(), err
 }
 
+// start runs terraform with args in the background, with extraEnv; its combined output
+// collects in the buffer returned, to read once the command has ended.
+func (w *cliWorkspace) start(extraEnv []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	w.t.Helper()
+	var out bytes.Buffer
+	cmd := w.command(extraEnv, append(args, "-no-color")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	return cmd, &out
+}
+
 // Stage resources plan from data sources and empty their inputs on refresh (the converged
 // value), so right after an apply a plan without refresh shows a harmless update:
 // terraform-plugin-testing's step flow fails on that by design. Tests that apply them run the

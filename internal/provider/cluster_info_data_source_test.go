@@ -36,7 +36,7 @@ func TestAccClusterInfoDataSource_basic(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: testAccProviderConfig() + clusterInfoConfig,
 			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v1\.34\.\d+$`))),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v`+regexp.QuoteMeta(testcluster.NewestRelease)+`\.\d+$`))),
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("service_cidr_api_version"), knownvalue.StringExact("networking.k8s.io/v1")),
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("calico_api_group"), knownvalue.Null()),
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("node_count"), knownvalue.Int64Exact(int64(len(nodes.Items)))),

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -92,13 +91,6 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 	}
 	if len(cms.Items) > 0 {
 		return fmt.Errorf("%d journal ConfigMaps left behind", len(cms.Items))
-	}
-	copies, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelManagedBy + "=k8scidr.io"})
-	if err != nil {
-		return err
-	}
-	if len(copies.Items) > 0 {
-		return fmt.Errorf("%d EndpointSlice copies left behind (%s/%s, …)", len(copies.Items), ns, copies.Items[0].Name)
 	}
 	return nil
 }

@@ -226,18 +226,13 @@ func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
 	w.planFile()
 
 	ctx := context.Background()
-	cmd := w.command([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "-no-color", "tfplan")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
-		return err == nil && len(list.Items) > 0, nil
+	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "tfplan")
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return journalObjects(t, c) > 0, nil
 	})
 	if err != nil {
 		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatalf("the apply wrote no journal: %v\n%s", err, out.String())
 	}
 	patch := `{"metadata":{"labels":{"team":"payments"},"annotations":{"example.com/owner":"payments"}}}`
@@ -252,8 +247,8 @@ func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
 		t.Errorf("app/web after the move: IPs %v labels %v annotations %v; want 172.24.1.5 with the change made during the apply",
 			web.Spec.ClusterIPs, web.Labels, web.Annotations)
 	}
-	if list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: k8sops.JournalLabel}); err != nil || len(list.Items) > 0 {
-		t.Errorf("journal left behind: %v %v", err, list)
+	if n := journalObjects(t, c); n > 0 {
+		t.Errorf("%d journal ConfigMaps left behind", n)
 	}
 	w.converged()
 }
@@ -310,12 +305,7 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 	w.planFile()
 
 	ctx := context.Background()
-	cmd := w.command([]string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=3s"}, "apply", "-no-color", "tfplan")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=3s"}, "apply", "tfplan")
 	count := func() int {
 		list, err := c.Kube.CoreV1().Services("app").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -328,6 +318,7 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 	})
 	if err != nil {
 		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatalf("no Service was deleted: %v\n%s", err, out.String())
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
@@ -350,4 +341,14 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 		}
 	}
 	w.converged()
+}
+
+// journalObjects counts the recreation journal's ConfigMaps in kube-system.
+func journalObjects(t *testing.T, c *testcluster.Cluster) int {
+	t.Helper()
+	list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
 }

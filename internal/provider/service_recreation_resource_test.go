@@ -525,7 +525,7 @@ func TestAccServiceRecreation_bridgeOutsideReadyRange(t *testing.T) {
 }
 
 // TestAccEndpointsControllerDeletesHandMadeEndpoints keeps proving the fact the journal of
-// selector-less Services rests on: on Kubernetes 1.34 the endpoints controller deletes a
+// selector-less Services rests on: on the newest Kubernetes the endpoints controller deletes a
 // Service's hand-made Endpoints together with the Service.
 func TestAccEndpointsControllerDeletesHandMadeEndpoints(t *testing.T) {
 	testAccPreCheck(t)

@@ -46,8 +46,8 @@ func TestCluster_deploymentGetsRunningPodsWithIPs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Major != "1" || v.Minor != "34" {
-		t.Errorf("server version %s, want v1.34.x", v.GitVersion)
+	if v.Major+"."+v.Minor != NewestRelease {
+		t.Errorf("server version %s, want v%s.x", v.GitVersion, NewestRelease)
 	}
 	if got := c.NodePodCIDRs; len(got) != 3 || got[0] != "100.96.0.0/24" || got[2] != "100.96.2.0/24" {
 		t.Errorf("node pod CIDRs %v, want 100.96.0.0/24 … 100.96.2.0/24", got)

@@ -9,6 +9,9 @@ import (
 	"strings"
 )
 
+// NewestRelease is the minor version of the suite's own control plane (tools/testbin/kube/go.mod).
+const NewestRelease = "1.37"
+
 // Release is an older Kubernetes control plane whose binaries tools/testbin.sh builds into
 // bin/k8s-<Name>/ (make testbin-matrix), with the flags that make it serve ServiceCIDR.
 type Release struct {
