@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,6 +123,50 @@ func deleteJournal(ctx context.Context, c *Client, namespace string, names []str
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("removing journal %s/%s: %w", namespace, n, err)
+		}
+	}
+	return nil
+}
+
+// dropEntries removes the entries of keys from the journal objects names, deleting an object
+// left empty: Services another client deleted or replaced while this apply held them, which a
+// restore would otherwise bring back.
+func dropEntries(ctx context.Context, c *Client, namespace string, names []string, keys map[string]bool) error {
+	api := c.Kube.CoreV1().ConfigMaps(namespace)
+	for _, n := range names {
+		err := retryWrite(ctx, func(bool) error {
+			cm, err := api.Get(ctx, n, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			var entries []JournalEntry
+			if err := json.Unmarshal([]byte(cm.Data[journalKey]), &entries); err != nil {
+				return fmt.Errorf("journal %s/%s is unreadable: %w", namespace, n, err)
+			}
+			kept := slices.DeleteFunc(slices.Clone(entries), func(e JournalEntry) bool { return keys[e.Key] })
+			switch {
+			case len(kept) == len(entries):
+				return nil
+			case len(kept) == 0:
+				err = api.Delete(ctx, n, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cm.ResourceVersion}})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			}
+			data, err := json.Marshal(kept)
+			if err != nil {
+				return err
+			}
+			cm.Data[journalKey] = string(data)
+			_, err = api.Update(ctx, cm, metav1.UpdateOptions{FieldManager: c.FieldManager})
+			return err
+		}, apierrors.IsConflict)
+		if err != nil {
+			return fmt.Errorf("dropping entries from journal %s/%s: %w", namespace, n, err)
 		}
 	}
 	return nil

@@ -61,6 +61,23 @@ type Snapshot struct {
 	// KubeletConfigUnread says why it could not be read.
 	KubeletClusterDNS   []string
 	KubeletConfigUnread string
+	// Namespaces are the namespaces with their phase; nil when not read (then none counts as
+	// gone or Terminating).
+	Namespaces map[string]corev1.NamespacePhase
+}
+
+// namespaceGoing says why a namespace can hold no new Service, or "": it is being deleted, or gone.
+func (s Snapshot) namespaceGoing(ns string) string {
+	if s.Namespaces == nil {
+		return ""
+	}
+	switch phase, ok := s.Namespaces[ns]; {
+	case !ok:
+		return fmt.Sprintf("its namespace %s is gone", ns)
+	case phase == corev1.NamespaceTerminating:
+		return fmt.Sprintf("its namespace %s is being deleted", ns)
+	}
+	return ""
 }
 
 // dnsHints are what the snapshot knows of the cluster DNS Service, with the one the user named.
@@ -111,11 +128,14 @@ type RecreationPlan struct {
 	KeepCovering []netip.Prefix
 	// Errors are plan-time errors.
 	Errors []Finding
+	// Dropped are journal entries that are not restored, by key, with the reason: their
+	// namespace is being deleted or gone. The next apply removes them.
+	Dropped map[string]string
 }
 
 // PlanRecreation computes the plan from a snapshot. It never reads the cluster.
 func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
-	p := RecreationPlan{Skipped: map[string]string{}}
+	p := RecreationPlan{Skipped: map[string]string{}, Dropped: map[string]string{}}
 	targets, ok := p.checkTargets(snap, o)
 	if !ok {
 		return p
@@ -242,6 +262,9 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 			continue
 		}
 		reason := skipReason(svc, ips, o, sel)
+		if going := snap.namespaceGoing(svc.Namespace); reason == "" && going != "" {
+			reason = going
+		}
 		if !movable && (reason == "" || reason == skipOutOfScope) {
 			continue // in the target already, or of a family the migration does not move
 		}
@@ -375,6 +398,8 @@ func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel 
 		return "ExternalName: has no ClusterIP"
 	case len(ips) == 0:
 		return "headless: has no ClusterIP"
+	case svc.DeletionTimestamp != nil:
+		return "being deleted"
 	case key == "default/kubernetes":
 		return "owned by the apiserver: moves when --service-cluster-ip-range changes (KEP-1880 procedure)"
 	case svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !o.IncludeLoadBalancers:
@@ -399,6 +424,12 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 	held *[]netip.Addr, reqs *[]PlacementRequest) {
 	bridged := slices.ContainsFunc(snap.Services, func(s corev1.Service) bool { return s.Labels[DNSBridgeLabel] == "true" })
 	for _, e := range snap.Journal {
+		// Restoring into a namespace being deleted fails on every apply, and would resurrect
+		// what its owner is deleting.
+		if going := snap.namespaceGoing(e.Service.Namespace); going != "" {
+			p.Dropped[e.Key] = going
+			continue
+		}
 		if svc, exists := byKey[e.Key]; exists {
 			// The cluster DNS Service moved, but its bridge was not created (refused, or the run
 			// stopped): the entry holds its old IPs, and restoring it creates the bridge.

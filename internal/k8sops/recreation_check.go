@@ -174,6 +174,9 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 	var errs []Finding
 	for _, m := range p.Moves {
 		reason := moveHolds(byKey[m.Key], m, targets, held)
+		if going := snap.namespaceGoing(strings.SplitN(m.Key, "/", 2)[0]); reason == "" && going != "" {
+			reason = going
+		}
 		if reason == "" {
 			s.Moves = append(s.Moves, m)
 			continue
@@ -190,13 +193,17 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 	s.Settled = map[string]bool{}
 	for _, e := range snap.Journal {
 		journaled[e.Object+" "+e.Key] = true
-		if journalSettled(e, byKey[e.Key], snap.Endpoints) {
+		if journalSettled(e, byKey[e.Key], snap.Endpoints) || snap.namespaceGoing(e.Service.Namespace) != "" {
 			s.Settled[e.Object+" "+e.Key] = true
 		}
 	}
 	for _, r := range p.Restore {
 		if !journaled[r.Journal+" "+r.Key] {
 			s.NotMoved[r.Key] = "its journal entry is gone: another apply settled it"
+			continue
+		}
+		if going := snap.namespaceGoing(strings.SplitN(r.Key, "/", 2)[0]); going != "" {
+			s.NotMoved[r.Key] = going + ": its journal entry is dropped"
 			continue
 		}
 		s.Restore = append(s.Restore, r)

@@ -58,6 +58,9 @@ type RecreationResult struct {
 	// Notes are things the user should know: a verification that timed out, an IP that had
 	// to change because another client took the planned one mid-apply.
 	Notes []string
+	// NotMoved are the moves that stopped holding during the apply (another client deleted,
+	// replaced or changed the Service), with the reason. Their journal entries are dropped.
+	NotMoved map[string]string
 }
 
 // ExecuteRecreation carries out the steps PrepareRecreation made from snap.
@@ -150,6 +153,14 @@ type executor struct {
 
 	// finishedLate are the moves finished after the apply was interrupted (afterCancel).
 	finishedLate []string
+	noted map[string]bool // noteOnce
+	// dropped are the keys whose journal entries must not be restored (notMoved).
+	dropped map[string]bool
+	// noSlice are the moves whose EndpointSlice never came, noSliceInRow how many of the latest
+	// in a row (stalled).
+	noSlice       []movedService
+	noSliceInRow  int
+	stallReported bool
 
 	mu  sync.Mutex
 	res RecreationResult
@@ -159,6 +170,49 @@ func (x *executor) note(format string, args ...any) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.res.Notes = append(x.res.Notes, fmt.Sprintf(format, args...))
+}
+
+// noteOnce notes once per id.
+func (x *executor) noteOnce(id, format string, args ...any) {
+	x.mu.Lock()
+	if x.noted[id] {
+		x.mu.Unlock()
+		return
+	}
+	if x.noted == nil {
+		x.noted = map[string]bool{}
+	}
+	x.noted[id] = true
+	x.mu.Unlock()
+	x.note(format, args...)
+}
+
+// notMoved records a move another client made impossible during the apply; its journal entry
+// is dropped, so that no later apply brings back what that client deleted.
+func (x *executor) notMoved(key, reason string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.res.NotMoved == nil {
+		x.res.NotMoved = map[string]string{}
+	}
+	x.res.NotMoved[key] = reason
+	if x.dropped == nil {
+		x.dropped = map[string]bool{}
+	}
+	x.dropped[key] = true
+}
+
+// droppedOf are the keys of entries that are dropped.
+func (x *executor) droppedOf(entries []JournalEntry) map[string]bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := map[string]bool{}
+	for _, e := range entries {
+		if x.dropped[e.Key] {
+			out[e.Key] = true
+		}
+	}
+	return out
 }
 
 func (x *executor) log(msg string, f map[string]any) {
@@ -191,8 +245,18 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 		if !ok {
 			continue
 		}
-		if err := x.restoreEntry(ctx, e, ips); err != nil {
+		// No entry may fail every later apply: one that cannot be restored stays, with a warning,
+		// and the next plan shows it again.
+		switch err := x.restoreEntry(ctx, e, ips); {
+		case err == nil:
+		case ctx.Err() != nil:
 			return err
+		case namespaceGoingErr(err):
+			x.note("%s was not restored: its namespace is being deleted or gone; its journal entry is dropped.", e.Key)
+		default:
+			x.note("%s could not be restored from journal %s/%s: %v. The entry stays, and the next plan shows it under restore again.",
+				e.Key, x.o.JournalNamespace, e.Object, err)
+			settled[e.Object] = false
 		}
 	}
 	var done []string
@@ -207,6 +271,15 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 	}
 	x.heldJournals = append(x.heldJournals, done...) // removed after settleEndpoints
 	return nil
+}
+
+// namespaceGoingErr reports a create refused because the namespace is being deleted or gone.
+func namespaceGoingErr(err error) bool {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var status apierrors.APIStatus
+	return apierrors.IsNotFound(err) && errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Kind == "namespaces"
 }
 
 // restoreEntry recreates a journaled Service that is gone at ips, and what its deletion took along.
@@ -298,11 +371,24 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 					chunkErrs[i] = err
 					fail(err)
 				}
+				if err := x.stalled(); err != nil {
+					fail(err) // the move itself is done: its journal entry goes with the chunk's
+				}
 			})
 		}
 		wg.Go(func() {
 			chunkWG.Wait()
 			if errors.Join(chunkErrs...) != nil {
+				// The journal stays for the failed moves; not for the Services another client
+				// deleted or replaced meanwhile, which the next apply must not bring back. Done
+				// also when the apply was interrupted, within the grace period.
+				if drop := x.droppedOf(entries); len(drop) > 0 {
+					dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+					if err := dropEntries(dctx, x.c, x.o.JournalNamespace, names, drop); err != nil {
+						fail(err)
+					}
+					cancel()
+				}
 				mu.Lock()
 				kept = append(kept, names...)
 				mu.Unlock()
@@ -325,6 +411,11 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 		})
 	}
 	wg.Wait()
+	for i, err := range errs {
+		if errors.Is(err, errStalled) {
+			errs[i] = x.stallReport() // now that the moves in flight have ended
+		}
+	}
 	if ctx.Err() != nil {
 		x.mu.Lock()
 		late := slices.Sorted(slices.Values(x.finishedLate))
@@ -449,12 +540,79 @@ func (x *executor) entry(m Move) JournalEntry {
 	if ep, ok := x.endpoints[m.Key]; ok {
 		e.Endpoints = &ep
 	}
-	for _, s := range x.slices[m.Key] {
-		if ownedBy(s.OwnerReferences, svc.UID) && s.Labels[discoveryv1.LabelManagedBy] != sliceControllerName && s.Labels[discoveryv1.LabelManagedBy] != mirrorControllerName {
-			e.Slices = append(e.Slices, s)
+	e.Slices = ownedSlices(x.slices[m.Key], svc.UID)
+	return e
+}
+
+// ownedSlices are the hand-made EndpointSlices among list that the Service uid owns (the
+// garbage collector deletes them with it); the controllers' own are written again.
+func ownedSlices(list []discoveryv1.EndpointSlice, uid types.UID) []discoveryv1.EndpointSlice {
+	var out []discoveryv1.EndpointSlice
+	for _, s := range list {
+		if ownedBy(s.OwnerReferences, uid) && s.Labels[discoveryv1.LabelManagedBy] != sliceControllerName && s.Labels[discoveryv1.LabelManagedBy] != mirrorControllerName {
+			out = append(out, s)
 		}
 	}
-	return e
+	return out
+}
+
+// refreshDependents reads again, right before the delete, what the delete takes along: the
+// hand-made Endpoints of a selector-less Service (one GET) and its owned EndpointSlices (from
+// the watch). The Service's resourceVersion does not cover them, and a long apply journaled
+// them minutes ago; a copy another client changed since is journaled again, so that the
+// restore writes what was there at the delete.
+func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e JournalEntry) (JournalEntry, error) {
+	next := e
+	if len(svc.Spec.Selector) == 0 {
+		ep, err := x.c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			next.Endpoints = nil
+		case err != nil:
+			return e, fmt.Errorf("%s: reading its Endpoints: %w", e.Key, err)
+		default:
+			ep.ManagedFields = nil
+			next.Endpoints = ep
+		}
+	}
+	items, _ := x.sliceIndex.ByIndex("service", e.Key)
+	var all []discoveryv1.EndpointSlice
+	for _, o := range items {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			all = append(all, *s)
+		}
+	}
+	next.Slices = ownedSlices(all, svc.UID)
+	version := func(e JournalEntry) []string {
+		var v []string
+		if e.Endpoints != nil {
+			v = append(v, "endpoints "+e.Endpoints.ResourceVersion)
+		}
+		for _, s := range e.Slices {
+			v = append(v, s.Name+" "+s.ResourceVersion)
+		}
+		slices.Sort(v)
+		return v
+	}
+	if slices.Equal(version(e), version(next)) {
+		return e, nil
+	}
+	return next, x.rejournal(ctx, next, "re-journaled the Endpoints or EndpointSlices of a Service changed during the apply")
+}
+
+// rejournal writes next, a newer copy of a journaled entry, to a journal object of its own; of
+// two entries for one Service the newer is restored.
+func (x *executor) rejournal(ctx context.Context, next JournalEntry, why string) error {
+	next.Written = time.Now().UTC()
+	names, err := writeJournal(ctx, x.c, x.o.JournalNamespace, []JournalEntry{next})
+	if err != nil {
+		return fmt.Errorf("%s: journaling its copy changed during the apply: %w", next.Key, err)
+	}
+	x.mu.Lock()
+	x.heldJournals = append(x.heldJournals, names...) // removed with the rest once the run is done
+	x.mu.Unlock()
+	x.log(why, map[string]any{"service": next.Key})
+	return nil
 }
 
 const (
@@ -468,6 +626,13 @@ const (
 func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, error) {
 	old := x.services[e.Key]
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	if x.o.DelayBeforeDelete > 0 {
+		time.Sleep(x.o.DelayBeforeDelete)
+	}
+	e, err := x.refreshDependents(ctx, old, e)
+	if err != nil {
+		return 0, err
+	}
 	var dnsSlices, mirrored []discoveryv1.EndpointSlice
 	if e.Key == x.dnsKey && x.bridge != nil {
 		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists
@@ -486,9 +651,6 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
 		}
 	}
-	if x.o.DelayBeforeDelete > 0 {
-		time.Sleep(x.o.DelayBeforeDelete)
-	}
 	// Once the delete is sent the move is finished even when the apply is interrupted (Ctrl-C, a
 	// timeout), within a grace period that starts at the interruption: a delete cancelled in
 	// flight may have gone through, and its Service must not stay deleted. The verification at
@@ -498,15 +660,18 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	}
 	fctx, finished := afterCancel(ctx, interruptGrace)
 	defer finished()
-	old, e, err := x.deleteCurrent(fctx, old, e)
+	old, e, err = x.deleteCurrent(fctx, old, e)
+	var changed changedAway
 	switch {
-	case errors.Is(err, errChangedAway):
-		x.note("%v", err)
+	case errors.As(err, &changed):
+		x.notMoved(e.Key, changed.reason)
 		return 0, nil
 	case apierrors.IsNotFound(err):
-		return 0, fmt.Errorf("%s: deleted by another client after the plan", e.Key)
+		x.notMoved(e.Key, "deleted by another client during the apply")
+		return 0, nil
 	case apierrors.IsConflict(err):
-		return 0, fmt.Errorf("%s: replaced by another client after the plan (its UID changed); left as it is", e.Key)
+		x.notMoved(e.Key, "replaced by another client during the apply (its UID changed); left as it is")
+		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("%s: deleting: %w", e.Key, err)
 	}
@@ -561,10 +726,82 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	}
 	x.mu.Unlock()
 	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
-		x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)
+		came := x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)
+		if ctx.Err() == nil {
+			x.sliceOutcome(e.Key, created.UID, came)
+		}
 	}
 	return time.Since(deleted), nil
 }
+
+// stallAfter is how many moves in a row may end without their EndpointSlice before the run
+// stops: kube-controller-manager is down or stuck, and every further move would add a Service
+// without endpoints, one per SliceWait.
+const stallAfter = 5
+
+// sliceOutcome records whether a moved Service's EndpointSlice came; one that came resets the
+// count of moves in a row without one.
+func (x *executor) sliceOutcome(key string, uid types.UID, came bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if came {
+		x.noSliceInRow = 0
+		return
+	}
+	x.noSliceInRow++
+	x.noSlice = append(x.noSlice, movedService{key, uid})
+}
+
+type movedService struct {
+	key string
+	uid types.UID
+}
+
+// stalled returns errStalled once, when stallAfter moves in a row have ended without their
+// EndpointSlice; moveAll then starts no further move and reports with stallReport.
+func (x *executor) stalled() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.noSliceInRow < stallAfter || x.stallReported {
+		return nil
+	}
+	x.stallReported = true
+	return errStalled
+}
+
+// stallReport says why the run stopped, naming the moved Services that still have no
+// EndpointSlice with a ready endpoint, once the moves in flight have ended.
+func (x *executor) stallReport() error {
+	x.mu.Lock()
+	moved := slices.Clone(x.noSlice)
+	x.mu.Unlock()
+	var without []string
+	for _, m := range moved {
+		items, _ := x.sliceIndex.ByIndex("service", m.key)
+		if !slices.ContainsFunc(items, func(o any) bool {
+			s, ok := o.(*discoveryv1.EndpointSlice)
+			return ok && ownedBy(s.OwnerReferences, m.uid) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
+		}) {
+			without = append(without, m.key)
+		}
+	}
+	slices.Sort(without)
+	return fmt.Errorf("%w: kube-controller-manager wrote no EndpointSlice for %d moved Services in a row within "+
+		"endpoint_wait (%s each), so no further move was started. Moved and still without endpoints: %s. They exist at "+
+		"their new IPs and are served as soon as it writes their EndpointSlices. Check that kube-controller-manager "+
+		"runs and is healthy (its logs, its endpointslice controller, its --kube-api-qps), then apply again: the next "+
+		"apply moves the rest", errStalled, stallAfter, x.o.SliceWait, orNone(without))
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none any more"
+	}
+	return strings.Join(list, ", ")
+}
+
+// errStalled stops a run whose moved Services get no endpoints.
+var errStalled = errors.New("stopped")
 
 // interruptGrace is how long moves already past their delete may still take once the apply is
 // interrupted: CI runners send SIGKILL about 10 s after SIGINT, and terraform needs some of it.
@@ -593,8 +830,10 @@ func afterCancel(ctx context.Context, grace time.Duration) (context.Context, con
 	}
 }
 
-// errChangedAway is a Service another client changed mid-apply so that its move no longer holds.
-var errChangedAway = errors.New("no longer moved")
+// changedAway is a Service another client changed mid-apply so that its move no longer holds.
+type changedAway struct{ reason string }
+
+func (c changedAway) Error() string { return c.reason }
 
 // deleteCurrent deletes the Service as it is journaled: with its resourceVersion as a
 // precondition, so that a change another client made since (a label, an annotation, a port)
@@ -630,19 +869,14 @@ func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e Jou
 		}
 		m := Move{Key: e.Key, UID: string(uid), Type: serviceType(old), OldIPs: e.OldIPs, NewIPs: e.Service.Spec.ClusterIPs}
 		if reason := moveHolds(fresh, m, x.targets, nil); reason != "" {
-			return old, e, fmt.Errorf("%w: %s: %s (changed by another client during the apply); left as it is", errChangedAway, e.Key, reason)
+			return old, e, changedAway{reason + " (changed by another client during the apply); left as it is"}
 		}
 		fresh.ManagedFields = nil
 		next := e
-		next.Service, next.Written = *recreationCopy(fresh, e.Service.Spec.ClusterIPs), time.Now().UTC()
-		names, jerr := writeJournal(ctx, x.c, x.o.JournalNamespace, []JournalEntry{next})
-		if jerr != nil {
-			return old, e, fmt.Errorf("%s: journaling its copy changed during the apply: %w", e.Key, jerr)
+		next.Service = *recreationCopy(fresh, e.Service.Spec.ClusterIPs)
+		if err := x.rejournal(ctx, next, "re-journaled a Service changed during the apply"); err != nil {
+			return old, e, err
 		}
-		x.mu.Lock()
-		x.heldJournals = append(x.heldJournals, names...) // removed with the rest once the run is done
-		x.mu.Unlock()
-		x.log("re-journaled a Service changed during the apply", map[string]any{"service": e.Key})
 		old, e = fresh, next
 	}
 }
@@ -765,7 +999,7 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 	if e.Endpoints == nil {
 		return nil
 	}
-	ep, err := x.putEndpoints(ctx, e)
+	ep, err := x.putEndpoints(ctx, e, svc.UID)
 	if err != nil {
 		return err
 	}
@@ -777,11 +1011,11 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 	if e.Endpoints.Labels[discoveryv1.LabelSkipMirror] != "true" && endpointsAddresses(e.Endpoints) > 0 {
 		x.waitSlice(ctx, e.Key, ep.UID, mirrorControllerName)
 	}
-	if _, err = x.putEndpoints(ctx, e); err != nil {
+	if _, err = x.putEndpoints(ctx, e, svc.UID); err != nil {
 		return err
 	}
 	x.mu.Lock()
-	x.restoredEndpoints = append(x.restoredEndpoints, restoredEndpoints{e, time.Now()})
+	x.restoredEndpoints = append(x.restoredEndpoints, restoredEndpoints{e, svc.UID, time.Now()})
 	x.mu.Unlock()
 	return nil
 }
@@ -790,8 +1024,9 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 const endpointsQuiet = 3 * time.Second
 
 type restoredEndpoints struct {
-	e  JournalEntry
-	at time.Time // last written
+	e   JournalEntry
+	uid types.UID // of the new Service
+	at  time.Time // last written
 }
 
 // settleEndpoints re-checks every restored Endpoints object once endpointsQuiet has passed
@@ -815,8 +1050,8 @@ func (x *executor) settleEndpoints(ctx context.Context) error {
 			}
 			_, err := x.c.Kube.CoreV1().Endpoints(r.e.Endpoints.Namespace).Get(ctx, r.e.Endpoints.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				if _, err = x.putEndpoints(ctx, r.e); err == nil {
-					again = append(again, restoredEndpoints{r.e, time.Now()})
+				if _, err = x.putEndpoints(ctx, r.e, r.uid); err == nil {
+					again = append(again, restoredEndpoints{r.e, r.uid, time.Now()})
 				}
 			}
 			if err != nil {
@@ -831,12 +1066,27 @@ func (x *executor) settleEndpoints(ctx context.Context) error {
 	return nil
 }
 
-// putEndpoints creates the journaled Endpoints, or brings an existing object back to them.
-func (x *executor) putEndpoints(ctx context.Context, e JournalEntry) (*corev1.Endpoints, error) {
+// putEndpoints creates the journaled Endpoints of the Service uid, with their owner references
+// to the Service rewritten to uid (the garbage collector would delete them for the old one).
+// Endpoints that exist with other addresses, ports or labels were written by another client
+// after the delete, and are newer than the journal: they are kept, and only owner references
+// to the old Service are rewritten.
+func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.UID) (*corev1.Endpoints, error) {
 	api := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace)
 	want := e.Endpoints.DeepCopy()
 	clearServerFields(&want.ObjectMeta)
+	owners := func(refs []metav1.OwnerReference) []metav1.OwnerReference {
+		refs = slices.Clone(refs)
+		for i := range refs {
+			if refs[i].Kind == "Service" && refs[i].APIVersion == "v1" && refs[i].Name == e.Service.Name {
+				refs[i].UID = uid
+			}
+		}
+		return refs
+	}
+	want.OwnerReferences = owners(want.OwnerReferences)
 	var cur *corev1.Endpoints
+	kept := false
 	// Read, then write what differs; a write that raced another (or our own lost attempt) reads again.
 	err := retryWrite(ctx, func(bool) error {
 		var err error
@@ -844,14 +1094,27 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry) (*corev1.En
 		switch {
 		case apierrors.IsNotFound(err):
 			cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-		case err == nil && !endpointsEqual(cur, want):
-			want.ResourceVersion = cur.ResourceVersion
-			cur, err = api.Update(ctx, want, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+		case err != nil:
+		case !endpointsEqual(cur, want):
+			kept = true
+			if refs := owners(cur.OwnerReferences); !equality.Semantic.DeepEqual(refs, cur.OwnerReferences) {
+				next := cur.DeepCopy()
+				next.OwnerReferences = refs
+				cur, err = api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+			}
+		case !equality.Semantic.DeepEqual(cur.OwnerReferences, want.OwnerReferences):
+			next := cur.DeepCopy()
+			next.OwnerReferences = want.OwnerReferences
+			cur, err = api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
 		}
 		return err
 	}, apierrors.IsAlreadyExists, apierrors.IsConflict)
 	if err != nil {
 		return nil, fmt.Errorf("%s: restoring its Endpoints: %w", e.Key, err)
+	}
+	if kept {
+		x.noteOnce("kept-endpoints "+e.Key, "%s: its Endpoints were written by another client after the delete and differ from the "+
+			"journaled copy; they are kept as they are.", e.Key)
 	}
 	return cur, nil
 }

@@ -313,6 +313,48 @@ func TestPlanRecreationRestore(t *testing.T) {
 	}
 }
 
+// TestPlanRecreationNamespaceGoing: a journal entry whose namespace is being deleted or gone is
+// dropped, not restored (the create would fail on every apply), and settled at apply; Services
+// being deleted, or in a namespace being deleted, are skipped with that reason.
+func TestPlanRecreationNamespaceGoing(t *testing.T) {
+	snap := mixedSnapshot()
+	snap.Namespaces = map[string]corev1.NamespacePhase{"app": corev1.NamespaceActive, "kube-system": corev1.NamespaceActive,
+		"default": corev1.NamespaceActive, "other": corev1.NamespaceActive, "doomed": corev1.NamespaceTerminating}
+	snap.Services = append(snap.Services, rsvc("doomed/z", "ClusterIP", "100.64.2.3"))
+	deleting := rsvc("app/deleting", "ClusterIP", "100.64.2.4")
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	snap.Services = append(snap.Services, deleting)
+	snap.Journal = []JournalEntry{
+		{Key: "doomed/x", Service: rsvc("doomed/x", "ClusterIP", "172.24.2.1"), Object: "j1"},
+		{Key: "gone/y", Service: rsvc("gone/y", "ClusterIP", "172.24.2.2"), Object: "j1"},
+		{Key: "app/lost", Service: rsvc("app/lost", "ClusterIP", "172.24.2.5"), Object: "j2"},
+	}
+	p := PlanRecreation(snap, defaultOpts())
+	wantDropped := map[string]string{"doomed/x": "its namespace doomed is being deleted", "gone/y": "its namespace gone is gone"}
+	if !reflect.DeepEqual(p.Dropped, wantDropped) {
+		t.Errorf("dropped = %v, want %v", p.Dropped, wantDropped)
+	}
+	if len(p.Restore) != 1 || p.Restore[0].Key != "app/lost" {
+		t.Errorf("restore = %v, want app/lost only", p.Restore)
+	}
+	if p.Skipped["doomed/z"] != "its namespace doomed is being deleted" || p.Skipped["app/deleting"] != "being deleted" {
+		t.Errorf("skipped: doomed/z %q, app/deleting %q", p.Skipped["doomed/z"], p.Skipped["app/deleting"])
+	}
+	s, errs := PrepareRecreation(snap, planned(p), bridgeOn)
+	if len(errs) > 0 || !s.Settled["j1 doomed/x"] || !s.Settled["j1 gone/y"] || s.Settled["j2 app/lost"] {
+		t.Errorf("settled %v, errors %v", s.Settled, errs)
+	}
+	// Planned before the namespace went: the restore and the move are not made at apply.
+	before := planned(p)
+	before.Restore = append(before.Restore, Restore{Key: "doomed/x", NewIPs: []string{"172.24.2.1"}, Journal: "j1"})
+	before.Moves = append(before.Moves, mv("doomed/z", "ClusterIP", []string{"100.64.2.3"}, []string{"172.24.2.3"}))
+	s, _ = PrepareRecreation(snap, before, bridgeOn)
+	if !strings.Contains(s.NotMoved["doomed/x"], "being deleted") || !strings.Contains(s.NotMoved["doomed/z"], "being deleted") ||
+		slices.ContainsFunc(s.Restore, func(r Restore) bool { return r.Key == "doomed/x" }) {
+		t.Errorf("apply after the namespace went Terminating: restore %v, not moved %v", s.Restore, s.NotMoved)
+	}
+}
+
 func TestPrepareRecreation(t *testing.T) {
 	snap := mixedSnapshot()
 	p := planned(PlanRecreation(snap, defaultOpts()))

@@ -63,6 +63,14 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forAp
 	if snap.Journal, err = readJournal(ctx, c, journalNamespace); err != nil {
 		return snap, err
 	}
+	snap.Namespaces = map[string]corev1.NamespacePhase{}
+	err = eachItem(ctx, listPages(c.Kube.CoreV1().Namespaces().List), func(ns *corev1.Namespace) error {
+		snap.Namespaces[ns.Name] = ns.Status.Phase
+		return nil
+	})
+	if err != nil {
+		return snap, fmt.Errorf("listing namespaces: %w", err)
+	}
 	_, err = c.Kube.AppsV1().DaemonSets("kube-system").Get(ctx, "node-local-dns", metav1.GetOptions{})
 	snap.NodeLocalDNS = err == nil
 	snap.KubeletClusterDNS, snap.KubeletConfigUnread, err = ReadKubeletClusterDNS(ctx, c)

@@ -81,6 +81,9 @@ func TestAccBadInput_matrix(t *testing.T) {
 		{"service_recreation: a move into another family", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"fd00:24::/108\"]\n" +
 			"  moves = { \"a/b\" = { uid = \"u\", type = \"ClusterIP\", old_ips = [\"10.0.0.1\"], new_ips = [\"fd00:24::1\"] } }\n}\n",
 			[]string{"IP Family Changes", `moves["a/b"].new_ips[0]`}},
+		{"service_recreation: endpoint_wait not a duration", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
+			"  moves = {}\n  endpoint_wait = \"2 minutes\"\n}\n",
+			[]string{"Invalid Duration", "endpoint_wait", `"2 minutes" is not a Go duration`}},
 		{"workload_roll: unknown kind in include", p + "resource \"k8scidr_workload_roll\" \"x\" {\n  include = [\"default/cronjob/x\"]\n}\n",
 			[]string{"Invalid Workload", "include", `kind "cronjob"`}},
 		{"workload_restarts: pod_cidrs of both families' edge", p + "data \"k8scidr_workload_restarts\" \"x\" {\n  pod_cidrs = [\"::/129\"]\n}\n",

@@ -5,6 +5,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -156,6 +157,16 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 		resp.Diagnostics.AddWarning("Interrupted Apply Left Work in the Journal",
 			fmt.Sprintf("%d journal entries are left (%s): the recreation's next apply settles them first, recreating any "+
 				"Service that is missing.", n, restoreKeys(p.Restore)))
+	}
+	if len(p.Dropped) > 0 {
+		var lines []string
+		for _, k := range slices.Sorted(maps.Keys(p.Dropped)) {
+			lines = append(lines, fmt.Sprintf("- %s: %s", k, p.Dropped[k]))
+		}
+		resp.Diagnostics.AddWarning("Journal Entries Dropped, Not Restored",
+			fmt.Sprintf("%d journal entries of an interrupted apply are not restored: their Service could only be "+
+				"recreated in a namespace that is being deleted or gone.\n%s\nThe recreation's next apply removes them.",
+				len(p.Dropped), strings.Join(lines, "\n")))
 	}
 	m.Moves = movesValue(p.Moves, &resp.Diagnostics)
 	m.Restore = restoreValue(p.Restore, &resp.Diagnostics)

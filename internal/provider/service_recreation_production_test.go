@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -124,22 +125,29 @@ func TestAccServiceRecreation_dualStackDNSOneFamilyStays(t *testing.T) {
 }
 
 // refuseBridges installs a ValidatingAdmissionPolicy that denies creating DNS bridges (as an
-// organisation's policy or webhook might), waits until it bites, and returns its removal, which
-// waits until it no longer does.
+// organisation's policy or webhook might); see refuseLabelled.
 func refuseBridges(t *testing.T, c *testcluster.Cluster) func() {
+	t.Helper()
+	return refuseLabelled(t, c, k8sops.DNSBridgeLabel, "DNS bridges are not allowed here")
+}
+
+// refuseLabelled installs a ValidatingAdmissionPolicy that denies creating Services with the
+// label, waits until it bites, and returns its removal, which waits until it no longer does.
+func refuseLabelled(t *testing.T, c *testcluster.Cluster, label, message string) func() {
 	t.Helper()
 	ctx := context.Background()
 	api := c.Kube.AdmissionregistrationV1()
-	policy := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-dns-bridge"},
+	name := "refuse-" + strings.NewReplacer(".", "-", "/", "-").Replace(label)
+	policy := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionv1.Fail),
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Create},
 					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}}}}}},
-			Validations: []admissionv1.Validation{{Message: "DNS bridges are not allowed here",
-				Expression: `!has(object.metadata.labels) || !('` + k8sops.DNSBridgeLabel + `' in object.metadata.labels)`}},
+			Validations: []admissionv1.Validation{{Message: message,
+				Expression: `!has(object.metadata.labels) || !('` + label + `' in object.metadata.labels)`}},
 		}}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-dns-bridge"},
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
 			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}
 	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
@@ -152,9 +160,9 @@ func refuseBridges(t *testing.T, c *testcluster.Cluster) func() {
 	probe := func(refused bool) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			s := clusterIPService("bridge-probe", "")
+			s := clusterIPService("refuse-probe", "")
 			s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
-			s.Labels = map[string]string{k8sops.DNSBridgeLabel: "probe"}
+			s.Labels = map[string]string{label: "probe"}
 			_, err := c.Kube.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{})
 			if err == nil {
 				_ = c.Kube.CoreV1().Services("default").Delete(ctx, s.Name, metav1.DeleteOptions{})
@@ -351,4 +359,309 @@ func journalObjects(t *testing.T, c *testcluster.Cluster) int {
 		t.Fatal(err)
 	}
 	return len(list.Items)
+}
+
+// TestAccServiceRecreation_stalledControllerStops: kube-controller-manager is stopped after the
+// plan, so no moved Service gets its EndpointSlice. After 5 moves in a row without one the apply
+// starts no further move and fails naming them; nothing is lost; once kube-controller-manager
+// runs again, the next apply moves the rest.
+func TestAccServiceRecreation_stalledControllerStops(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.deployment("app", "web", map[string]string{"app": "web"})
+	const n = 12
+	for i := range n {
+		s := ipService(fmt.Sprintf("s%02d", i), "ClusterIP", fmt.Sprintf("100.64.1.%d", 10+i))
+		s.Spec.Selector = map[string]string{"app": "web"}
+		f.service("app", s)
+		f.waitReadySlice("app", s.Name)
+	}
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, `  endpoint_wait = "3s"`, "172.24.0.0/15"))
+	// The new range first: kube-controller-manager is what makes it Ready.
+	if out, err := w.run("apply", "-auto-approve", "-target=k8scidr_service_cidr.this"); err != nil {
+		t.Fatalf("creating the target range: %v\n%s", err, out)
+	}
+	w.planFile()
+	if err := c.StopControllerManager(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := w.run("apply", "tfplan")
+	if err == nil {
+		t.Fatalf("the apply went on moving Services with kube-controller-manager stopped:\n%s", out)
+	}
+	stopped := diagRE("kube-controller-manager wrote no EndpointSlice for 5 moved Services in a row", "endpoint_wait (3s each)",
+		"no further move was started", "Moved and still without endpoints: app/s", "the next apply moves the rest")
+	if !stopped.MatchString(out) {
+		t.Fatalf("the diagnostic does not say why the run stopped:\n%s", out)
+	}
+	services := servicesIn(t, c.Kube, "app")
+	moved := 0
+	for key, s := range services {
+		if strings.HasPrefix(s.Spec.ClusterIP, "172.24.") {
+			moved++
+			if !strings.Contains(out, key) {
+				t.Errorf("%s moved without endpoints but is not named in the diagnostic", key)
+			}
+		}
+	}
+	// Five stalled moves, and at most the few that were in flight beside them.
+	if len(services) != n || moved < 5 || moved > 8 {
+		t.Fatalf("after the stopped run: %d Services, %d moved; want all %d, 5 to 8 moved:\n%s", len(services), moved, n, out)
+	}
+	if err := c.RestartControllerManager(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.planFile()
+	w.applyFile()
+	for key, s := range servicesIn(t, c.Kube, "app") {
+		if !strings.HasPrefix(s.Spec.ClusterIP, "172.24.") {
+			t.Errorf("%s at %s after the next apply", key, s.Spec.ClusterIP)
+		}
+		f.waitReadySlice("app", s.Name)
+	}
+	w.converged()
+}
+
+// refuseLabel marks the test Services whose creation refuseLabelled makes fail.
+const refuseLabel = "example.com/refuse"
+
+// TestAccServiceRecreation_noResurrection: another client deletes a Service after the apply
+// journaled it and before its delete, while another move of the same journal chunk fails (an
+// admission policy refuses its create). The deleted Service is reported in not_moved, not as an
+// error, and dropped from the kept journal: the next plan restores only the refused one, and
+// the Service the other client deleted stays deleted.
+func TestAccServiceRecreation_noResurrection(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.service("app", ipService("a", "ClusterIP", "100.64.1.1"))
+	refused := ipService("b", "ClusterIP", "100.64.1.2")
+	refused.Labels = map[string]string{refuseLabel: "true"}
+	f.service("app", refused)
+	f.service("app", ipService("c", "ClusterIP", "100.64.1.3"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, "", "172.24.0.0/15"))
+	w.planFile()
+	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
+
+	ctx := context.Background()
+	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "tfplan")
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return journalObjects(t, c) > 0, nil
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the apply wrote no journal: %v\n%s", err, out.String())
+	}
+	if err := c.Kube.CoreV1().Services("app").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || !diagRE("this Service may not be created").MatchString(out.String()) {
+		t.Fatalf("apply with app/b refused: %v\n%s", err, out.String())
+	}
+	if !diagRE("app/a: deleted by another client during the apply").MatchString(out.String()) {
+		t.Errorf("app/a, deleted by another client, is not reported as not moved:\n%s", out.String())
+	}
+	if diagRE("app/a: deleted by another client after the plan").MatchString(out.String()) {
+		t.Errorf("app/a is reported as an error:\n%s", out.String())
+	}
+	allow()
+	w.planFile()
+	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapExact(map[string]knownvalue.Check{
+		"app/b": knownvalue.ObjectPartial(map[string]knownvalue.Check{"new_ips": strListCheck("172.24.1.2")}),
+	}))
+	w.applyFile()
+	services := servicesIn(t, c.Kube, "app")
+	if _, ok := services["app/a"]; ok {
+		t.Error("app/a, deleted by another client during the apply, was brought back")
+	}
+	for _, key := range []string{"app/b", "app/c"} {
+		if s, ok := services[key]; !ok || !strings.HasPrefix(s.Spec.ClusterIP, "172.24.") {
+			t.Errorf("%s after the next apply: %+v", key, s.Spec.ClusterIPs)
+		}
+	}
+	if n := journalObjects(t, c); n > 0 {
+		t.Errorf("%d journal ConfigMaps left behind", n)
+	}
+	w.converged()
+}
+
+// TestAccServiceRecreation_namespaceGoingDropped: an interrupted apply left the journal entry of
+// a Service whose namespace is then deleted (kube-controller-manager stopped, so it stays
+// Terminating with its Services). The plan drops the entry with a warning instead of planning
+// a restore that fails every apply, skips the namespace's Services with that reason, and the
+// apply removes the journal.
+func TestAccServiceRecreation_namespaceGoingDropped(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.namespace("doomed")
+	f.service("app", ipService("a", "ClusterIP", "100.64.1.1"))
+	refused := ipService("x", "ClusterIP", "100.64.2.1")
+	refused.Labels = map[string]string{refuseLabel: "true"}
+	f.service("doomed", refused)
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.planFile()
+	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("this Service may not be created").MatchString(out) {
+		t.Fatalf("apply with doomed/x refused: %v\n%s", err, out)
+	}
+	allow()
+
+	if err := c.StopControllerManager(); err != nil {
+		t.Fatal(err)
+	}
+	f.service("doomed", ipService("z", "ClusterIP", "100.64.2.3"))
+	f.service("app", ipService("b", "ClusterIP", "100.64.1.2"))
+	ctx := context.Background()
+	if err := c.Kube.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := w.planFile()
+	if !diagRE("Journal Entries Dropped, Not Restored", "doomed/x: its namespace doomed is being deleted").MatchString(out) {
+		t.Errorf("the plan does not say the journal entry is dropped:\n%s", out)
+	}
+	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(0))
+	w.applyFile()
+	expect(t, "skipped", w.stateValue("data.k8scidr_service_moves.this", "skipped"), knownvalue.MapPartial(map[string]knownvalue.Check{
+		"doomed/z": knownvalue.StringExact("its namespace doomed is being deleted"),
+	}))
+	if n := journalObjects(t, c); n > 0 {
+		t.Errorf("%d journal ConfigMaps left behind", n)
+	}
+	if got := servicesIn(t, c.Kube, "app")["app/b"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.1.2"}) {
+		t.Errorf("app/b at %v", got)
+	}
+	if err := c.RestartControllerManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("namespace doomed is not gone: %v", err)
+	}
+	w.converged()
+}
+
+// selectorless creates a selector-less Service at ip with hand-made Endpoints at addr; with
+// owned, the Endpoints name the Service as their owner (as some operators write them).
+func selectorless(f fixture, ns, name, ip, addr string, owned bool, labels map[string]string) *corev1.Service {
+	f.t.Helper()
+	s := ipService(name, "ClusterIP", ip)
+	s.Spec.Selector = nil
+	s.Labels = labels
+	s = f.service(ns, s)
+	ep := endpointsAt(ns, name, addr)
+	if owned {
+		ep.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: s.UID}}
+	}
+	if _, err := f.kube.CoreV1().Endpoints(ns).Create(context.Background(), ep, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func endpointsAt(ns, name, addr string) *corev1.Endpoints {
+	//nolint:staticcheck // hand-made Endpoints are what selector-less Services of the write-ups have
+	return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: addr}}, Ports: []corev1.EndpointPort{{Port: 80}}}}}
+}
+
+// endpointsAddr is the first address of a Service's Endpoints, "" when they do not exist.
+func endpointsAddr(t *testing.T, c *testcluster.Cluster, ns, name string) (string, *corev1.Endpoints) {
+	t.Helper()
+	ep, err := c.Kube.CoreV1().Endpoints(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ep.Subsets) == 0 || len(ep.Subsets[0].Addresses) == 0 {
+		return "", ep
+	}
+	return ep.Subsets[0].Addresses[0].IP, ep
+}
+
+// TestAccServiceRecreation_endpointsKeptCurrent: hand-made Endpoints changed by another client
+// after the apply journaled them are re-read before the delete, and the new Service gets the
+// changed ones; Endpoints that name the Service as owner are rewritten to the new Service's UID,
+// so the garbage collector leaves them; and Endpoints another client wrote after the delete
+// are kept when the journal restores their Service.
+func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	selectorless(f, "app", "ext", "100.64.1.1", "10.0.0.1", true, nil)
+	selectorless(f, "app", "ext2", "100.64.1.2", "10.0.0.2", false, map[string]string{refuseLabel: "true"})
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, "", "172.24.0.0/15"))
+	w.planFile()
+	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
+
+	ctx := context.Background()
+	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "tfplan")
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return journalObjects(t, c) > 0, nil
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the apply wrote no journal: %v\n%s", err, out.String())
+	}
+	_, ep := endpointsAddr(t, c, "app", "ext")
+	ep.Subsets[0].Addresses[0].IP = "10.0.0.11"
+	if _, err := c.Kube.CoreV1().Endpoints("app").Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || !diagRE("this Service may not be created").MatchString(out.String()) {
+		t.Fatalf("apply with app/ext2 refused: %v\n%s", err, out.String())
+	}
+	ext := servicesIn(t, c.Kube, "app")["app/ext"]
+	if !slices.Equal(ext.Spec.ClusterIPs, []string{"172.24.1.1"}) {
+		t.Fatalf("app/ext at %v, want 172.24.1.1", ext.Spec.ClusterIPs)
+	}
+	// Long enough for the garbage collector to delete Endpoints whose owner is gone.
+	time.Sleep(5 * time.Second)
+	addr, ep := endpointsAddr(t, c, "app", "ext")
+	switch {
+	case ep == nil:
+		t.Error("app/ext's Endpoints are gone after the move (their owner reference names the old Service?)")
+	case addr != "10.0.0.11":
+		t.Errorf("app/ext's Endpoints at %s after the move, want 10.0.0.11 as changed during the apply", addr)
+	case len(ep.OwnerReferences) != 1 || ep.OwnerReferences[0].UID != ext.UID:
+		t.Errorf("app/ext's Endpoints owned by %+v, want the new Service %s", ep.OwnerReferences, ext.UID)
+	}
+
+	// app/ext2 was deleted and refused; its Endpoints go with it, and another client writes new ones.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, ep := endpointsAddr(t, c, "app", "ext2")
+		return ep == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("app/ext2's Endpoints were not deleted with it: %v", err)
+	}
+	if _, err := c.Kube.CoreV1().Endpoints("app").Create(ctx, endpointsAt("app", "ext2", "10.0.0.22"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	allow()
+	w.planFile()
+	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(1))
+	if out := w.applyFile(); !diagRE("app/ext2: its Endpoints were written by another client after the delete", "kept as they are").MatchString(out) {
+		t.Errorf("the apply does not say it kept app/ext2's newer Endpoints:\n%s", out)
+	}
+	if addr, _ := endpointsAddr(t, c, "app", "ext2"); addr != "10.0.0.22" {
+		t.Errorf("app/ext2's Endpoints at %q after the restore, want 10.0.0.22 as written after the delete", addr)
+	}
+	w.converged()
 }

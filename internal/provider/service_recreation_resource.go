@@ -106,6 +106,13 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"kube-controller-manager is slow to write the new Services' EndpointSlices, steering each Service's " +
 					"downtime (delete to a ready EndpointSlice) to about 150 ms.",
 				Validators: []validator.Int64{int64validator.Between(1, 200)}},
+			"endpoint_wait": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultEndpointWait),
+				MarkdownDescription: "How long a moved Service that had ready endpoints may wait for kube-controller-manager " +
+					"to write its new EndpointSlice, as a Go duration (default `2m`). Past it the Service is reported, not " +
+					"failed; after 5 moves in a row without one the apply starts no further move and fails, naming them " +
+					"(kube-controller-manager is down or stuck, and every further move would be one more Service without " +
+					"endpoints). The next apply moves the rest.",
+				Validators: []validator.String{durationBetween{time.Second, time.Hour}}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultJournalNamespace),
 				MarkdownDescription: "Namespace of the journal ConfigMaps (label `k8scidr.io/journal`); the data source's " +
 					"`journal_namespace`. Default `kube-system`."},
@@ -260,12 +267,15 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	addNotMoved(diags, steps.NotMoved)
 	res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), JournalNamespace: plan.JournalNamespace.ValueString(),
+		SliceWait:        plan.endpointWait(),
 		Log:              func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) },
 		DelayAfterDelete: faultDelay("K8SCIDR_FAULT_DELAY_AFTER_DELETE"), DelayBeforeDelete: faultDelay("K8SCIDR_FAULT_DELAY_BEFORE_DELETE"),
 	})
 	for _, n := range res.Notes {
 		diags.AddWarning("Service Recreation", n)
 	}
+	maps.Copy(steps.NotMoved, res.NotMoved)
+	addNotMoved(diags, res.NotMoved)
 	if err != nil {
 		diags.AddError("Services Not All Moved", fmt.Sprintf("%s. Moved %d Services before the error.", apiErrorText(err), len(res.Recreated)))
 		return false
@@ -381,7 +391,8 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		Moves: movesValue(nil, &resp.Diagnostics), Restore: types.MapNull(restoreType), First: types.ListNull(types.StringType),
 		DNSService: types.StringNull(), DNSBridge: types.BoolValue(true), DNSBridgeName: types.StringValue(k8sops.DefaultDNSBridgeName),
 		Parallelism: types.Int64Value(k8sops.DefaultParallelism), JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace),
-		Recreated: recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
+		EndpointWait: types.StringValue(defaultEndpointWait),
+		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
 		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType})},
 	}
@@ -432,12 +443,44 @@ type serviceRecreationModel struct {
 	DNSBridge        types.Bool     `tfsdk:"dns_bridge"`
 	DNSBridgeName    types.String   `tfsdk:"dns_bridge_name"`
 	Parallelism      types.Int64    `tfsdk:"parallelism"`
+	EndpointWait     types.String   `tfsdk:"endpoint_wait"`
 	JournalNamespace types.String   `tfsdk:"journal_namespace"`
 	Recreated        types.Map      `tfsdk:"recreated"`
 	NotMoved         types.Map      `tfsdk:"not_moved"`
 	CompletedAt      types.String   `tfsdk:"completed_at"`
 	DNSMovedAt       types.String   `tfsdk:"dns_moved_at"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+}
+
+const defaultEndpointWait = "2m"
+
+// endpointWait is endpoint_wait as a duration (validated at plan).
+func (m *serviceRecreationModel) endpointWait() time.Duration {
+	d, err := time.ParseDuration(m.EndpointWait.ValueString())
+	if err != nil {
+		d, _ = time.ParseDuration(defaultEndpointWait)
+	}
+	return d
+}
+
+// durationBetween accepts a Go duration string from min to max.
+type durationBetween struct{ min, max time.Duration }
+
+func (v durationBetween) Description(context.Context) string {
+	return fmt.Sprintf("a Go duration (e.g. 90s, 2m) from %s to %s", v.min, v.max)
+}
+
+func (v durationBetween) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v durationBetween) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	d, err := time.ParseDuration(req.ConfigValue.ValueString())
+	if err != nil || d < v.min || d > v.max {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Duration",
+			fmt.Sprintf("%q is not %s.", req.ConfigValue.ValueString(), v.Description(ctx)))
+	}
 }
 
 // dns1035LabelRegexp is what a Service name must be (k8s.io/apimachinery validation.IsDNS1035Label).

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -36,17 +37,41 @@ func main() {
 	flag.StringVar(&o.root, "root", ".", "repository root (bin/ holds the binaries)")
 	flag.StringVar(&o.scenarios, "scenarios", "recreation,roll,plan", "scenarios to run, comma-separated")
 	flag.StringVar(&o.out, "out", "", "results file; default bench/results/<date>.md (none in quick mode)")
+	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long, with every goroutine's stack (default 2h; 20m in quick mode)")
 	flag.Parse()
+	if o.timeout == 0 {
+		o.timeout = 2 * time.Hour
+		if o.quick {
+			o.timeout = 20 * time.Minute
+		}
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	watchdog(o.timeout, cancel)
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "k8scidr-bench:", err)
 		os.Exit(1)
 	}
 }
 
+// watchdog ends a run that takes longer than timeout: it prints where every goroutine is (a run
+// that hangs says where), cancels the run, and exits if the run does not stop within a minute.
+// The cluster's processes die with this one (Pdeathsig).
+func watchdog(timeout time.Duration, cancel context.CancelFunc) {
+	time.AfterFunc(timeout, func() {
+		logf("k8scidr-bench: no result after %v; the goroutines:", timeout)
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		cancel()
+		time.AfterFunc(time.Minute, func() {
+			logf("k8scidr-bench: still running a minute after the timeout; exiting")
+			os.Exit(2)
+		})
+	})
+}
+
 type options struct {
 	quick             bool
+	timeout           time.Duration
 	settle            time.Duration // how long a run's Services may take to come back before counting as lost
 	rounds            int
 	root, scenarios   string
