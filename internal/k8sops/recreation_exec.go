@@ -153,7 +153,7 @@ type executor struct {
 
 	// finishedLate are the moves finished after the apply was interrupted (afterCancel).
 	finishedLate []string
-	noted map[string]bool // noteOnce
+	noted        map[string]bool // noteOnce
 	// dropped are the keys whose journal entries must not be restored (notMoved).
 	dropped map[string]bool
 	// noSlice are the moves whose EndpointSlice never came, noSliceInRow how many of the latest
