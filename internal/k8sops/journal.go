@@ -45,9 +45,20 @@ type JournalEntry struct {
 	Object string `json:"-"`
 }
 
-// writeJournal stores entries in as few ConfigMaps as the size limit allows and returns their names.
-func writeJournal(ctx context.Context, c *Client, namespace string, entries []JournalEntry) ([]string, error) {
-	var names []string
+// writeJournal stores entries in as few ConfigMaps as the size limit allows and returns their
+// names. A write that fails partway removes the objects it wrote: nothing of those entries was
+// deleted yet, and a partial journal would only show as work to restore.
+func writeJournal(ctx context.Context, c *Client, namespace string, entries []JournalEntry) (names []string, err error) {
+	defer func() {
+		if err != nil && len(names) > 0 {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if derr := deleteJournal(dctx, c, namespace, names); derr != nil {
+				err = fmt.Errorf("%w; the part already written stays: %w", err, derr)
+			}
+			names = nil
+		}
+	}()
 	for len(entries) > 0 {
 		n := len(entries)
 		var data []byte

@@ -132,20 +132,37 @@ func refuseBridges(t *testing.T, c *testcluster.Cluster) func() {
 }
 
 // refuseLabelled installs a ValidatingAdmissionPolicy that denies creating Services with the
-// label, waits until it bites, and returns its removal, which waits until it no longer does.
+// label; see denyCreates.
 func refuseLabelled(t *testing.T, c *testcluster.Cluster, label, message string) func() {
+	t.Helper()
+	name := "refuse-" + strings.NewReplacer(".", "-", "/", "-").Replace(label)
+	return denyCreates(t, c, name, "services", `!has(object.metadata.labels) || !('`+label+`' in object.metadata.labels)`, message,
+		func(ctx context.Context) error {
+			s := clusterIPService("refuse-probe", "")
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
+			s.Labels = map[string]string{label: "probe"}
+			_, err := c.Kube.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{})
+			if err == nil {
+				_ = c.Kube.CoreV1().Services("default").Delete(ctx, s.Name, metav1.DeleteOptions{})
+			}
+			return err
+		})
+}
+
+// denyCreates installs a ValidatingAdmissionPolicy that denies creating core resources for which
+// expression is false (as an organisation's policy or webhook might), waits until probe (a
+// create it must deny) fails, and returns its removal, which waits until probe succeeds.
+func denyCreates(t *testing.T, c *testcluster.Cluster, name, resource, expression, message string, probe func(context.Context) error) func() {
 	t.Helper()
 	ctx := context.Background()
 	api := c.Kube.AdmissionregistrationV1()
-	name := "refuse-" + strings.NewReplacer(".", "-", "/", "-").Replace(label)
 	policy := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionv1.Fail),
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}}}}}},
-			Validations: []admissionv1.Validation{{Message: message,
-				Expression: `!has(object.metadata.labels) || !('` + label + `' in object.metadata.labels)`}},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{resource}}}}}},
+			Validations: []admissionv1.Validation{{Message: message, Expression: expression}},
 		}}
 	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
@@ -156,29 +173,21 @@ func refuseLabelled(t *testing.T, c *testcluster.Cluster, label, message string)
 	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// probe says whether a labelled Service is refused now.
-	probe := func(refused bool) {
+	until := func(denied bool) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			s := clusterIPService("refuse-probe", "")
-			s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
-			s.Labels = map[string]string{label: "probe"}
-			_, err := c.Kube.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{})
-			if err == nil {
-				_ = c.Kube.CoreV1().Services("default").Delete(ctx, s.Name, metav1.DeleteOptions{})
-			}
-			return (err != nil) == refused, nil
+			return (probe(ctx) != nil) == denied, nil
 		})
 		if err != nil {
-			t.Fatalf("the admission policy did not take effect (refusing: %v): %v", refused, err)
+			t.Fatalf("the admission policy %s did not take effect (denying: %v): %v", name, denied, err)
 		}
 	}
-	probe(true)
+	until(true)
 	return func() {
 		if err := api.ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		probe(false)
+		until(false)
 	}
 }
 
@@ -662,6 +671,62 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	}
 	if addr, _ := endpointsAddr(t, c, "app", "ext2"); addr != "10.0.0.22" {
 		t.Errorf("app/ext2's Endpoints at %q after the restore, want 10.0.0.22 as written after the delete", addr)
+	}
+	w.converged()
+}
+
+// TestAccServiceRecreation_splitJournalNoOrphan: a journal chunk too large for one ConfigMap is
+// split; when the second ConfigMap is refused (an admission policy), the first is removed again,
+// nothing is moved, and the next apply, once allowed, moves everything and leaves no journal.
+func TestAccServiceRecreation_splitJournalNoOrphan(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	const n = 50 // one journal chunk; 20 kB each splits it in two ConfigMaps
+	for i := range n {
+		s := ipService(fmt.Sprintf("s%02d", i), "ClusterIP", fmt.Sprintf("100.64.1.%d", 10+i))
+		s.Annotations = map[string]string{"example.com/blob": strings.Repeat("x", 20000)}
+		f.service("app", s)
+	}
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, "", "172.24.0.0/15"))
+	w.planFile()
+	// s49 is journaled in the second ConfigMap of the chunk.
+	allow := denyCreates(t, c, "no-second-journal", "configmaps",
+		`!has(object.data) || !('entries.json' in object.data) || !object.data['entries.json'].contains('"name":"s49"')`,
+		"this journal may not be written", func(ctx context.Context) error {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}, Data: map[string]string{"entries.json": `{"name":"s49"}`}}
+			got, err := c.Kube.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
+			if err == nil {
+				_ = c.Kube.CoreV1().ConfigMaps("default").Delete(ctx, got.Name, metav1.DeleteOptions{})
+			}
+			return err
+		})
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("writing the journal", "this journal may not be written").MatchString(out) {
+		t.Fatalf("apply with the second journal ConfigMap refused: %v\n%s", err, out)
+	}
+	if n := journalObjects(t, c); n > 0 {
+		t.Errorf("%d journal ConfigMaps left behind by the write that failed partway", n)
+	}
+	for key, s := range servicesIn(t, c.Kube, "app") {
+		if !strings.HasPrefix(s.Spec.ClusterIP, "100.64.") {
+			t.Errorf("%s moved (%s) although its journal was not written", key, s.Spec.ClusterIP)
+		}
+	}
+	allow()
+	w.planFile()
+	w.applyFile()
+	if got := len(servicesIn(t, c.Kube, "app")); got != n {
+		t.Fatalf("%d of %d Services after the apply", got, n)
+	}
+	for key, s := range servicesIn(t, c.Kube, "app") {
+		if !strings.HasPrefix(s.Spec.ClusterIP, "172.24.") {
+			t.Errorf("%s at %s after the apply", key, s.Spec.ClusterIP)
+		}
+	}
+	if n := journalObjects(t, c); n > 0 {
+		t.Errorf("%d journal ConfigMaps left behind", n)
 	}
 	w.converged()
 }
