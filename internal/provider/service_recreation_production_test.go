@@ -563,7 +563,7 @@ func TestAccServiceRecreation_namespaceGoingDropped(t *testing.T) {
 
 // selectorless creates a selector-less Service at ip with hand-made Endpoints at addr; with
 // owned, the Endpoints name the Service as their owner (as some operators write them).
-func selectorless(f fixture, ns, name, ip, addr string, owned bool, labels map[string]string) *corev1.Service {
+func selectorless(f fixture, ns, name, ip, addr string, owned bool, labels map[string]string) {
 	f.t.Helper()
 	s := ipService(name, "ClusterIP", ip)
 	s.Spec.Selector = nil
@@ -576,7 +576,6 @@ func selectorless(f fixture, ns, name, ip, addr string, owned bool, labels map[s
 	if _, err := f.kube.CoreV1().Endpoints(ns).Create(context.Background(), ep, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
-	return s
 }
 
 func endpointsAt(ns, name, addr string) *corev1.Endpoints {
@@ -585,10 +584,10 @@ func endpointsAt(ns, name, addr string) *corev1.Endpoints {
 		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: addr}}, Ports: []corev1.EndpointPort{{Port: 80}}}}}
 }
 
-// endpointsAddr is the first address of a Service's Endpoints, "" when they do not exist.
-func endpointsAddr(t *testing.T, c *testcluster.Cluster, ns, name string) (string, *corev1.Endpoints) {
+// endpointsAddr is the first address of the Endpoints of Service app/name, "" when they do not exist.
+func endpointsAddr(t *testing.T, c *testcluster.Cluster, name string) (string, *corev1.Endpoints) {
 	t.Helper()
-	ep, err := c.Kube.CoreV1().Endpoints(ns).Get(context.Background(), name, metav1.GetOptions{})
+	ep, err := c.Kube.CoreV1().Endpoints("app").Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
@@ -628,7 +627,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("the apply wrote no journal: %v\n%s", err, out.String())
 	}
-	_, ep := endpointsAddr(t, c, "app", "ext")
+	_, ep := endpointsAddr(t, c, "ext")
 	ep.Subsets[0].Addresses[0].IP = "10.0.0.11"
 	if _, err := c.Kube.CoreV1().Endpoints("app").Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -642,7 +641,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	}
 	// Long enough for the garbage collector to delete Endpoints whose owner is gone.
 	time.Sleep(5 * time.Second)
-	addr, ep := endpointsAddr(t, c, "app", "ext")
+	addr, ep := endpointsAddr(t, c, "ext")
 	switch {
 	case ep == nil:
 		t.Error("app/ext's Endpoints are gone after the move (their owner reference names the old Service?)")
@@ -654,7 +653,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 
 	// app/ext2 was deleted and refused; its Endpoints go with it, and another client writes new ones.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		_, ep := endpointsAddr(t, c, "app", "ext2")
+		_, ep := endpointsAddr(t, c, "ext2")
 		return ep == nil, nil
 	})
 	if err != nil {
@@ -669,7 +668,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	if out := w.applyFile(); !diagRE("app/ext2: its Endpoints were written by another client after the delete", "kept as they are").MatchString(out) {
 		t.Errorf("the apply does not say it kept app/ext2's newer Endpoints:\n%s", out)
 	}
-	if addr, _ := endpointsAddr(t, c, "app", "ext2"); addr != "10.0.0.22" {
+	if addr, _ := endpointsAddr(t, c, "ext2"); addr != "10.0.0.22" {
 		t.Errorf("app/ext2's Endpoints at %q after the restore, want 10.0.0.22 as written after the delete", addr)
 	}
 	w.converged()
