@@ -122,6 +122,9 @@ resource "k8scidr_service_recreation" "services" {
   first        = data.k8scidr_service_moves.services.first_moves
   dns_service  = data.k8scidr_service_moves.services.dns_service
   dns_bridge   = local.dns_bridge
+  # The journal the data source read (its journal_group and journal_namespace, default when unset).
+  journal_group     = data.k8scidr_service_moves.services.journal_group
+  journal_namespace = data.k8scidr_service_moves.services.journal_namespace
 
   depends_on = [k8scidr_service_cidr.keep]
 }

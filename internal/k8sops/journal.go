@@ -16,11 +16,15 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 )
 
-// JournalLabel marks journal ConfigMaps.
+// JournalLabel marks journal ConfigMaps; JournalGroupLabel says whose they are.
 const (
 	JournalLabel      = "k8scidr.io/journal"
-	journalLabelValue = "service-recreation"
-	journalKey        = "entries.json"
+	JournalGroupLabel = "k8scidr.io/journal-group"
+	// DefaultJournalGroup is the group of a resource that names none, and of journals written
+	// before groups existed (no JournalGroupLabel).
+	DefaultJournalGroup = "default"
+	journalLabelValue   = "service-recreation"
+	journalKey          = "entries.json"
 	// journalMaxBytes keeps one journal ConfigMap well under the 1 MiB object limit.
 	journalMaxBytes = 768 << 10
 )
@@ -37,6 +41,9 @@ type JournalEntry struct {
 	// Slices are hand-made EndpointSlices owned by the Service, which the garbage collector
 	// deletes with it; restored with the owner UID rewritten.
 	Slices []discoveryv1.EndpointSlice `json:"slices,omitempty"`
+	// Owners is the Service's managedFields without the moved fields (formerOwners), given back
+	// to it after the create.
+	Owners []metav1.ManagedFieldsEntry `json:"owners,omitempty"`
 	// Written is when the entry was made: of two entries for one Service (re-journaled after
 	// another client changed it mid-apply), the newer is restored.
 	Written time.Time `json:"written"`
@@ -45,10 +52,37 @@ type JournalEntry struct {
 	Object string `json:"-"`
 }
 
+// Journal names a recreation journal: the journal ConfigMaps of Group in Namespace. Each
+// k8scidr_service_recreation resource has its own, so that two of them applied side by side
+// never restore, settle or delete each other's entries.
+type Journal struct {
+	Namespace string
+	Group     string
+}
+
+func (j Journal) group() string {
+	if j.Group == "" {
+		return DefaultJournalGroup
+	}
+	return j.Group
+}
+
+func (j Journal) String() string { return j.Namespace + " (journal_group " + j.group() + ")" }
+
+// holds reports whether the journal ConfigMap cm belongs to j.
+func (j Journal) holds(cm *corev1.ConfigMap) bool {
+	g := cm.Labels[JournalGroupLabel]
+	if g == "" {
+		g = DefaultJournalGroup
+	}
+	return g == j.group()
+}
+
 // writeJournal stores entries in as few ConfigMaps as the size limit allows and returns their
 // names. A write that fails partway removes the objects it wrote: nothing of those entries was
 // deleted yet, and a partial journal would only show as work to restore.
-func writeJournal(ctx context.Context, c *Client, namespace string, entries []JournalEntry) (names []string, err error) {
+func writeJournal(ctx context.Context, c *Client, j Journal, entries []JournalEntry) (names []string, err error) {
+	namespace := j.Namespace
 	defer func() {
 		if err != nil && len(names) > 0 {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -77,7 +111,7 @@ func writeJournal(ctx context.Context, c *Client, namespace string, entries []Jo
 				// Named here rather than by generateName, so that a retried create whose first
 				// attempt went through finds its own object instead of writing a second one.
 				Name:   "k8scidr-journal-" + utilrand.String(10),
-				Labels: map[string]string{JournalLabel: journalLabelValue, "app.kubernetes.io/managed-by": "k8scidr"},
+				Labels: map[string]string{JournalLabel: journalLabelValue, JournalGroupLabel: j.group(), "app.kubernetes.io/managed-by": "k8scidr"},
 				Annotations: map[string]string{"k8scidr.io/written-at": time.Now().UTC().Format(time.RFC3339),
 					"k8scidr.io/description": "Services being moved by k8scidr_service_recreation. The next apply restores any that are missing; do not delete by hand."},
 			},
@@ -99,14 +133,18 @@ func writeJournal(ctx context.Context, c *Client, namespace string, entries []Jo
 	return names, nil
 }
 
-// readJournal lists every journal entry in namespace.
-func readJournal(ctx context.Context, c *Client, namespace string) ([]JournalEntry, error) {
+// readJournal lists every entry of journal j.
+func readJournal(ctx context.Context, c *Client, j Journal) ([]JournalEntry, error) {
 	var out []JournalEntry
+	namespace := j.Namespace
 	list := c.Kube.CoreV1().ConfigMaps(namespace).List
 	err := eachItem(ctx, listPages(func(ctx context.Context, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
 		o.LabelSelector = JournalLabel + "=" + journalLabelValue
 		return list(ctx, o)
 	}), func(cm *corev1.ConfigMap) error {
+		if !j.holds(cm) {
+			return nil
+		}
 		var entries []JournalEntry
 		if err := json.Unmarshal([]byte(cm.Data[journalKey]), &entries); err != nil {
 			return fmt.Errorf("journal %s/%s is unreadable: %w", namespace, cm.Name, err)
@@ -181,4 +219,16 @@ func dropEntries(ctx context.Context, c *Client, namespace string, names []strin
 		}
 	}
 	return nil
+}
+
+// JournalLeftovers names the Services journal j holds entries for, sorted: work an interrupted
+// apply left, which only an apply reading j restores.
+func JournalLeftovers(ctx context.Context, c *Client, j Journal) ([]string, error) {
+	entries, err := readJournal(ctx, c, j)
+	var keys []string
+	for _, e := range entries {
+		keys = append(keys, e.Key)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), err
 }

@@ -55,7 +55,7 @@ func benchRecreation(b *testing.B, n int) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		o := k8sops.RecreationOptions{TargetCIDRs: ranges[i%2], IPAssignment: k8sops.PreserveOffset, Namespaces: []string{"bench"}}
-		snap, err := k8sops.TakeSnapshot(ctx, client, k8sops.DefaultJournalNamespace, true)
+		snap, err := k8sops.TakeSnapshot(ctx, client, k8sops.Journal{Namespace: k8sops.DefaultJournalNamespace}, true)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func benchRecreation(b *testing.B, n int) {
 			b.Fatalf("prepare: %v, %d moves", errs, len(steps.Moves))
 		}
 		start := time.Now()
-		res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{Parallelism: k8sops.DefaultParallelism, JournalNamespace: k8sops.DefaultJournalNamespace})
+		res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{Parallelism: k8sops.DefaultParallelism, Journal: k8sops.Journal{Namespace: k8sops.DefaultJournalNamespace}})
 		if err != nil || len(res.Recreated) != n || len(res.Notes) > 0 {
 			b.Fatalf("execute: %v, %d recreated, notes %v", err, len(res.Recreated), res.Notes)
 		}

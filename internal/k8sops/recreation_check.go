@@ -149,6 +149,10 @@ type RecreationSteps struct {
 	// Settled are the journal entries ("object key") that need nothing more: their objects go
 	// once every entry is settled or restored.
 	Settled map[string]bool
+	// Unplanned are the Services with a journal entry that is neither settled nor planned for
+	// restore: an apply interrupted after the plan, or a data source reading another journal.
+	// They stay for the next plan.
+	Unplanned []string
 	// NotMoved are the planned moves and restores that no longer hold, with the reason.
 	NotMoved map[string]string
 }
@@ -197,6 +201,16 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 			s.Settled[e.Object+" "+e.Key] = true
 		}
 	}
+	restoring := map[string]bool{}
+	for _, r := range p.Restore {
+		restoring[r.Key] = true
+	}
+	for _, e := range snap.Journal {
+		if !s.Settled[e.Object+" "+e.Key] && !restoring[e.Key] && !slices.Contains(s.Unplanned, e.Key) {
+			s.Unplanned = append(s.Unplanned, e.Key)
+		}
+	}
+	slices.Sort(s.Unplanned)
 	for _, r := range p.Restore {
 		if !journaled[r.Journal+" "+r.Key] {
 			s.NotMoved[r.Key] = "its journal entry is gone: another apply settled it"

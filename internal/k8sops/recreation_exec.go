@@ -30,8 +30,9 @@ import (
 
 // ExecOptions shape how a plan is carried out.
 type ExecOptions struct {
-	Parallelism      int
-	JournalNamespace string
+	Parallelism int
+	// Journal is where moves are journaled and which journal is settled: the resource's own.
+	Journal Journal
 	// SliceWait bounds the wait for a moved Service's EndpointSlice; past it the move is
 	// reported, not failed (the Service exists with its IPs). Default 2 minutes.
 	SliceWait time.Duration
@@ -111,7 +112,7 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 	}
 	x.retireBridgeMirror(ctx)
 	x.sweepCopies(ctx) // this run's and any an earlier, failed or killed, run left
-	if err := deleteJournal(ctx, c, o.JournalNamespace, x.heldJournals); err != nil {
+	if err := deleteJournal(ctx, c, o.Journal.Namespace, x.heldJournals); err != nil {
 		return x.res, err
 	}
 	if plan.RemoveBridge != "" {
@@ -255,7 +256,7 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 			x.note("%s was not restored: its namespace is being deleted or gone; its journal entry is dropped.", e.Key)
 		default:
 			x.note("%s could not be restored from journal %s/%s: %v. The entry stays, and the next plan shows it under restore again.",
-				e.Key, x.o.JournalNamespace, e.Object, err)
+				e.Key, x.o.Journal.Namespace, e.Object, err)
 			settled[e.Object] = false
 		}
 	}
@@ -295,6 +296,7 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 		if err != nil {
 			return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
 		}
+		x.restoreOwners(ctx, cur, e.Owners)
 		x.mu.Lock()
 		x.res.Restored = append(x.res.Restored, e.Key)
 		x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, UID: string(cur.UID), Type: serviceType(cur), OldIPs: e.OldIPs, NewIPs: cur.Spec.ClusterIPs})
@@ -346,7 +348,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 		for i, m := range chunk {
 			entries[i] = x.entry(m)
 		}
-		names, err := writeJournal(ctx, x.c, x.o.JournalNamespace, entries)
+		names, err := writeJournal(ctx, x.c, x.o.Journal, entries)
 		if err != nil {
 			fail(err) // nothing of this chunk was deleted
 			break
@@ -384,7 +386,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				// also when the apply was interrupted, within the grace period.
 				if drop := x.droppedOf(entries); len(drop) > 0 {
 					dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
-					if err := dropEntries(dctx, x.c, x.o.JournalNamespace, names, drop); err != nil {
+					if err := dropEntries(dctx, x.c, x.o.Journal.Namespace, names, drop); err != nil {
 						fail(err)
 					}
 					cancel()
@@ -398,7 +400,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				x.mu.Lock()
 				x.heldJournals = append(x.heldJournals, names...) // until settleEndpoints
 				x.mu.Unlock()
-			} else if err := deleteJournal(ctx, x.c, x.o.JournalNamespace, names); err != nil {
+			} else if err := deleteJournal(ctx, x.c, x.o.Journal.Namespace, names); err != nil {
 				fail(err)
 				return
 			}
@@ -430,7 +432,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 			return errors.Is(e, context.Canceled) || errors.Is(e, context.DeadlineExceeded)
 		}); len(other) > 0 {
 			err = fmt.Errorf("%w; failed: %w (what a failed move deleted is in the journal, ConfigMaps %s in %s, and the next "+
-				"apply restores it)", err, errors.Join(other...), strings.Join(kept, ", "), x.o.JournalNamespace)
+				"apply restores it)", err, errors.Join(other...), strings.Join(kept, ", "), x.o.Journal)
 		}
 		return err
 	}
@@ -441,7 +443,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 		}
 		slices.Sort(kept)
 		return fmt.Errorf("%w. What was deleted is in the journal (ConfigMaps %s in %s): the next plan shows it "+
-			"under restore and the next apply recreates it", err, strings.Join(kept, ", "), x.o.JournalNamespace)
+			"under restore and the next apply recreates it", err, strings.Join(kept, ", "), x.o.Journal)
 	}
 	return nil
 }
@@ -536,7 +538,7 @@ func (l *adaptiveLimit) current() int {
 // entry is the journal entry for a move: the object to create and what its deletion takes along.
 func (x *executor) entry(m Move) JournalEntry {
 	svc := x.services[m.Key]
-	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs), Written: time.Now().UTC()}
+	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs), Owners: svc.ManagedFields, Written: time.Now().UTC()}
 	if ep, ok := x.endpoints[m.Key]; ok {
 		e.Endpoints = &ep
 	}
@@ -604,7 +606,7 @@ func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e
 // two entries for one Service the newer is restored.
 func (x *executor) rejournal(ctx context.Context, next JournalEntry, why string) error {
 	next.Written = time.Now().UTC()
-	names, err := writeJournal(ctx, x.c, x.o.JournalNamespace, []JournalEntry{next})
+	names, err := writeJournal(ctx, x.c, x.o.Journal, []JournalEntry{next})
 	if err != nil {
 		return fmt.Errorf("%s: journaling its copy changed during the apply: %w", next.Key, err)
 	}
@@ -704,6 +706,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 	if err := x.restoreDependents(fctx, e, created); err != nil {
 		return 0, err
 	}
+	x.restoreOwners(fctx, created, e.Owners)
 	if len(copies) > 0 {
 		// restoreDependents waited for the mirrored slices; without them the copies stay (owned
 		// by the Service, and the Endpoints they copy are hand-made, so they do not go stale by themselves).
@@ -871,8 +874,8 @@ func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e Jou
 		if reason := moveHolds(fresh, m, x.targets, nil); reason != "" {
 			return old, e, changedAway{reason + " (changed by another client during the apply); left as it is"}
 		}
-		fresh.ManagedFields = nil
 		next := e
+		next.Owners = formerOwners(fresh.ManagedFields)
 		next.Service = *recreationCopy(fresh, e.Service.Spec.ClusterIPs)
 		if err := x.rejournal(ctx, next, "re-journaled a Service changed during the apply"); err != nil {
 			return old, e, err

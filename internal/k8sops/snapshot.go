@@ -24,8 +24,8 @@ const endpointsGetMax = 20
 
 // TakeSnapshot reads what PlanRecreation needs and, with forApply, the EndpointSlices that
 // ExecuteRecreation journals and paces by (a plan needs none of them). Services are kept without
-// managedFields: a recreated copy never carries them.
-func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forApply bool) (Snapshot, error) {
+// managedFields, or for an apply with only what their owners keep after a move (formerOwners).
+func TakeSnapshot(ctx context.Context, c *Client, journal Journal, forApply bool) (Snapshot, error) {
 	var snap Snapshot
 	if caps, err := c.Capabilities(); err != nil {
 		return snap, err
@@ -45,7 +45,11 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forAp
 		snap.Held = append(snap.Held, ip.IP)
 	}
 	err = eachItem(ctx, listPages(c.Kube.CoreV1().Services("").List), func(svc *corev1.Service) error {
-		svc.ManagedFields = nil
+		if forApply {
+			svc.ManagedFields = formerOwners(svc.ManagedFields)
+		} else {
+			svc.ManagedFields = nil
+		}
 		snap.Services = append(snap.Services, *svc)
 		return nil
 	})
@@ -60,7 +64,7 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forAp
 	if err := readEndpoints(ctx, c, &snap); err != nil {
 		return snap, err
 	}
-	if snap.Journal, err = readJournal(ctx, c, journalNamespace); err != nil {
+	if snap.Journal, err = readJournal(ctx, c, journal); err != nil {
 		return snap, err
 	}
 	snap.Namespaces = map[string]corev1.NamespacePhase{}
@@ -79,7 +83,7 @@ func TakeSnapshot(ctx context.Context, c *Client, journalNamespace string, forAp
 
 // TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs, the
 // DNS Service and the bridge (when they exist), and the journal.
-func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName, journalNamespace string) (Snapshot, error) {
+func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName string, journal Journal) (Snapshot, error) {
 	var snap Snapshot
 	ranges, _, err := listServiceCIDRObjects(ctx, c)
 	if err != nil {
@@ -100,7 +104,7 @@ func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName, 
 			snap.Services = append(snap.Services, *svc)
 		}
 	}
-	snap.Journal, err = readJournal(ctx, c, journalNamespace)
+	snap.Journal, err = readJournal(ctx, c, journal)
 	return snap, err
 }
 

@@ -84,6 +84,12 @@ func TestAccBadInput_matrix(t *testing.T) {
 		{"service_recreation: endpoint_wait not a duration", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
 			"  moves = {}\n  endpoint_wait = \"2 minutes\"\n}\n",
 			[]string{"Invalid Duration", "endpoint_wait", `"2 minutes" is not a Go duration`}},
+		{"service_recreation: journal_group not a label value", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
+			"  moves = {}\n  journal_group = \"team a\"\n}\n",
+			[]string{"journal_group", "must be a label value"}},
+		{"service_moves: journal_group not a label value", p + "data \"k8scidr_service_moves\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
+			"  journal_group = \"-a\"\n}\n",
+			[]string{"journal_group", "must be a label value"}},
 		{"workload_roll: unknown kind in include", p + "resource \"k8scidr_workload_roll\" \"x\" {\n  include = [\"default/cronjob/x\"]\n}\n",
 			[]string{"Invalid Workload", "include", `kind "cronjob"`}},
 		{"workload_restarts: pod_cidrs of both families' edge", p + "data \"k8scidr_workload_restarts\" \"x\" {\n  pod_cidrs = [\"::/129\"]\n}\n",

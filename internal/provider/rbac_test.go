@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,7 +110,9 @@ func TestAccRBAC_missingVerb(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the authorizer's cache of the role
 	w.planFile()
-	w.applyFile()
+	if out := w.applyFile(); strings.Contains(out, "former managers") {
+		t.Errorf("the apply role could not give the moved Services' fields back to their managers:\n%s", out)
+	}
 	w.converged()
 	if err := checkNothingLostIn(c.Kube, "rbac", before, faultTarget); err != nil {
 		t.Fatal(err)

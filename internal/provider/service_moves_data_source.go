@@ -77,6 +77,11 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree)}},
 			"journal_namespace": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Namespace of the recreation journal (default `kube-system`): the same as the resource's."},
+			"journal_group": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Whose journal to read (default `default`): the `journal_group` of the " +
+					"`k8scidr_service_recreation` this feeds. Pass it on: `journal_group = data.k8scidr_service_moves.NAME.journal_group`.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(labelValueRegexp,
+					"must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")}},
 			"moves": schema.MapNestedAttribute{Computed: true, MarkdownDescription: movesDescription,
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"uid":     schema.StringAttribute{Computed: true, MarkdownDescription: "UID of the Service planned from."},
@@ -137,7 +142,8 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	snap, err := k8sops.TakeSnapshot(ctx, client, stringOr(m.JournalNamespace, k8sops.DefaultJournalNamespace), false)
+	snap, err := k8sops.TakeSnapshot(ctx, client,
+		k8sops.Journal{Namespace: stringOr(m.JournalNamespace, k8sops.DefaultJournalNamespace), Group: m.JournalGroup.ValueString()}, false)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
@@ -229,6 +235,7 @@ type serviceMovesModel struct {
 	First                types.List   `tfsdk:"first"`
 	IPAssignment         types.String `tfsdk:"ip_assignment"`
 	JournalNamespace     types.String `tfsdk:"journal_namespace"`
+	JournalGroup         types.String `tfsdk:"journal_group"`
 	Moves                types.Map    `tfsdk:"moves"`
 	Restore              types.Map    `tfsdk:"restore"`
 	Skipped              types.Map    `tfsdk:"skipped"`

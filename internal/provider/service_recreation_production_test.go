@@ -729,3 +729,156 @@ func TestAccServiceRecreation_splitJournalNoOrphan(t *testing.T) {
 	}
 	w.converged()
 }
+
+// TestAccServiceRecreation_formerOwnersKeep: a Service a GitOps tool owns by server-side apply
+// (and another manager annotated) is moved; afterwards the tool applies a change to the fields
+// it owns without --force-conflicts, and the mover owns only the IPs.
+func TestAccServiceRecreation_formerOwnersKeep(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	ctx := context.Background()
+	api := c.Kube.CoreV1().Services("app")
+	apply := func(label string, port int) error {
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","labels":{"tier":%q}},`+
+			`"spec":{"selector":{"app":"web"},"ports":[{"port":80,"targetPort":%d,"protocol":"TCP"}]%s}}`,
+			label, port, map[bool]string{true: `,"clusterIP":"100.64.1.7"`}[label == "v1"])
+		_, err := api.Patch(ctx, "web", types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "flux", Force: ptr.To(false)})
+		return err
+	}
+	if err := apply("v1", 8080); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/tracking-id":"web"}}}`),
+		metav1.PatchOptions{FieldManager: "argocd-controller"}); err != nil {
+		t.Fatal(err)
+	}
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.planFile()
+	if out := w.applyFile(); strings.Contains(out, "former managers") {
+		t.Errorf("the apply could not give the fields back:\n%s", out)
+	}
+	web, err := api.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(web.Spec.ClusterIPs, []string{"172.24.1.7"}) {
+		t.Fatalf("app/web at %v, want it moved to 172.24.1.7", web.Spec.ClusterIPs)
+	}
+	owners := map[string]string{}
+	for _, e := range web.ManagedFields {
+		owners[e.Manager+"/"+string(e.Operation)+"/"+e.Subresource] = e.FieldsV1.GetRawString()
+	}
+	if mine := owners["k8scidr/Update/"]; mine != `{"f:spec":{"f:clusterIP":{},"f:clusterIPs":{}}}` {
+		t.Errorf("the mover owns %s; want only spec.clusterIP and spec.clusterIPs (all owners: %v)", mine, owners)
+	}
+	if !strings.Contains(owners["flux/Apply/"], `"f:tier"`) || !strings.Contains(owners["argocd-controller/Update/"], "tracking-id") {
+		t.Errorf("former owners not restored: %v", owners)
+	}
+	// The tool's next apply changes a label and a port's target (its manifest no longer names
+	// the old IP): no conflict.
+	if err := apply("v2", 9090); err != nil {
+		t.Fatalf("server-side apply by the former owner after the move: %v", err)
+	}
+	w.converged()
+}
+
+// groupConfig is a recreation of the Services of namespace ns alone into faultTarget (a range
+// made beforehand), with its own journal_group ns passed from the data source to the resource.
+func groupConfig(kubeconfig, ns, journalNamespace string) string {
+	data := fmt.Sprintf("  target_cidrs = [%q]\n  namespaces = [%q]\n  journal_group = %q\n  journal_namespace = %q", faultTarget, ns, ns, journalNamespace)
+	return providerBlock(kubeconfig) + recreationHCL("", data,
+		"  journal_group = data.k8scidr_service_moves.this.journal_group\n  journal_namespace = data.k8scidr_service_moves.this.journal_namespace")
+}
+
+// TestAccServiceRecreation_journalPerResource: two recreations with journal groups of their own
+// are applied side by side: while one holds app-b/web between its delete and its create, the
+// other plans and applies, and neither restores nor removes the other's entries. Then an apply
+// of a third is killed between a delete and its create, and moving its journal to another
+// namespace is refused at plan until an apply with the old journal has restored the Service.
+func TestAccServiceRecreation_journalPerResource(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	if _, err := k8sops.CreateServiceCIDR(ctx, clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	f := fixture{t, c.Kube}
+	for i, ns := range []string{"app-a", "app-b"} {
+		f.namespace(ns)
+		f.service(ns, ipService("web", "ClusterIP", fmt.Sprintf("100.64.%d.5", i+1)))
+	}
+	gone := func(ns string) bool {
+		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}
+	waitGone := func(ns string, cmd interface{ Kill() error }, out fmt.Stringer) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			return gone(ns), nil
+		})
+		if err != nil {
+			_ = cmd.Kill()
+			t.Fatalf("%s/web was never deleted: %v\n%s", ns, err, out.String())
+		}
+	}
+
+	wb := newCLIWorkspace(t, groupConfig(c.Kubeconfig, "app-b", "kube-system"))
+	wb.planFile()
+	cmd, out := wb.start([]string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=20s"}, "apply", "tfplan")
+	waitGone("app-b", cmd.Process, out)
+
+	wa := newCLIWorkspace(t, groupConfig(c.Kubeconfig, "app-a", "kube-system"))
+	wa.planFile()
+	if r := wa.planned(recreationAddr, "restore"); r != nil && len(r.(map[string]any)) > 0 {
+		t.Errorf("app-a's plan restores %v: another resource's journal entry", r)
+	}
+	wa.applyFile()
+	if !gone("app-b") {
+		t.Errorf("app-b/web exists again before its own apply recreated it: app-a's apply restored it")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("app-b's apply: %v\n%s", err, out.String())
+	}
+	for i, ns := range []string{"app-a", "app-b"} {
+		if got := servicesIn(t, c.Kube, ns)[ns+"/web"].Spec.ClusterIPs; !slices.Equal(got, []string{fmt.Sprintf("172.24.%d.5", i+1)}) {
+			t.Errorf("%s/web at %v after both applies", ns, got)
+		}
+	}
+	wa.converged()
+	wb.converged()
+
+	// A later apply of a recreation that exists, killed between the delete and the create,
+	// leaves app-c/web in the journal.
+	f.namespace("app-c")
+	wc := newCLIWorkspace(t, groupConfig(c.Kubeconfig, "app-c", "kube-system"))
+	wc.planFile()
+	wc.applyFile()
+	f.service("app-c", ipService("web", "ClusterIP", "100.64.3.5"))
+	wc.planFile()
+	cmd, out = wc.start([]string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=2m"}, "apply", "tfplan")
+	waitGone("app-c", cmd.Process, out)
+	sigkill(cmd)
+	_ = cmd.Wait()
+	wc.write(groupConfig(c.Kubeconfig, "app-c", "default"))
+	refused := diagRE("Error: Old Journal Still Holds Entries", "kube-system (journal_group app-c)", "app-c/web", "Apply once more with the old journal_namespace")
+	if out, err := wc.run("plan"); err == nil || !refused.MatchString(out) {
+		t.Fatalf("moving the journal while it holds app-c/web: plan %v\n%s", err, out)
+	}
+	wc.write(groupConfig(c.Kubeconfig, "app-c", "kube-system"))
+	wc.planFile()
+	wc.applyFile()
+	if got := servicesIn(t, c.Kube, "app-c")["app-c/web"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.3.5"}) {
+		t.Errorf("app-c/web at %v after the restoring apply", got)
+	}
+	wc.write(groupConfig(c.Kubeconfig, "app-c", "default"))
+	wc.planFile()
+	wc.applyFile()
+	wc.converged()
+	if n := journalObjects(t, c); n > 0 {
+		t.Errorf("%d journal ConfigMaps left behind", n)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
@@ -116,6 +117,14 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultJournalNamespace),
 				MarkdownDescription: "Namespace of the journal ConfigMaps (label `k8scidr.io/journal`); the data source's " +
 					"`journal_namespace`. Default `kube-system`."},
+			"journal_group": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Whose journal this is (label `k8scidr.io/journal-group`, default `default`): give each " +
+					"`k8scidr_service_recreation` of a cluster its own (e.g. one per namespace group applied side by side), so " +
+					"that none restores, settles or removes another's entries, and the data source's `journal_group` the same " +
+					"value (`journal_group = data.k8scidr_service_moves.NAME.journal_group`). Changing it, or " +
+					"`journal_namespace`, is refused at plan while the old journal still holds entries.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(labelValueRegexp,
+					"must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")}},
 			"recreated": schema.MapNestedAttribute{Computed: true,
 				MarkdownDescription: "Services the last apply that moved anything recreated, with the IPs they got.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -166,6 +175,9 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if !creating {
+		r.checkJournalChange(ctx, &plan, &state, &resp.Diagnostics)
+	}
 	if fullyKnown(plan.TargetCIDRs) {
 		plan.ID = types.StringValue(strings.Join(stringList(ctx, plan.TargetCIDRs, &resp.Diagnostics), ","))
 	}
@@ -206,13 +218,39 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	}
 }
 
+// checkJournalChange refuses a change of journal_namespace or journal_group while the old
+// journal holds entries: neither this resource nor its data source would read them again, and
+// the Services an interrupted apply deleted would stay deleted.
+func (r *serviceRecreationResource) checkJournalChange(ctx context.Context, plan, state *serviceRecreationModel, diags *diag.Diagnostics) {
+	if r.data == nil || r.data.client == nil || plan.JournalNamespace.IsUnknown() || plan.JournalGroup.IsUnknown() ||
+		state.JournalNamespace.IsNull() || plan.journal() == state.journal() {
+		return
+	}
+	at := path.Root("journal_group")
+	if !plan.JournalNamespace.Equal(state.JournalNamespace) {
+		at = path.Root("journal_namespace")
+	}
+	left, err := k8sops.JournalLeftovers(ctx, r.data.client, state.journal())
+	switch {
+	case err != nil:
+		diags.AddAttributeError(at, "Old Journal Not Readable", fmt.Sprintf("The journal changes from %s to %s, and the old "+
+			"one could not be read to check that it holds nothing: %s", state.journal(), plan.journal(), apiErrorText(err)))
+	case len(left) > 0:
+		diags.AddAttributeError(at, "Old Journal Still Holds Entries", fmt.Sprintf("The journal changes from %s to %s, but "+
+			"the old one holds entries of an interrupted apply for %s: after the change nothing would read them, and "+
+			"those Services would stay deleted. Apply once more with the old journal_namespace and journal_group (on "+
+			"this resource and its k8scidr_service_moves data source): that apply restores them and removes the "+
+			"journal. Then change both.", state.journal(), plan.journal(), strings.Join(left, ", ")))
+	}
+}
+
 // warnNotReady reads what the apply will refuse to start without, and warns: it may be created
 // in the same apply (a ServiceCIDR this resource depends on).
 func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
-	if r.data == nil || r.data.client == nil || plan.DNSBridgeName.IsUnknown() || plan.DNSBridge.IsUnknown() || plan.JournalNamespace.IsUnknown() {
+	if r.data == nil || r.data.client == nil || plan.DNSBridgeName.IsUnknown() || plan.DNSBridge.IsUnknown() || plan.JournalNamespace.IsUnknown() || plan.JournalGroup.IsUnknown() {
 		return
 	}
-	snap, err := k8sops.TakeBridgeSnapshot(ctx, r.data.client, p.DNSService, plan.DNSBridgeName.ValueString(), plan.JournalNamespace.ValueString())
+	snap, err := k8sops.TakeBridgeSnapshot(ctx, r.data.client, p.DNSService, plan.DNSBridgeName.ValueString(), plan.journal())
 	if err != nil {
 		diags.AddWarning("Cluster Not Readable", "The plan could not check that the target ranges are served: "+apiErrorText(err))
 		return
@@ -255,7 +293,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	if addFindings(diags, k8sops.ValidatePlanned(planned), true); diags.HasError() {
 		return false
 	}
-	snap, err := k8sops.TakeSnapshot(ctx, client, plan.JournalNamespace.ValueString(), true)
+	snap, err := k8sops.TakeSnapshot(ctx, client, plan.journal(), true)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return false
@@ -265,8 +303,15 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		return false
 	}
 	addNotMoved(diags, steps.NotMoved)
+	if len(steps.Unplanned) > 0 {
+		diags.AddWarning("Journal Entries Not in the Plan",
+			fmt.Sprintf("The journal in %s holds entries the plan did not show for %d Services (%s): an apply interrupted "+
+				"after this plan was made, or a k8scidr_service_moves data source whose journal_namespace or journal_group "+
+				"differs from this resource's. They are left as they are; make both read the same journal and plan again: "+
+				"the plan then shows them under restore.", plan.journal(), len(steps.Unplanned), strings.Join(steps.Unplanned, ", ")))
+	}
 	res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{
-		Parallelism: int(plan.Parallelism.ValueInt64()), JournalNamespace: plan.JournalNamespace.ValueString(),
+		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
 		SliceWait:        plan.endpointWait(),
 		Log:              func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) },
 		DelayAfterDelete: faultDelay("K8SCIDR_FAULT_DELAY_AFTER_DELETE"), DelayBeforeDelete: faultDelay("K8SCIDR_FAULT_DELAY_BEFORE_DELETE"),
@@ -390,7 +435,7 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		ID: types.StringValue(strings.Join(cidrs, ",")), TargetCIDRs: ipsValue(cidrs, &resp.Diagnostics),
 		Moves: movesValue(nil, &resp.Diagnostics), Restore: types.MapNull(restoreType), First: types.ListNull(types.StringType),
 		DNSService: types.StringNull(), DNSBridge: types.BoolValue(true), DNSBridgeName: types.StringValue(k8sops.DefaultDNSBridgeName),
-		Parallelism: types.Int64Value(k8sops.DefaultParallelism), JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace),
+		Parallelism: types.Int64Value(k8sops.DefaultParallelism), JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace), JournalGroup: types.StringNull(),
 		EndpointWait: types.StringValue(defaultEndpointWait),
 		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
 		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(),
@@ -445,6 +490,7 @@ type serviceRecreationModel struct {
 	Parallelism      types.Int64    `tfsdk:"parallelism"`
 	EndpointWait     types.String   `tfsdk:"endpoint_wait"`
 	JournalNamespace types.String   `tfsdk:"journal_namespace"`
+	JournalGroup     types.String   `tfsdk:"journal_group"`
 	Recreated        types.Map      `tfsdk:"recreated"`
 	NotMoved         types.Map      `tfsdk:"not_moved"`
 	CompletedAt      types.String   `tfsdk:"completed_at"`
@@ -485,3 +531,11 @@ func (v durationBetween) ValidateString(ctx context.Context, req validator.Strin
 
 // dns1035LabelRegexp is what a Service name must be (k8s.io/apimachinery validation.IsDNS1035Label).
 var dns1035LabelRegexp = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+// labelValueRegexp is a Kubernetes label value (its length checked apart).
+var labelValueRegexp = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// journal is the resource's own journal.
+func (m *serviceRecreationModel) journal() k8sops.Journal {
+	return k8sops.Journal{Namespace: m.JournalNamespace.ValueString(), Group: stringOr(m.JournalGroup, k8sops.DefaultJournalGroup)}
+}
