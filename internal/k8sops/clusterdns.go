@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -147,20 +148,33 @@ func unreadSuffix(h ClusterDNSHints) string {
 // ReadKubeletClusterDNS reads clusterDNS from kubeadm's kube-system/kubelet-config. A cluster
 // without it (not kubeadm) gives nil; one the credentials may not read gives the reason.
 func ReadKubeletClusterDNS(ctx context.Context, c *Client) ([]string, string, error) {
+	dns, _, unread, err := readKubeletConfig(ctx, c)
+	return dns, unread, err
+}
+
+// readKubeletConfig is ReadKubeletClusterDNS with the last time the ConfigMap was written (the
+// newest of its managedFields times, else its creation).
+func readKubeletConfig(ctx context.Context, c *Client) (dns []string, written time.Time, unread string, err error) {
 	cm, err := c.Kube.CoreV1().ConfigMaps("kube-system").Get(ctx, KubeletConfigMap, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, "", nil
+		return nil, written, "", nil
 	case apierrors.IsForbidden(err):
-		return nil, "forbidden: grant get on configmaps in kube-system (examples/rbac)", nil
+		return nil, written, "forbidden: grant get on configmaps in kube-system (examples/rbac)", nil
 	case err != nil:
-		return nil, "", fmt.Errorf("reading kube-system/%s: %w", KubeletConfigMap, err)
+		return nil, written, "", fmt.Errorf("reading kube-system/%s: %w", KubeletConfigMap, err)
+	}
+	written = cm.CreationTimestamp.Time
+	for _, e := range cm.ManagedFields {
+		if e.Time != nil && e.Time.After(written) {
+			written = e.Time.Time
+		}
 	}
 	var kc struct {
 		ClusterDNS []string `json:"clusterDNS"`
 	}
 	if err := yaml.Unmarshal([]byte(cm.Data["kubelet"]), &kc); err != nil {
-		return nil, fmt.Sprintf("its kubelet key is not a KubeletConfiguration: %v", err), nil
+		return nil, written, fmt.Sprintf("its kubelet key is not a KubeletConfiguration: %v", err), nil
 	}
-	return kc.ClusterDNS, "", nil
+	return kc.ClusterDNS, written, "", nil
 }

@@ -882,3 +882,88 @@ func TestAccServiceRecreation_journalPerResource(t *testing.T) {
 		t.Errorf("%d journal ConfigMaps left behind", n)
 	}
 }
+
+// barePod creates pod ns/name with that DNS setting (and nameservers, when given) and waits
+// until a kubelet started it.
+func (f fixture) barePod(ns, name string, policy corev1.DNSPolicy, hostNetwork bool, nameservers ...string) {
+	f.t.Helper()
+	ctx := context.Background()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: podTemplate(name).Spec}
+	p.Spec.DNSPolicy, p.Spec.HostNetwork = policy, hostNetwork
+	if len(nameservers) > 0 {
+		p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: nameservers}
+	}
+	if _, err := f.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := f.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.StartTime != nil, err
+	})
+	if err != nil {
+		f.t.Fatalf("pod %s/%s not started: %v", ns, name, err)
+	}
+}
+
+// TestAccServiceRecreation_bridgeRemovalSafe: dns_bridge = false is refused while a pod that uses
+// the cluster resolver and started before the DNS move runs (pods on the node's resolver or the
+// host network are not counted), and while kubeadm's kubelet-config still names the bridge's IP;
+// a kubelet-config changed later moves the bound (and the plan says that per-kubelet restarts
+// could not be read); a pod naming the bridge's IP in its dnsConfig counts whenever it started;
+// dns_bridge_force_removal removes it anyway.
+func TestAccServiceRecreation_bridgeRemovalSafe(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.service("kube-system", dnsService("kube-dns", "100.64.0.10"))
+	f.barePod("app", "old", corev1.DNSClusterFirst, false)
+	f.barePod("app", "own-dns", corev1.DNSDefault, false)
+	f.barePod("app", "host", corev1.DNSClusterFirst, true)
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.planFile()
+	w.applyFile()
+	ctx := context.Background()
+	bridgeThere := func() bool {
+		_, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, k8sops.DefaultDNSBridgeName, metav1.GetOptions{})
+		return err == nil
+	}
+	if !bridgeThere() {
+		t.Fatal("no DNS bridge after the DNS move")
+	}
+
+	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", "172.24.0.0/15"))
+	out := w.planFile()
+	inUse := diagRE("DNS Bridge Still in Use", "1 running pods on 1 nodes", "started before the DNS move", "100.64.0.10: app/old (node")
+	if !inUse.MatchString(out) || !strings.Contains(out, "DNS Bridge Removal Not Fully Checked") || strings.Contains(out, "app/own-dns") || strings.Contains(out, "app/host") {
+		t.Errorf("the plan does not warn about exactly app/old, and what could not be checked:\n%s", out)
+	}
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Error: DNS Bridge Still in Use", "app/old").MatchString(out) || !bridgeThere() {
+		t.Fatalf("removing the bridge under app/old: apply %v, bridge there %v\n%s", err, bridgeThere(), out)
+	}
+
+	setKubeletClusterDNS(t, c, "100.64.0.10")
+	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("Error: Kubelets Still Use the Bridge", "clusterDNS 100.64.0.10").MatchString(out) || !bridgeThere() {
+		t.Fatalf("removing the bridge the kubelets still hand out: apply %v\n%s", err, out)
+	}
+	setKubeletClusterDNS(t, c, "172.24.0.10")
+	f.barePod("app", "new", corev1.DNSClusterFirst, false)
+	f.barePod("app", "pinned", corev1.DNSNone, false, "100.64.0.10")
+	out, err := w.run("apply", "-auto-approve")
+	if err == nil || !diagRE("Error: DNS Bridge Still in Use", "the last change of kube-system/kubelet-config", "app/old").MatchString(out) ||
+		!diagRE("Error: Pods Name the DNS Bridge", "1 running pods name the bridge's IP 100.64.0.10", "app/pinned").MatchString(out) ||
+		!diagRE("DNS Bridge Removal Not Fully Checked", "clusterDNS 172.24.0.10", "without nodes/proxy").MatchString(out) ||
+		strings.Contains(out, "app/new") {
+		t.Fatalf("after kubelet-config names the new IP: app/old (started before) and app/pinned (names the bridge), "+
+			"not app/new, and what could not be checked per kubelet: apply %v\n%s", err, out)
+	}
+
+	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false\n  dns_bridge_force_removal = true", "172.24.0.0/15"))
+	w.planFile()
+	w.applyFile()
+	if bridgeThere() {
+		t.Error("the bridge is still there with dns_bridge_force_removal = true")
+	}
+	w.converged()
+}

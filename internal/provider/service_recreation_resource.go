@@ -97,6 +97,12 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 				MarkdownDescription: "When the cluster DNS Service moves, create a bridge Service on its old IP with its selector " +
 					"and ports, so pods and kubelets still using the old resolver keep working. It stays until this is set " +
 					"to false (after kubelets' `clusterDNS` changed and pods restarted). Default true."},
+			"dns_bridge_force_removal": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Delete the bridge when `dns_bridge` is false even though running pods may still resolve " +
+					"through it. Without it (default false) the apply refuses, naming them, while a pod that uses the cluster " +
+					"resolver started before the DNS move (or before the last change of kubeadm's `kube-system/kubelet-config`) " +
+					"still runs, or while kubelet-config's `clusterDNS` still names the bridge's IP.",
+			},
 			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultDNSBridgeName),
 				MarkdownDescription: "Name of the bridge Service in kube-system. Default `kube-dns-legacy`.",
 				Validators: []validator.String{stringvalidator.RegexMatches(dns1035LabelRegexp,
@@ -256,6 +262,28 @@ func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serv
 		return
 	}
 	addFindings(diags, k8sops.RecreationPreflight(snap, p, plan.bridge()), false)
+	checkBridgeRemoval(ctx, r.data.client, snap, plan, diags, false)
+}
+
+// checkBridgeRemoval reads whether deleting the DNS bridge, which dns_bridge = false asks for,
+// would take DNS from running pods: refused at apply (errors), shown at plan (warnings).
+func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.Snapshot, plan *serviceRecreationModel, diags *diag.Diagnostics, apply bool) {
+	if plan.DNSBridge.IsUnknown() || plan.DNSBridge.ValueBool() || plan.ForceRemoval.ValueBool() {
+		return
+	}
+	bridge := snap.DNSBridge(plan.DNSBridgeName.ValueString())
+	if bridge == nil {
+		return
+	}
+	findings, notes, err := k8sops.CheckBridgeRemoval(ctx, client, bridge)
+	if err != nil {
+		diags.AddAttributeError(path.Root("dns_bridge"), "Cluster Not Readable", "Whether pods still use the DNS bridge could not be checked: "+apiErrorText(err))
+		return
+	}
+	addFindings(diags, findings, apply)
+	for _, n := range notes {
+		diags.AddAttributeWarning(path.Root("dns_bridge"), "DNS Bridge Removal Not Fully Checked", n)
+	}
 }
 
 func (r *serviceRecreationResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -301,6 +329,11 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	steps, errs := k8sops.PrepareRecreation(snap, planned, plan.bridge())
 	if addFindings(diags, errs, true); diags.HasError() {
 		return false
+	}
+	if steps.RemoveBridge != "" {
+		if checkBridgeRemoval(ctx, client, snap, plan, diags, true); diags.HasError() {
+			return false
+		}
 	}
 	addNotMoved(diags, steps.NotMoved)
 	if len(steps.Unplanned) > 0 {
@@ -486,6 +519,7 @@ type serviceRecreationModel struct {
 	First            types.List     `tfsdk:"first"`
 	DNSService       types.String   `tfsdk:"dns_service"`
 	DNSBridge        types.Bool     `tfsdk:"dns_bridge"`
+	ForceRemoval     types.Bool     `tfsdk:"dns_bridge_force_removal"`
 	DNSBridgeName    types.String   `tfsdk:"dns_bridge_name"`
 	Parallelism      types.Int64    `tfsdk:"parallelism"`
 	EndpointWait     types.String   `tfsdk:"endpoint_wait"`

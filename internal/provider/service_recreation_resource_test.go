@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -79,6 +80,10 @@ func (f fixture) deployment(ns, name string, labels map[string]string) {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c:1"}}},
 			},
 		},
+	}
+	if labels[k8sops.DNSServiceLabel] == "kube-dns" {
+		// CoreDNS as installers ship it: it resolves upstream through the node, not through itself.
+		d.Spec.Template.Spec.DNSPolicy = corev1.DNSDefault
 	}
 	if _, err := f.kube.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
@@ -296,9 +301,14 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	expect(t, "dns_moved_at after a later move", w.stateValue(recreationAddr, "dns_moved_at"), knownvalue.StringExact(fmt.Sprint(dnsMovedAt)))
 	expect(t, "the data source's dns_moved_at", w.stateValue(movesAddr, "dns_moved_at"), knownvalue.StringExact(fmt.Sprint(dnsMovedAt)))
 
-	// dns_bridge = false removes the bridge and moves nothing.
+	// dns_bridge = false is refused while app/web's pod, started before the DNS move, runs;
+	// once it is replaced, the bridge goes and nothing moves.
 	completedAt := w.stateValue(recreationAddr, "completed_at")
 	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", cidrs...))
+	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("Error: DNS Bridge Still in Use", "app/web-").MatchString(out) {
+		t.Fatalf("removing the bridge under app/web's pod: apply %v\n%s", err, out)
+	}
+	replacePods(t, c.Kube, "app", "app=web")
 	w.planFile()
 	w.applyFile()
 	w.converged()
@@ -306,6 +316,41 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	expect(t, "recreated after removing the bridge", w.stateValue(recreationAddr, "recreated"), recreatedCheck(late))
 	if _, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{}); err == nil {
 		t.Error("the DNS bridge still exists after dns_bridge = false")
+	}
+}
+
+// replacePods deletes the pods of namespace ns matching selector and waits until their
+// controller has made as many new ones.
+func replacePods(t *testing.T, kube kubernetes.Interface, ns, selector string) {
+	t.Helper()
+	ctx := context.Background()
+	old, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := map[types.UID]bool{}
+	for _, p := range old.Items {
+		gone[p.UID] = true
+		if err := kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		now, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		fresh := 0
+		for _, p := range now.Items {
+			if gone[p.UID] {
+				return false, nil
+			}
+			fresh++
+		}
+		return fresh >= len(old.Items), nil
+	})
+	if err != nil {
+		t.Fatalf("pods %s in %s not replaced: %v", selector, ns, err)
 	}
 }
 

@@ -1,0 +1,148 @@
+// Removing the DNS bridge safely. A pod's resolv.conf is written once, when the pod starts, with
+// the clusterDNS its node's kubelet had then: a pod started before the DNS move (the bridge's
+// creation), or before the kubelets were given the new clusterDNS, resolves through the bridge
+// until it ends. Deleting the bridge under it takes its DNS away.
+package k8sops
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// bridgeUsersShown is how many pods a refusal names.
+const bridgeUsersShown = 10
+
+// CheckBridgeRemoval says why deleting the DNS bridge would take DNS from running pods, as
+// findings on dns_bridge, and what could not be checked, as notes. The bound is the later of the
+// bridge's creation and the last write of kubeadm's kube-system/kubelet-config: a pod that uses
+// the cluster resolver and started before it may have the bridge's IP in its resolv.conf.
+// kubelet-config naming a bridge IP refuses the removal outright: pods starting now get it.
+func CheckBridgeRemoval(ctx context.Context, c *Client, bridge *corev1.Service) (findings []Finding, notes []string, err error) {
+	ips := bridge.Spec.ClusterIPs
+	bound, boundWhy := bridge.CreationTimestamp.Time, "the DNS move (the bridge's creation)"
+	dns, written, unread, err := readKubeletConfig(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case unread != "":
+		notes = append(notes, fmt.Sprintf("kube-system/%s could not be read (%s): pods started after the DNS move on a node "+
+			"whose kubelet still hands out the bridge's IP could not be checked.", KubeletConfigMap, unread))
+	case dns == nil:
+		notes = append(notes, fmt.Sprintf("The cluster has no kube-system/%s (not kubeadm): pods started after the DNS move "+
+			"on a node whose kubelet still hands out the bridge's IP (%s) could not be checked. Make sure every kubelet's "+
+			"clusterDNS names the DNS Service's new IP and was restarted since.", KubeletConfigMap, strings.Join(ips, ", ")))
+	case slices.ContainsFunc(dns, func(ip string) bool { return containsIP(ips, ip) }):
+		return []Finding{{At("dns_bridge"), "Kubelets Still Use the Bridge",
+			fmt.Sprintf("kube-system/%s gives the kubelets clusterDNS %s, the bridge's IP: every pod that starts now "+
+				"resolves through the bridge. Set clusterDNS to the DNS Service's new IP (dns_service_ips), roll it out to "+
+				"every kubelet (kubeadm: kubeadm upgrade node phase kubelet-config, then restart the kubelet), restart "+
+				"the pods started before, then apply again.", KubeletConfigMap, strings.Join(dns, ", "))}}, notes, nil
+	case written.After(bound):
+		bound, boundWhy = written, "the last change of kube-system/"+KubeletConfigMap
+		fallthrough
+	default:
+		notes = append(notes, fmt.Sprintf("kube-system/%s gives the kubelets clusterDNS %s; whether each node's kubelet "+
+			"has been restarted with it cannot be read without nodes/proxy, so pods are judged by %s (%s): a pod "+
+			"started since on a kubelet not yet restarted would still resolve through the bridge.",
+			KubeletConfigMap, strings.Join(dns, ", "), boundWhy, bound.UTC().Format(time.RFC3339)))
+	}
+	var users, pinned []string
+	nodes := map[string]bool{}
+	err = eachItem(ctx, listPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error {
+		// A pod no kubelet has started yet gets its resolv.conf when it starts, from its node's
+		// kubelet as it is then.
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Status.StartTime == nil {
+			return nil
+		}
+		name := fmt.Sprintf("%s/%s (node %s)", p.Namespace, p.Name, orDash(p.Spec.NodeName))
+		switch {
+		case namesIP(p, ips): // whenever it started
+			pinned = append(pinned, name)
+		case resolvesThrough(p) && p.Status.StartTime.Time.Before(bound):
+			users = append(users, name)
+			nodes[p.Spec.NodeName] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	if len(pinned) > 0 {
+		findings = append(findings, Finding{At("dns_bridge"), "Pods Name the DNS Bridge",
+			fmt.Sprintf("%d running pods name the bridge's IP %s in their dnsConfig.nameservers: %s. Deleting the bridge "+
+				"would take their DNS away whenever they started. Change their nameservers to the DNS Service's new IP "+
+				"(dns_service_ips), then apply again; or set dns_bridge_force_removal = true.",
+				len(pinned), strings.Join(ips, ", "), firstOf(pinned))})
+	}
+	if len(users) > 0 {
+		findings = append(findings, Finding{At("dns_bridge"), "DNS Bridge Still in Use",
+			fmt.Sprintf("%d running pods on %d nodes use the cluster resolver and started before %s (%s), so their "+
+				"resolv.conf may name the bridge's IP %s: %s. Deleting the bridge now would take their DNS away. Restart "+
+				"them first (k8scidr_workload_roll with started_before = the data source's dns_moved_at; bare pods are not "+
+				"restarted by it), then apply again; or set dns_bridge_force_removal = true if you know they resolve no names "+
+				"through it.", len(users), len(nodes), boundWhy, bound.UTC().Format(time.RFC3339), strings.Join(ips, ", "),
+				firstOf(users))})
+	}
+	return findings, notes, nil
+}
+
+// firstOf lists the first bridgeUsersShown of names, sorted, and how many more there are.
+func firstOf(names []string) string {
+	slices.Sort(names)
+	shown := strings.Join(names[:min(len(names), bridgeUsersShown)], ", ")
+	if len(names) > bridgeUsersShown {
+		shown += fmt.Sprintf(" and %d more", len(names)-bridgeUsersShown)
+	}
+	return shown
+}
+
+// DNSBridge is the DNS bridge named name (beside the cluster DNS Service) in the snapshot, nil
+// when it is not there.
+func (s Snapshot) DNSBridge(name string) *corev1.Service {
+	for i := range s.Services {
+		if svc := &s.Services[i]; svc.Name == name && svc.Labels[DNSBridgeLabel] == "true" {
+			return svc
+		}
+	}
+	return nil
+}
+
+// resolvesThrough reports whether pod p sends its DNS queries to the cluster resolver (the
+// kubelet's clusterDNS). Default uses the node's resolver, None only what dnsConfig names.
+func resolvesThrough(p *corev1.Pod) bool {
+	switch p.Spec.DNSPolicy {
+	case corev1.DNSClusterFirstWithHostNet:
+		return true
+	case corev1.DNSClusterFirst, "":
+		return !p.Spec.HostNetwork // host-network pods fall back to the node's resolver
+	}
+	return false
+}
+
+// namesIP reports whether pod p's dnsConfig names one of ips as a nameserver.
+func namesIP(p *corev1.Pod, ips []string) bool {
+	return p.Spec.DNSConfig != nil && slices.ContainsFunc(p.Spec.DNSConfig.Nameservers, func(ns string) bool { return containsIP(ips, ns) })
+}
+
+// containsIP reports whether ips holds ip, compared as addresses (an IPv6 address has many spellings).
+func containsIP(ips []string, ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(ips, func(s string) bool { b, err := netip.ParseAddr(s); return err == nil && a == b })
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
