@@ -156,6 +156,10 @@ func TestNextFree(t *testing.T) {
 	if ip, ok := x.nextFree(netip.MustParseAddr("172.24.0.2")); !ok || ip.String() != "172.24.0.4" {
 		t.Errorf("next free after .2 with .3 planned: %v %v, want 172.24.0.4", ip, ok)
 	}
+	x.planned[netip.MustParseAddr("172.24.0.6")] = true
+	if ip, ok := x.nextFree(netip.MustParseAddr("172.24.0.6")); !ok || ip.String() != "172.24.0.4" {
+		t.Errorf("next free after .6 wraps past the broadcast, network, first and planned addresses: %v %v, want 172.24.0.4", ip, ok)
+	}
 	if _, ok := x.nextFree(netip.MustParseAddr("100.64.0.2")); ok {
 		t.Error("an IP outside the target has no replacement inside it")
 	}

@@ -133,6 +133,18 @@ func writeJournal(ctx context.Context, c *Client, j Journal, entries []JournalEn
 	return names, nil
 }
 
+// newestEntries is each Service's newest journal entry: of two entries for one Service (a move
+// re-journals a Service changed during the apply) the newer decides what is restored.
+func newestEntries(journal []JournalEntry) map[string]JournalEntry {
+	newest := map[string]JournalEntry{}
+	for _, e := range journal {
+		if n, ok := newest[e.Key]; !ok || e.Written.After(n.Written) {
+			newest[e.Key] = e
+		}
+	}
+	return newest
+}
+
 // readJournal lists every entry of journal j.
 func readJournal(ctx context.Context, c *Client, j Journal) ([]JournalEntry, error) {
 	var out []JournalEntry

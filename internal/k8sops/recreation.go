@@ -423,7 +423,11 @@ func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel 
 func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix, dnsKey string,
 	held *[]netip.Addr, reqs *[]PlacementRequest) {
 	bridged := slices.ContainsFunc(snap.Services, func(s corev1.Service) bool { return s.Labels[DNSBridgeLabel] == "true" })
+	newest := newestEntries(snap.Journal)
 	for _, e := range snap.Journal {
+		if newest[e.Key].Object != e.Object {
+			continue // settled with the newer
+		}
 		// Restoring into a namespace being deleted fails on every apply, and would resurrect
 		// what its owner is deleting.
 		if going := snap.namespaceGoing(e.Service.Namespace); going != "" {
@@ -455,18 +459,7 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 		}
 		p.Restore = append(p.Restore, r)
 	}
-	// Of two entries for one Service, the newer: a move re-journals a Service changed mid-apply.
-	written := map[string]time.Time{}
-	for _, e := range snap.Journal {
-		written[e.Object+" "+e.Key] = e.Written
-	}
-	slices.SortStableFunc(p.Restore, func(a, b Restore) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return written[b.Journal+" "+b.Key].Compare(written[a.Journal+" "+a.Key])
-	})
-	p.Restore = slices.CompactFunc(p.Restore, func(a, b Restore) bool { return a.Key == b.Key })
+	slices.SortFunc(p.Restore, func(a, b Restore) int { return strings.Compare(a.Key, b.Key) })
 }
 
 // journalSettled reports whether a journal entry needs nothing more: its Service exists, with

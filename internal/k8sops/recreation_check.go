@@ -143,8 +143,9 @@ type RecreationSteps struct {
 	First      int
 	DNSService string
 	// Targets are target_cidrs: an IP taken mid-apply is replaced by a free one inside them.
-	Targets      []netip.Prefix
-	Bridge       *corev1.Service
+	Targets []netip.Prefix
+	Bridge  *corev1.Service
+	// RemoveBridge is the DNS bridge (namespace/name) dns_bridge = false removes.
 	RemoveBridge string
 	// Settled are the journal entries ("object key") that need nothing more: their objects go
 	// once every entry is settled or restored.
@@ -195,9 +196,11 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 	s.orderMoves(p.First)
 	journaled := map[string]bool{}
 	s.Settled = map[string]bool{}
+	newest := newestEntries(snap.Journal)
 	for _, e := range snap.Journal {
 		journaled[e.Object+" "+e.Key] = true
-		if journalSettled(e, byKey[e.Key], snap.Endpoints) || snap.namespaceGoing(e.Service.Namespace) != "" {
+		n := newest[e.Key] // an older entry is settled when the newer is
+		if journalSettled(n, byKey[e.Key], snap.Endpoints) || snap.namespaceGoing(e.Service.Namespace) != "" {
 			s.Settled[e.Object+" "+e.Key] = true
 		}
 	}
@@ -319,15 +322,20 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 	for i := range snap.Services {
 		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
 	}
-	name := o.name()
-	existing := byKey["kube-system/"+name]
+	// The bridge goes beside the DNS Service: its selector must find the same pods.
+	ns := "kube-system"
+	if s.DNSService != "" {
+		ns, _, _ = strings.Cut(s.DNSService, "/")
+	}
+	key := ns + "/" + o.name()
+	existing := byKey[key]
 	switch {
 	case existing != nil && existing.Labels[DNSBridgeLabel] != "true":
 		return append(out, Finding{At("dns_bridge_name"), "Name Taken",
-			fmt.Sprintf("kube-system/%s exists and is not a DNS bridge. Choose another dns_bridge_name.", name)})
+			fmt.Sprintf("%s exists and is not a DNS bridge. Choose another dns_bridge_name.", key)})
 	case !o.Enabled:
 		if existing != nil {
-			s.RemoveBridge = name
+			s.RemoveBridge = key
 		}
 		return out
 	case existing != nil || s.DNSService == "":
@@ -360,7 +368,7 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 					"dns_bridge = false.", ip)})
 		}
 	}
-	s.Bridge = bridgeService(dns, name, moving)
+	s.Bridge = bridgeService(dns, o.name(), moving)
 	return out
 }
 

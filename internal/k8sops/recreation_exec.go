@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"regexp"
@@ -65,7 +66,7 @@ type RecreationResult struct {
 }
 
 // ExecuteRecreation carries out the steps PrepareRecreation made from snap.
-func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan RecreationSteps, o ExecOptions) (RecreationResult, error) {
+func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan RecreationSteps, o ExecOptions) (_ RecreationResult, err error) {
 	if o.Parallelism < 1 {
 		o.Parallelism = DefaultParallelism
 	}
@@ -91,6 +92,14 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 		x.slices[key] = append(x.slices[key], s)
 	}
+	defer func() {
+		if err != nil {
+			x.dropNotMoved(ctx)
+			if ctx.Err() == nil {
+				x.sweepCopies(ctx, 0) // what is stale already; a failed run does not wait
+			}
+		}
+	}()
 	if len(plan.Moves) > 0 || len(plan.Restore) > 0 {
 		stop, err := x.watchSlices(ctx)
 		if err != nil {
@@ -111,18 +120,19 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		return x.res, err
 	}
 	x.retireBridgeMirror(ctx)
-	x.sweepCopies(ctx) // this run's and any an earlier, failed or killed, run left
+	x.sweepCopies(ctx, sweepWait) // this run's and any an earlier, failed or killed, run left
 	if err := deleteJournal(ctx, c, o.Journal.Namespace, x.heldJournals); err != nil {
 		return x.res, err
 	}
 	if plan.RemoveBridge != "" {
+		ns, name, _ := strings.Cut(plan.RemoveBridge, "/")
 		err := retryWrite(ctx, func(bool) error {
-			return c.Kube.CoreV1().Services("kube-system").Delete(ctx, plan.RemoveBridge, metav1.DeleteOptions{})
+			return c.Kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return x.res, fmt.Errorf("removing the DNS bridge kube-system/%s: %w", plan.RemoveBridge, err)
+			return x.res, fmt.Errorf("removing the DNS bridge %s: %w", plan.RemoveBridge, err)
 		}
-		x.res.BridgeRemoved = "kube-system/" + plan.RemoveBridge
+		x.res.BridgeRemoved = plan.RemoveBridge
 	}
 	return x.res, nil
 }
@@ -201,6 +211,24 @@ func (x *executor) notMoved(key, reason string) {
 		x.dropped = map[string]bool{}
 	}
 	x.dropped[key] = true
+}
+
+// dropNotMoved removes, from the journals a failed run keeps, the entries of the Services
+// another client deleted or replaced during it, so that the next apply does not bring them
+// back. Chunks whose own moves failed were handled by moveAll; this covers the journals held
+// for endpoints and the re-journaled copies. Done also when the apply was interrupted.
+func (x *executor) dropNotMoved(ctx context.Context) {
+	x.mu.Lock()
+	drop, held := maps.Clone(x.dropped), slices.Clone(x.heldJournals)
+	x.mu.Unlock()
+	if len(drop) == 0 || len(held) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+	defer cancel()
+	if err := dropEntries(dctx, x.c, x.o.Journal.Namespace, held, drop); err != nil {
+		x.note("%v. The entries of %s stay: the next plan shows them under restore.", err, strings.Join(slices.Sorted(maps.Keys(drop)), ", "))
+	}
 }
 
 // droppedOf are the keys of entries that are dropped.
@@ -286,12 +314,10 @@ func namespaceGoingErr(err error) bool {
 // restoreEntry recreates a journaled Service that is gone at ips, and what its deletion took along.
 func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []string) error {
 	cur, err := x.c.Kube.CoreV1().Services(e.Service.Namespace).Get(ctx, e.Service.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		if e.Key == x.dnsKey {
-			if err := x.ensureBridge(ctx, nil); err != nil {
-				return err
-			}
-		}
+	switch {
+	case apierrors.IsNotFound(err):
+		// The Service first, then the bridge: a refused bridge must not keep the cluster DNS
+		// Service deleted. The entry then stays, and the next apply creates the bridge.
 		cur, err = x.create(ctx, recreationCopy(&e.Service, ips), e.Key)
 		if err != nil {
 			return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
@@ -304,14 +330,16 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 			x.res.DNSMovedAt = cur.CreationTimestamp.UTC()
 		}
 		x.mu.Unlock()
-	} else if err != nil {
+	case err != nil:
 		return fmt.Errorf("reading %s: %w", e.Key, err)
-	} else if e.Key == x.dnsKey {
-		if err := x.ensureBridge(ctx, x.currentSlices(e.Key)); err != nil {
-			return err
-		}
 	}
-	return x.restoreDependents(ctx, e, cur)
+	if err := x.restoreDependents(ctx, e, cur); err != nil {
+		return err
+	}
+	if e.Key == x.dnsKey {
+		return x.ensureBridge(ctx, x.currentSlices(e.Key))
+	}
+	return nil
 }
 
 // journalChunk is how many moves one journal write records (one object, split further only
@@ -364,11 +392,14 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				fail(err)
 				break
 			}
+			if failed() { // a move that ended while this one waited for its slot failed or stalled
+				lim.cancel()
+				break
+			}
 			chunkWG.Add(1)
 			wg.Go(func() {
 				defer chunkWG.Done()
 				window, err := x.move(ctx, entries[i])
-				lim.release(window, err == nil)
 				if err != nil {
 					chunkErrs[i] = err
 					fail(err)
@@ -376,6 +407,8 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				if err := x.stalled(); err != nil {
 					fail(err) // the move itself is done: its journal entry goes with the chunk's
 				}
+				// Released only now: a move waiting for the slot must see the failure above.
+				lim.release(window, err == nil)
 			})
 		}
 		wg.Go(func() {
@@ -516,6 +549,15 @@ func (l *adaptiveLimit) release(window time.Duration, ok bool) {
 		}
 		l.limit = min(l.max, l.useful(), l.limit+1/l.limit)
 	}
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// cancel gives back a slot acquired for a move that was not started.
+func (l *adaptiveLimit) cancel() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight--
 	close(l.wake)
 	l.wake = make(chan struct{})
 }
@@ -707,17 +749,12 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 		return 0, err
 	}
 	x.restoreOwners(fctx, created, e.Owners)
-	if len(copies) > 0 {
-		// restoreDependents waited for the mirrored slices; without them the copies stay (owned
-		// by the Service, and the Endpoints they copy are hand-made, so they do not go stale by themselves).
-		if slices.ContainsFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {
-			return s.Labels[discoveryv1.LabelManagedBy] == mirrorControllerName
-		}) {
-			x.deleteSlices(fctx, created.Namespace, copies)
-		} else {
-			x.note("%s keeps copies of its EndpointSlices (%s): the mirroring controller wrote none in time; delete them once it has.",
-				e.Key, strings.Join(copies, ", "))
-		}
+	// restoreDependents waited for the mirrored slices; without them the copies stay until the
+	// sweep at the end of the run.
+	if len(copies) > 0 && slices.ContainsFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {
+		return s.Labels[discoveryv1.LabelManagedBy] == mirrorControllerName
+	}) {
+		x.deleteSlices(fctx, created.Namespace, copies)
 	}
 	x.mu.Lock()
 	x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, UID: string(created.UID), Type: serviceType(created), OldIPs: e.OldIPs, NewIPs: created.Spec.ClusterIPs})
@@ -931,19 +968,24 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 	}
 }
 
-// nextFree is the next address after ip inside ip's target range that a Service can have and no
-// move or restore of this apply is planned to take.
+// nextFree is the next address after ip inside ip's target range, wrapping at its end, that a
+// Service can have and no move or restore of this apply is planned to take.
 func (x *executor) nextFree(ip netip.Addr) (netip.Addr, bool) {
 	t, ok := targetFor(x.targets, ip)
 	if !ok || !t.Contains(ip) {
 		return netip.Addr{}, false
 	}
-	for n := ip.Next(); n.IsValid() && t.Contains(n); n = n.Next() {
+	for n := ip; ; {
+		if n = n.Next(); !n.IsValid() || !t.Contains(n) {
+			n = t.Addr() // wrap; the network address itself is unusable and skipped below
+		}
+		if n == ip {
+			return netip.Addr{}, false
+		}
 		if _, bad := unusableTargetIP(x.targets, n); !bad && !x.planned[n] {
 			return n, true
 		}
 	}
-	return netip.Addr{}, false
 }
 
 // rangeNotLoaded is the allocator's answer for an IP of a range it does not know (yet): right
@@ -1238,10 +1280,16 @@ func (x *executor) currentSlices(key string) []discoveryv1.EndpointSlice {
 	return out
 }
 
-// sweepCopies deletes the EndpointSlice copies an earlier run left (it failed, or was killed,
-// before retiring them) that are stale now: their Service is gone or was replaced, or the
-// EndpointSlice controllers serve it themselves. Copies still needed stay, with a note.
-func (x *executor) sweepCopies(ctx context.Context) {
+// sweepWait bounds how long a successful run waits, in all, for the EndpointSlice controllers
+// to serve the Services that still have copies, so that it can delete them.
+const sweepWait = 30 * time.Second
+
+// sweepCopies deletes the EndpointSlice copies this run or an earlier one (failed, or killed,
+// before retiring them) made, once they are stale: their Service is gone or was replaced, or
+// the EndpointSlice controllers serve it themselves. It waits up to patience, in all, for the
+// controllers to serve the Services whose copies are still needed; those left stay, with a note,
+// and the next apply sweeps them.
+func (x *executor) sweepCopies(ctx context.Context, patience time.Duration) {
 	api := x.c.Kube.DiscoveryV1().EndpointSlices("")
 	var copies []discoveryv1.EndpointSlice
 	err := eachItem(ctx, listPages(func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
@@ -1255,24 +1303,55 @@ func (x *executor) sweepCopies(ctx context.Context) {
 		x.note("Listing EndpointSlice copies left by an earlier run failed (%v): they are swept by the next apply.", err)
 		return
 	}
+	deadline := time.Now().Add(patience)
+	var kept []string
 	for _, cp := range copies {
 		name := cp.Labels[discoveryv1.LabelServiceName]
-		svc, err := x.c.Kube.CoreV1().Services(cp.Namespace).Get(ctx, name, metav1.GetOptions{})
-		stale := apierrors.IsNotFound(err) || err == nil && !ownedBy(cp.OwnerReferences, svc.UID)
-		if err == nil && !stale {
-			own, lerr := x.c.Kube.DiscoveryV1().EndpointSlices(cp.Namespace).List(ctx, metav1.ListOptions{
-				LabelSelector: discoveryv1.LabelServiceName + "=" + name})
-			stale = lerr == nil && slices.ContainsFunc(own.Items, func(s discoveryv1.EndpointSlice) bool {
-				m := s.Labels[discoveryv1.LabelManagedBy]
-				return (m == sliceControllerName || m == mirrorControllerName) && ownedBy(s.OwnerReferences, svc.UID) &&
-					readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
+		stale, err := x.copyStale(ctx, &cp, name)
+		if left := time.Until(deadline); !stale && err == nil && left > 0 {
+			err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, left, false, func(ctx context.Context) (bool, error) {
+				var checkErr error
+				stale, checkErr = x.copyStale(ctx, &cp, name)
+				return stale, checkErr
 			})
 		}
-		if stale {
-			x.deleteSlices(ctx, cp.Namespace, []string{cp.Name})
-			x.log("swept a stale EndpointSlice copy", map[string]any{"slice": cp.Namespace + "/" + cp.Name})
+		if !stale {
+			if !wait.Interrupted(err) {
+				x.note("Checking the EndpointSlice copy %s/%s failed (%v): the next apply sweeps it.", cp.Namespace, cp.Name, err)
+			}
+			kept = append(kept, cp.Namespace+"/"+cp.Name)
+			continue
 		}
+		x.deleteSlices(ctx, cp.Namespace, []string{cp.Name})
+		x.log("swept an EndpointSlice copy", map[string]any{"slice": cp.Namespace + "/" + cp.Name})
 	}
+	if len(kept) > 0 && patience > 0 {
+		x.note("EndpointSlice copies %s are kept: kube-controller-manager does not serve their Services yet, and they "+
+			"do until it does. The next apply removes them.", strings.Join(kept, ", "))
+	}
+}
+
+// copyStale reports whether the EndpointSlice copy cp of Service name is no longer needed.
+func (x *executor) copyStale(ctx context.Context, cp *discoveryv1.EndpointSlice, name string) (bool, error) {
+	svc, err := x.c.Kube.CoreV1().Services(cp.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	case !ownedBy(cp.OwnerReferences, svc.UID):
+		return true, nil
+	}
+	own, err := x.c.Kube.DiscoveryV1().EndpointSlices(cp.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(own.Items, func(s discoveryv1.EndpointSlice) bool {
+		m := s.Labels[discoveryv1.LabelManagedBy]
+		return (m == sliceControllerName || m == mirrorControllerName) && ownedBy(s.OwnerReferences, svc.UID) &&
+			readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
+	}), nil
 }
 
 // retireBridgeMirror deletes the copied endpoints once the EndpointSlice controller serves the

@@ -248,7 +248,7 @@ func TestPrepareRecreationBridge(t *testing.T) {
 	if s, errs := PrepareRecreation(moved, planned(p), bridgeOn); s.Bridge != nil || s.RemoveBridge != "" || len(errs) > 0 {
 		t.Errorf("bridge kept: create %v remove %q errors %v", s.Bridge, s.RemoveBridge, errs)
 	}
-	if s, _ := PrepareRecreation(moved, planned(p), BridgeOptions{}); s.RemoveBridge != DefaultDNSBridgeName {
+	if s, _ := PrepareRecreation(moved, planned(p), BridgeOptions{}); s.RemoveBridge != "kube-system/"+DefaultDNSBridgeName {
 		t.Errorf("dns_bridge = false: remove %q", s.RemoveBridge)
 	}
 }
@@ -310,6 +310,28 @@ func TestPlanRecreationRestore(t *testing.T) {
 		Endpoints: &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"}}}}
 	if p := PlanRecreation(lost, defaultOpts()); !reflect.DeepEqual(p.Restore, []Restore{{"app/web", []string{"100.64.7.200"}, "j4"}}) {
 		t.Errorf("a journaled Service whose Endpoints are gone: restore %v", p.Restore)
+	}
+}
+
+// Two entries for one gone Service (re-journaled after a change mid-apply) restore the newer at
+// the journaled IP, which the older entry must not count as taken; both are settled with it.
+func TestPlanRecreationRestoreNewestOfTwo(t *testing.T) {
+	snap := mixedSnapshot()
+	older := rsvc("app/gone", "ClusterIP", "172.24.9.9")
+	newer := older
+	newer.Labels = map[string]string{"changed": "during the apply"}
+	at := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+	snap.Journal = []JournalEntry{
+		{Key: "app/gone", OldIPs: []string{"100.64.9.9"}, Service: newer, Object: "j2", Written: at.Add(time.Second)},
+		{Key: "app/gone", OldIPs: []string{"100.64.9.9"}, Service: older, Object: "j1", Written: at},
+	}
+	p := PlanRecreation(snap, defaultOpts())
+	if want := []Restore{{"app/gone", []string{"172.24.9.9"}, "j2"}}; !reflect.DeepEqual(p.Restore, want) {
+		t.Errorf("restore = %v, want %v", p.Restore, want)
+	}
+	s, errs := PrepareRecreation(snap, planned(p), bridgeOn)
+	if len(errs) > 0 || len(s.Restore) != 1 || len(s.Unplanned) > 0 {
+		t.Errorf("restore %v, unplanned %v, errors %v", s.Restore, s.Unplanned, errs)
 	}
 }
 

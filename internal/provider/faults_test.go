@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -57,7 +58,7 @@ func movingServices(t *testing.T, kube kubernetes.Interface, ns string, n int) m
 
 // checkNothingLostIn compares namespace ns with before: the same Services, each moved into
 // target and equal but for its IPs (nodePorts included), hand-made Endpoints present, and no
-// journal left.
+// journal or EndpointSlice copy left.
 func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]corev1.Service, target netip.Prefix) error {
 	ctx := context.Background()
 	list, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
@@ -91,6 +92,13 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 	}
 	if len(cms.Items) > 0 {
 		return fmt.Errorf("%d journal ConfigMaps left behind", len(cms.Items))
+	}
+	copies, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelManagedBy + "=k8scidr.io"})
+	if err != nil {
+		return err
+	}
+	if len(copies.Items) > 0 {
+		return fmt.Errorf("%d EndpointSlice copies left behind, the first %s", len(copies.Items), copies.Items[0].Name)
 	}
 	return nil
 }
