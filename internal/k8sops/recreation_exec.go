@@ -608,12 +608,13 @@ func ownedSlices(list []discoveryv1.EndpointSlice, uid types.UID) []discoveryv1.
 func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e JournalEntry) (JournalEntry, error) {
 	next := e
 	if len(svc.Spec.Selector) == 0 {
+		start := time.Now() // client-go retries a failed read itself (retryHints)
 		ep, err := x.c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			next.Endpoints = nil
 		case err != nil:
-			return e, fmt.Errorf("%s: reading its Endpoints: %w", e.Key, err)
+			return e, fmt.Errorf("%s: reading its Endpoints: %w (gave up after %s of retries)", e.Key, err, time.Since(start).Round(time.Second))
 		default:
 			ep.ManagedFields = nil
 			next.Endpoints = ep
@@ -1347,10 +1348,16 @@ func (x *executor) copyStale(ctx context.Context, cp *discoveryv1.EndpointSlice,
 	if err != nil {
 		return false, err
 	}
+	// The EndpointSlice controller's slices are owned by the Service; mirrored ones by its
+	// Endpoints object.
 	return slices.ContainsFunc(own.Items, func(s discoveryv1.EndpointSlice) bool {
-		m := s.Labels[discoveryv1.LabelManagedBy]
-		return (m == sliceControllerName || m == mirrorControllerName) && ownedBy(s.OwnerReferences, svc.UID) &&
-			readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
+		switch s.Labels[discoveryv1.LabelManagedBy] {
+		case sliceControllerName:
+			return ownedBy(s.OwnerReferences, svc.UID) && readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
+		case mirrorControllerName:
+			return readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
+		}
+		return false
 	}), nil
 }
 

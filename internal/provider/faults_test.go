@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,9 +99,46 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 		return err
 	}
 	if len(copies.Items) > 0 {
-		return fmt.Errorf("%d EndpointSlice copies left behind, the first %s", len(copies.Items), copies.Items[0].Name)
+		return fmt.Errorf("%d EndpointSlice copies left behind, the first %s: %s", len(copies.Items), copies.Items[0].Name,
+			describeSlices(kube, ns, copies.Items[0].Labels[discoveryv1.LabelServiceName]))
 	}
 	return nil
+}
+
+// describeSlices says what a Service has: its UID, its Endpoints and every EndpointSlice with
+// its manager, owner and ready endpoints, for a failure message.
+func describeSlices(kube kubernetes.Interface, ns, name string) string {
+	ctx := context.Background()
+	var b strings.Builder
+	if svc, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&b, "Service %s uid %s created %s", name, svc.UID, svc.CreationTimestamp.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(&b, "Service %s: %v", name, err)
+	}
+	if ep, err := kube.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&b, "; Endpoints with %d subsets, labels %v", len(ep.Subsets), ep.Labels)
+	} else {
+		fmt.Fprintf(&b, "; Endpoints: %v", err)
+	}
+	list, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return b.String() + "; slices: " + err.Error()
+	}
+	for _, s := range list.Items {
+		var owners []string
+		for _, o := range s.OwnerReferences {
+			owners = append(owners, o.Kind+"/"+string(o.UID))
+		}
+		ready := 0
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				ready++
+			}
+		}
+		fmt.Fprintf(&b, "; slice %s managed by %s, owners %v, %d ready, created %s", s.Name, s.Labels[discoveryv1.LabelManagedBy],
+			owners, ready, s.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	return b.String()
 }
 
 // rollingDeployments creates n Deployments of 2 running pods in namespace ns and returns a
@@ -239,7 +277,7 @@ func TestAccFaults_outage(t *testing.T) {
 			})
 	}()
 	// The last error, as the fault proxy gave it, and how long it was retried.
-	if out, err := w.run("apply", "tfplan"); err == nil || !regexp.MustCompile(`(?s)(injected:|EOF).*gave\s+up\s+after\s+\d+\s+attempts`).MatchString(out) {
+	if out, err := w.run("apply", "tfplan"); err == nil || !regexp.MustCompile(`(?s)(injected:|EOF).*gave\s+up\s+after\s+(\d+\s+attempts|\d+s\s+of\s+retries)`).MatchString(out) {
 		t.Errorf("apply during the outage: %v\n%s", err, out)
 	}
 	if err := <-outage; err != nil {

@@ -270,8 +270,10 @@ func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
 	w.converged()
 }
 
-// TestAccServiceRecreation_sweepsStaleCopies: an EndpointSlice copy an earlier, killed run left
-// for a Service the EndpointSlice controller now serves itself is deleted by the next apply.
+// TestAccServiceRecreation_sweepsStaleCopies: EndpointSlice copies an earlier, killed run left
+// for Services the controllers now serve themselves are deleted by the next apply: one the
+// EndpointSlice controller serves (its slice is owned by the Service), and a selector-less one
+// the mirroring controller serves (its slice is owned by the Endpoints object).
 func TestAccServiceRecreation_sweepsStaleCopies(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -281,23 +283,36 @@ func TestAccServiceRecreation_sweepsStaleCopies(t *testing.T) {
 	f.deployment("app", "a", map[string]string{"app": "a"})
 	a := f.service("app", ipService("a", "ClusterIP", "100.64.1.1"))
 	f.service("app", ipService("b", "ClusterIP", "100.64.1.2"))
+	selectorless(f, "app", "m", "100.64.1.3", "10.8.8.8", false, nil)
 	f.waitReadySlice("app", "a")
+	f.waitReadySlice("app", "m")
 	ctx := context.Background()
-	stale := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "a-k8scidr-0", Namespace: "app",
-			Labels:          map[string]string{discoveryv1.LabelServiceName: "a", discoveryv1.LabelManagedBy: "k8scidr.io"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "a", UID: a.UID}}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	copyOf := func(svc *corev1.Service) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: svc.Name + "-k8scidr-0", Namespace: "app",
+				Labels:          map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "k8scidr.io"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		}
 	}
-	if _, err := c.Kube.DiscoveryV1().EndpointSlices("app").Create(ctx, stale, metav1.CreateOptions{}); err != nil {
+	m, err := c.Kube.CoreV1().Services("app").Get(ctx, "m", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  exclude = ["app/a"]`, "", "172.24.0.0/15"))
+	stale := []*discoveryv1.EndpointSlice{copyOf(a), copyOf(m)}
+	for _, s := range stale {
+		if _, err := c.Kube.DiscoveryV1().EndpointSlices("app").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  exclude = ["app/a", "app/m"]`, "", "172.24.0.0/15"))
 	w.planFile()
 	w.applyFile()
-	if _, err := c.Kube.DiscoveryV1().EndpointSlices("app").Get(ctx, stale.Name, metav1.GetOptions{}); err == nil {
-		t.Error("the stale copy app/a-k8scidr-0 is still there after the apply")
+	for _, s := range stale {
+		if _, err := c.Kube.DiscoveryV1().EndpointSlices("app").Get(ctx, s.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the stale copy app/%s is still there after the apply", s.Name)
+		}
 	}
 	if got := servicesIn(t, c.Kube, "app")["app/b"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.1.2"}) {
 		t.Errorf("app/b at %v", got)
