@@ -898,9 +898,10 @@ func TestAccServiceRecreation_journalPerResource(t *testing.T) {
 	}
 }
 
-// barePod creates pod ns/name with that DNS setting (and nameservers, when given) and waits
+// barePod creates pod app/name with that DNS setting (and nameservers, when given) and waits
 // until a kubelet started it.
-func (f fixture) barePod(ns, name string, policy corev1.DNSPolicy, hostNetwork bool, nameservers ...string) {
+func (f fixture) barePod(name string, policy corev1.DNSPolicy, hostNetwork bool, nameservers ...string) {
+	const ns = "app"
 	f.t.Helper()
 	ctx := context.Background()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: podTemplate(name).Spec}
@@ -933,9 +934,9 @@ func TestAccServiceRecreation_bridgeRemovalSafe(t *testing.T) {
 	f := fixture{t, c.Kube}
 	f.namespace("app")
 	f.service("kube-system", dnsService("kube-dns", "100.64.0.10"))
-	f.barePod("app", "old", corev1.DNSClusterFirst, false)
-	f.barePod("app", "own-dns", corev1.DNSDefault, false)
-	f.barePod("app", "host", corev1.DNSClusterFirst, true)
+	f.barePod("old", corev1.DNSClusterFirst, false)
+	f.barePod("own-dns", corev1.DNSDefault, false)
+	f.barePod("host", corev1.DNSClusterFirst, true)
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 	w.planFile()
 	w.applyFile()
@@ -963,8 +964,8 @@ func TestAccServiceRecreation_bridgeRemovalSafe(t *testing.T) {
 		t.Fatalf("removing the bridge the kubelets still hand out: apply %v\n%s", err, out)
 	}
 	setKubeletClusterDNS(t, c, "172.24.0.10")
-	f.barePod("app", "new", corev1.DNSClusterFirst, false)
-	f.barePod("app", "pinned", corev1.DNSNone, false, "100.64.0.10")
+	f.barePod("new", corev1.DNSClusterFirst, false)
+	f.barePod("pinned", corev1.DNSNone, false, "100.64.0.10")
 	out, err := w.run("apply", "-auto-approve")
 	if err == nil || !diagRE("Error: DNS Bridge Still in Use", "the last change of kube-system/kubelet-config", "app/old").MatchString(out) ||
 		!diagRE("Error: Pods Name the DNS Bridge", "1 running pods name the bridge's IP 100.64.0.10", "app/pinned").MatchString(out) ||
