@@ -162,8 +162,9 @@ type executor struct {
 	bridgeUID    types.UID
 	bridgeMirror []string
 
-	// finishedLate are the moves finished after the apply was interrupted (afterCancel).
-	finishedLate []string
+	// finishedLate are the moves finished after the apply was interrupted (afterCancel), cutOff
+	// those past their delete that the grace period did not let finish.
+	finishedLate, cutOff []string
 	noted        map[string]bool // noteOnce
 	// dropped are the keys whose journal entries must not be restored (notMoved).
 	dropped map[string]bool
@@ -454,10 +455,17 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 	if ctx.Err() != nil {
 		x.mu.Lock()
 		late := slices.Sorted(slices.Values(x.finishedLate))
+		cut := slices.Sorted(slices.Values(x.cutOff))
 		x.mu.Unlock()
 		finished := "no move was between its delete and its create"
 		if len(late) > 0 {
 			finished = fmt.Sprintf("the %d moves already past their delete were finished (%s)", len(late), strings.Join(late, ", "))
+		}
+		if len(cut) > 0 {
+			slices.Sort(kept)
+			finished += fmt.Sprintf("; %d moves past their delete were cut off when the %s grace period ran out (%s): "+
+				"they are in the journal (ConfigMaps %s in %s), and the next apply restores them first",
+				len(cut), interruptGrace, strings.Join(cut, ", "), strings.Join(kept, ", "), x.o.Journal)
 		}
 		err := fmt.Errorf("interrupted (%v): no new move was started, and %s. The next apply moves the rest",
 			context.Cause(ctx), finished)
@@ -668,13 +676,13 @@ const (
 // move recreates one journaled Service: delete (UID precondition), wait until gone, create
 // with the planned IPs, restore what the deletion took along, verify. It returns the window
 // from the delete to the verification.
-func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, error) {
+func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, err error) {
 	old := x.services[e.Key]
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
 	if x.o.DelayBeforeDelete > 0 {
 		time.Sleep(x.o.DelayBeforeDelete)
 	}
-	e, err := x.refreshDependents(ctx, old, e)
+	e, err = x.refreshDependents(ctx, old, e)
 	if err != nil {
 		return 0, err
 	}
@@ -721,6 +729,13 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (time.Duration, err
 		return 0, fmt.Errorf("%s: deleting: %w", e.Key, err)
 	}
 	deleted := time.Now()
+	defer func() {
+		if err != nil && ctx.Err() != nil { // the grace period ran out between the delete and the end
+			x.mu.Lock()
+			x.cutOff = append(x.cutOff, e.Key)
+			x.mu.Unlock()
+		}
+	}()
 	if x.o.DelayAfterDelete > 0 {
 		time.Sleep(x.o.DelayAfterDelete)
 	}
