@@ -696,14 +696,6 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 			return s.Labels[discoveryv1.LabelManagedBy] != mirrorControllerName
 		})
 	}
-	for _, s := range e.Slices { // the garbage collector would delete them with the Service
-		err := retryWrite(ctx, func(bool) error {
-			return x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
-		})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
-		}
-	}
 	// Once the delete is sent the move is finished even when the apply is interrupted (Ctrl-C, a
 	// timeout), within a grace period that starts at the interruption: a delete cancelled in
 	// flight may have gone through, and its Service must not stay deleted. The verification at
@@ -738,6 +730,18 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	}()
 	if x.o.DelayAfterDelete > 0 {
 		time.Sleep(x.o.DelayAfterDelete)
+	}
+	// The garbage collector would delete the owned slices some time after the Service, maybe
+	// after their restored copies (same names) were refused as existing: gone now, they are
+	// restored for the new Service. Only once the Service is deleted: a move that no longer
+	// holds keeps them.
+	for _, s := range e.Slices {
+		err := retryWrite(fctx, func(bool) error {
+			return x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(fctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
+		}
 	}
 	// Without finalizers a successful delete has removed the object; with them, watch.
 	if len(old.Finalizers) > 0 {
@@ -931,6 +935,11 @@ func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e Jou
 		next.Owners = formerOwners(fresh.ManagedFields)
 		next.Service = *recreationCopy(fresh, e.Service.Spec.ClusterIPs)
 		if err := x.rejournal(ctx, next, "re-journaled a Service changed during the apply"); err != nil {
+			return old, e, err
+		}
+		// Its Endpoints or owned slices may have changed with it (journaled again if so).
+		next, err = x.refreshDependents(ctx, fresh, next)
+		if err != nil {
 			return old, e, err
 		}
 		old, e = fresh, next
