@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MATRIX=${MATRIX:-1.29 1.32 1.33}
-TEST_TIMEOUT=${TEST_TIMEOUT:-40m}
+TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 bin=$PWD/bin
 step() { printf '\ntest: %s (%ds)\n' "$*" "$SECONDS" >&2; }
 
