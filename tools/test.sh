@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every test that can run here, ordered so that a cold machine waits as little as
-# possible. The binary builds are CPU-bound (a Kubernetes release takes about 10 minutes of both
+# possible. The binary builds are CPU-bound (a Kubernetes release takes about 15 minutes of both
 # cores here): the suite on the newest Kubernetes starts as soon as its own binaries exist, while
 # the older control planes of the matrix, terraform 1.8.5 and OpenTofu build at the lowest CPU
 # priority in the idle time the suite leaves; the tests that need them run after.
