@@ -1341,7 +1341,7 @@ func (x *executor) sweepCopies(ctx context.Context, patience time.Duration) {
 			})
 		}
 		if !stale {
-			if !wait.Interrupted(err) {
+			if err != nil && !wait.Interrupted(err) {
 				x.note("Checking the EndpointSlice copy %s/%s failed (%v): the next apply sweeps it.", cp.Namespace, cp.Name, err)
 			}
 			kept = append(kept, cp.Namespace+"/"+cp.Name)
