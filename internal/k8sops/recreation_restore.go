@@ -1,0 +1,106 @@
+// Settling the journal an interrupted apply left: restoring the Services it holds, then
+// removing the entries that are settled.
+package k8sops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// settleJournal carries out the planned restores: each journaled Service that is gone is
+// recreated at its planned IPs, the Endpoints and owned slices of each are made to exist, and
+// journal objects whose every entry is restored or settled already are removed. Other entries
+// (the plan did not show them) are left for the next plan, and so are their journal objects.
+func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, restore []Restore, settledAlready map[string]bool) error {
+	planned := map[string][]string{} // journal object and key → planned IPs
+	for _, r := range restore {
+		planned[r.Journal+" "+r.Key] = r.NewIPs
+	}
+	plannedKey := map[string]bool{}
+	for _, r := range restore {
+		plannedKey[r.Key] = true
+	}
+	settled := map[string]bool{}
+	for _, e := range journal {
+		ips, ok := planned[e.Object+" "+e.Key]
+		// An older entry of a Service whose newer one is restored is settled with it.
+		done := ok || settledAlready[e.Object+" "+e.Key] || plannedKey[e.Key]
+		if _, seen := settled[e.Object]; !seen || !done {
+			settled[e.Object] = done
+		}
+		if !ok {
+			continue
+		}
+		// No entry may fail every later apply: one that cannot be restored stays, with a warning,
+		// and the next plan shows it again.
+		switch err := x.restoreEntry(ctx, e, ips); {
+		case err == nil:
+		case ctx.Err() != nil:
+			return err
+		case namespaceGoingErr(err):
+			x.note("%s was not restored: its namespace is being deleted or gone; its journal entry is dropped.", e.Key)
+		default:
+			x.note("%s could not be restored from journal %s/%s: %v. The entry stays, and the next plan shows it under restore again.",
+				e.Key, x.o.Journal.Namespace, e.Object, err)
+			settled[e.Object] = false
+		}
+	}
+	var done []string
+	for obj, ok := range settled {
+		if ok {
+			done = append(done, obj)
+		}
+	}
+	slices.Sort(done)
+	if len(done) > 0 {
+		x.log("restored interrupted Service moves", map[string]any{"restored": len(x.res.Restored), "journals": len(done)})
+	}
+	x.heldJournals = append(x.heldJournals, done...) // removed after settleEndpoints
+	return nil
+}
+
+// namespaceGoingErr reports a create refused because the namespace is being deleted or gone.
+func namespaceGoingErr(err error) bool {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var status apierrors.APIStatus
+	return apierrors.IsNotFound(err) && errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Kind == "namespaces"
+}
+
+// restoreEntry recreates a journaled Service that is gone at ips, and what its deletion took along.
+func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []string) error {
+	cur, err := x.c.Kube.CoreV1().Services(e.Service.Namespace).Get(ctx, e.Service.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// The Service first, then the bridge: a refused bridge must not keep the cluster DNS
+		// Service deleted. The entry then stays, and the next apply creates the bridge.
+		cur, err = x.create(ctx, recreationCopy(&e.Service, ips), e.Key)
+		if err != nil {
+			return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
+		}
+		x.restoreOwners(ctx, cur, e.Owners)
+		x.mu.Lock()
+		x.res.Restored = append(x.res.Restored, e.Key)
+		x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, UID: string(cur.UID), Type: serviceType(cur), OldIPs: e.OldIPs, NewIPs: cur.Spec.ClusterIPs})
+		if e.Key == x.dnsKey {
+			x.res.DNSMovedAt = cur.CreationTimestamp.UTC()
+		}
+		x.mu.Unlock()
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", e.Key, err)
+	}
+	if err := x.restoreDependents(ctx, e, cur); err != nil {
+		return err
+	}
+	if e.Key == x.dnsKey {
+		return x.ensureBridge(ctx, x.currentSlices(e.Key))
+	}
+	return nil
+}
