@@ -99,16 +99,77 @@ func TestAccBadInput_matrix(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, v := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_HOST", "KUBE_CTX"} {
-				t.Setenv(v, "") // restores the variable after the test
-				if err := os.Unsetenv(v); err != nil {
-					t.Fatal(err)
-				}
-			}
+			unsetKubeEnv(t)
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)}},
 			})
 		})
+	}
+}
+
+// TestAccBadInput_beforeTheCluster: mistakes that need no cluster to see are plan-time errors
+// naming their attribute even when the cluster cannot be reached, so they are found before
+// anything is read (each used to pass the plan and be refused by the apiserver mid-apply, or
+// hide behind "Calico Not Readable").
+func TestAccBadInput_beforeTheCluster(t *testing.T) {
+	testAccPreCheck(t)
+	p := `provider "k8scidr" {
+  host     = "https://127.0.0.1:1"
+  token    = "x"
+  insecure = true
+}
+`
+	moves := func(arg string) string {
+		return p + "data \"k8scidr_service_moves\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n  " + arg + "\n}\n"
+	}
+	pool := func(args string) string {
+		return p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"new-pool\"\n  cidr = \"172.16.0.0/13\"\n  " + args + "\n}\n"
+	}
+	cases := []struct {
+		name, config string
+		want         []string
+	}{
+		{"service_recreation: journal_namespace", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
+			"  moves = {}\n  journal_namespace = \"Bad_NS\"\n}\n", []string{"Invalid Name", "journal_namespace", `"Bad_NS" is not a namespace`}},
+		{"service_moves: journal_namespace", moves(`journal_namespace = "Bad_NS"`), []string{"Invalid Name", "journal_namespace", `"Bad_NS" is not a namespace`}},
+		{"service_moves: namespaces", moves(`namespaces = ["app", "Bad NS"]`), []string{"Invalid Name", "namespaces", `"Bad NS" is not a namespace`}},
+		{"service_moves: exclude_namespaces", moves(`exclude_namespaces = ["-x"]`), []string{"Invalid Name", "exclude_namespaces", `"-x" is not a namespace`}},
+		{"service_moves: selector", moves(`selector = "a in (b"`), []string{"Invalid Label Selector", "selector"}},
+		{"workload_restarts: namespaces", p + "data \"k8scidr_workload_restarts\" \"x\" {\n  namespaces = [\"App\"]\n}\n",
+			[]string{"Invalid Name", "namespaces", `"App" is not a namespace`}},
+		{"service_cidr: name", p + "resource \"k8scidr_service_cidr\" \"x\" {\n  name = \"Not A Name\"\n  cidrs = [\"172.24.0.0/15\"]\n}\n",
+			[]string{"Invalid Name", "name", `"Not A Name" is not a ServiceCIDR name`}},
+		{"service_cidr_policy: name", p + "resource \"k8scidr_service_cidr_policy\" \"x\" {\n  name = \"policy_1\"\n  allowed_cidrs = [\"172.24.0.0/15\"]\n}\n",
+			[]string{"Invalid Name", "name", `"policy_1" is not a ValidatingAdmissionPolicy name`}},
+		{"calico_ip_pool: name", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"Bad_Name\"\n  cidr = \"172.16.0.0/13\"\n}\n",
+			[]string{"Invalid Name", "name", `"Bad_Name" is not an IPPool name`}},
+		{"calico_ip_pool: block_size", pool("block_size = 33"), []string{"Block Size Out of Range", "block_size", "33: an IPv4 pool's block size is 20 to 32"}},
+		{"calico_ip_pool: both encapsulations", pool("ipip_mode = \"Always\"\n  vxlan_mode = \"CrossSubnet\""),
+			[]string{"Both Encapsulations Enabled", "vxlan_mode", "Set the other to Never"}},
+		{"calico_ip_pool: IPIP on IPv6", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"v6\"\n  cidr = \"fd00:16::/64\"\n  ipip_mode = \"Always\"\n}\n",
+			[]string{"IPIP Is IPv4 Only", "ipip_mode"}},
+		{"calico_ip_pool: link-local", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"ll\"\n  cidr = \"169.254.0.0/16\"\n}\n",
+			[]string{"CIDR Overlaps Link-Local Addresses", "cidr"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			unsetKubeEnv(t)
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)}},
+			})
+		})
+	}
+}
+
+// unsetKubeEnv unsets the provider's environment variables for the test, so that only its
+// provider block says where the cluster is.
+func unsetKubeEnv(t *testing.T) {
+	for _, v := range []string{"KUBE_CONFIG_PATH", "KUBE_CONFIG_PATHS", "KUBE_HOST", "KUBE_CTX"} {
+		t.Setenv(v, "") // restores the variable after the test
+		if err := os.Unsetenv(v); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

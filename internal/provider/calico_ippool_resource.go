@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,9 +34,10 @@ import (
 )
 
 var (
-	_ resource.ResourceWithConfigure   = (*calicoIPPoolResource)(nil)
-	_ resource.ResourceWithImportState = (*calicoIPPoolResource)(nil)
-	_ resource.ResourceWithModifyPlan  = (*calicoIPPoolResource)(nil)
+	_ resource.ResourceWithConfigure      = (*calicoIPPoolResource)(nil)
+	_ resource.ResourceWithImportState    = (*calicoIPPoolResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*calicoIPPoolResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*calicoIPPoolResource)(nil)
 )
 
 // Default timeouts: writes take a moment; a drain waits for pods to be restarted elsewhere.
@@ -106,7 +108,7 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"name": schema.StringAttribute{
 				Required: true, MarkdownDescription: "Name of the IPPool; import by this name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:    []validator.String{stringvalidator.LengthBetween(1, 253)},
+				Validators:    []validator.String{subdomainName("an IPPool name")},
 			},
 			"cidr": schema.StringAttribute{
 				Required: true, MarkdownDescription: "The pool's range. Changing it replaces the pool.",
@@ -228,6 +230,26 @@ func (m *calicoIPPoolModel) fill(ctx context.Context, api *k8sops.CalicoAPI, p *
 
 // ModifyPlan fills create-time defaults, validates the pool as calicoctl would and against the
 // cluster's other pools and installed CRD, and warns about what would break traffic or be reverted.
+// ValidateConfig runs Calico's own checks of a pool on what the configuration sets, before the
+// cluster is read: on a cluster where Calico cannot be read the mistake is still named.
+// ModifyPlan checks again with the defaults filled in and against the other pools.
+func (r *calicoIPPoolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m calicoIPPoolModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.CIDR.IsNull() || m.CIDR.IsUnknown() || m.BlockSize.IsUnknown() ||
+		m.IPIPMode.IsUnknown() || m.VXLANMode.IsUnknown() {
+		return
+	}
+	mode := func(v types.String) string { // an unknown mode is the schema validator's to report
+		if slices.Contains(k8sops.EncapModes, v.ValueString()) {
+			return v.ValueString()
+		}
+		return ""
+	}
+	addFindings(&resp.Diagnostics, k8sops.ValidateIPPool(k8sops.IPPoolSpec{Name: m.Name.ValueString(), CIDR: m.CIDR.ValueString(),
+		BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: mode(m.IPIPMode), VXLANMode: mode(m.VXLANMode)}, nil), true)
+}
+
 func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
 		var policy types.String

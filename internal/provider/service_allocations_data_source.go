@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"math/big"
-	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -151,30 +150,11 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// namespacedNameRegexp matches namespace/name (DNS labels and subdomains).
-var namespacedNameRegexp = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`)
-
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
 	return s
-}
-
-// cidrValidator accepts a CIDR prefix without host bits, as every CIDR in the provider.
-type cidrValidator struct{}
-
-func (cidrValidator) Description(context.Context) string {
-	return "must be a CIDR prefix without host bits, such as 172.24.0.0/15"
-}
-func (v cidrValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v cidrValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := k8sops.ParseCIDR(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CIDR", apiErrorText(err)+".")
-	}
 }
 
 type serviceAllocationsModel struct {

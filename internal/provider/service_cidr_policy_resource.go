@@ -65,7 +65,7 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 				Required:            true,
 				MarkdownDescription: "Name of the ValidatingAdmissionPolicy and of its binding.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 253)},
+				Validators:          []validator.String{subdomainName("a ValidatingAdmissionPolicy name")},
 			},
 			"allowed_cidrs": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -62,7 +61,7 @@ func (r *serviceCIDRResource) Schema(ctx context.Context, _ resource.SchemaReque
 				Required:            true,
 				MarkdownDescription: "Name of the ServiceCIDR. The apiserver's own range, `kubernetes`, can be imported but not created.",
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 253)},
+				Validators:          []validator.String{subdomainName("a ServiceCIDR name")},
 			},
 			"cidrs": schema.ListAttribute{
 				Required:    true,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -122,7 +121,8 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 				Validators: []validator.String{durationBetween{time.Second, time.Hour}}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultJournalNamespace),
 				MarkdownDescription: "Namespace of the journal ConfigMaps (label `k8scidr.io/journal`); the data source's " +
-					"`journal_namespace`. Default `kube-system`."},
+					"`journal_namespace`. Default `kube-system`.",
+				Validators: []validator.String{namespaceName()}},
 			"journal_group": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Whose journal this is (label `k8scidr.io/journal-group`, default `default`): give each " +
 					"`k8scidr_service_recreation` of a cluster its own (e.g. one per namespace group applied side by side), so " +
@@ -562,12 +562,6 @@ func (v durationBetween) ValidateString(ctx context.Context, req validator.Strin
 			fmt.Sprintf("%q is not %s.", req.ConfigValue.ValueString(), v.Description(ctx)))
 	}
 }
-
-// dns1035LabelRegexp is what a Service name must be (k8s.io/apimachinery validation.IsDNS1035Label).
-var dns1035LabelRegexp = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-
-// labelValueRegexp is a Kubernetes label value (its length checked apart).
-var labelValueRegexp = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
 // journal is the resource's own journal.
 func (m *serviceRecreationModel) journal() k8sops.Journal {

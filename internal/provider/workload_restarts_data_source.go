@@ -4,7 +4,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -54,9 +53,11 @@ func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.Sche
 			"or `depends_on` (Terraform would then read it only during apply, and the plan could not show the restarts).",
 		Attributes: map[string]schema.Attribute{
 			"namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Only these namespaces (default: all)."},
+				MarkdownDescription: "Only these namespaces (default: all).",
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(namespaceName())}},
 			"exclude_namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Never these namespaces."},
+				MarkdownDescription: "Never these namespaces.",
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(namespaceName())}},
 			"selector": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Label selector on the workloads' labels (a bare pod's own labels), e.g. `tier != system`."},
 			"kinds": schema.SetAttribute{Optional: true, ElementType: types.StringType,
@@ -169,23 +170,6 @@ func stringMapValue(m map[string]string, diags *diag.Diagnostics) types.Map {
 	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
 	diags.Append(d...)
 	return v
-}
-
-// rfc3339Validator accepts an RFC 3339 time.
-type rfc3339Validator struct{}
-
-func (rfc3339Validator) Description(context.Context) string {
-	return "must be an RFC 3339 time, such as 2026-11-22T16:00:00Z"
-}
-func (v rfc3339Validator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v rfc3339Validator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := time.Parse(time.RFC3339, req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Time",
-			fmt.Sprintf("%q is not an RFC 3339 time, e.g. 2026-11-22T16:00:00Z: %v.", req.ConfigValue.ValueString(), err))
-	}
 }
 
 type workloadRestartsModel struct {
