@@ -227,13 +227,14 @@ func list(v any) []any {
 	return l
 }
 
-// providerBinary is the provider built once for every CLI workspace of the test run.
+// providerBinary is the provider built once for every CLI workspace of the test run, with the
+// fault-injection hook the crash, kill and fault suites drive (fault_hook.go).
 var providerBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "k8scidr-provider-")
 	if err != nil {
 		return "", err
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "terraform-provider-k8scidr"), "../..")
+	build := exec.Command("go", "build", "-tags", "k8scidr_faults", "-o", filepath.Join(dir, "terraform-provider-k8scidr"), "../..")
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the provider: %w\n%s", err, out)
 	}
