@@ -22,10 +22,7 @@ func TestAccBadInput_matrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	fn := func(call string) string { return p + "output \"x\" {\n  value = " + call + "\n}\n" }
-	cases := []struct {
-		name, config string
-		want         []string // diagnostic parts, in order
-	}{
+	cases := []badInput{
 		// The provider block and the way to the cluster.
 		{"unreachable cluster", `provider "k8scidr" {
   host     = "https://127.0.0.1:1"
@@ -97,15 +94,7 @@ func TestAccBadInput_matrix(t *testing.T) {
 		{"service_cidr_policy: IPv6 host bits", p + "resource \"k8scidr_service_cidr_policy\" \"x\" {\n  name = \"x\"\n  allowed_cidrs = [\"fd00:24::1/108\"]\n}\n",
 			[]string{"allowed_cidrs", "host bits set: use fd00:24::/108"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			unsetKubeEnv(t)
-			resource.Test(t, resource.TestCase{
-				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)}},
-			})
-		})
-	}
+	planErrors(t, cases)
 }
 
 // TestAccBadInput_beforeTheCluster: mistakes that need no cluster to see are plan-time errors
@@ -126,10 +115,7 @@ func TestAccBadInput_beforeTheCluster(t *testing.T) {
 	pool := func(args string) string {
 		return p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"new-pool\"\n  cidr = \"172.16.0.0/13\"\n  " + args + "\n}\n"
 	}
-	cases := []struct {
-		name, config string
-		want         []string
-	}{
+	cases := []badInput{
 		{"service_recreation: journal_namespace", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
 			"  moves = {}\n  journal_namespace = \"Bad_NS\"\n}\n", []string{"Invalid Name", "journal_namespace", `"Bad_NS" is not a namespace`}},
 		{"service_moves: journal_namespace", moves(`journal_namespace = "Bad_NS"`), []string{"Invalid Name", "journal_namespace", `"Bad_NS" is not a namespace`}},
@@ -152,15 +138,7 @@ func TestAccBadInput_beforeTheCluster(t *testing.T) {
 		{"calico_ip_pool: link-local", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"ll\"\n  cidr = \"169.254.0.0/16\"\n}\n",
 			[]string{"CIDR Overlaps Link-Local Addresses", "cidr"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			unsetKubeEnv(t)
-			resource.Test(t, resource.TestCase{
-				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)}},
-			})
-		})
-	}
+	planErrors(t, cases)
 }
 
 // unsetKubeEnv unsets the provider's environment variables for the test, so that only its
@@ -171,5 +149,24 @@ func unsetKubeEnv(t *testing.T) {
 		if err := os.Unsetenv(v); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// badInput is a configuration whose plan must fail with a diagnostic holding want, in order.
+type badInput struct {
+	name, config string
+	want         []string
+}
+
+// planErrors plans each case, with only its provider block saying where the cluster is.
+func planErrors(t *testing.T, cases []badInput) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			unsetKubeEnv(t)
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)}},
+			})
+		})
 	}
 }
