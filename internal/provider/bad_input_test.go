@@ -135,6 +135,7 @@ func TestAccBadInput_beforeTheCluster(t *testing.T) {
 			[]string{"Both Encapsulations Enabled", "vxlan_mode", "Set the other to Never"}},
 		{"calico_ip_pool: IPIP on IPv6", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"v6\"\n  cidr = \"fd00:16::/64\"\n  ipip_mode = \"Always\"\n}\n",
 			[]string{"IPIP Is IPv4 Only", "ipip_mode"}},
+		{"calico_ip_pool: node_selector", pool(`node_selector = "has(("`), []string{"Invalid Calico Selector", "node_selector", `"has((" is not a selector Calico can parse`}},
 		{"calico_ip_pool: link-local", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"ll\"\n  cidr = \"169.254.0.0/16\"\n}\n",
 			[]string{"CIDR Overlaps Link-Local Addresses", "cidr"}},
 	}

@@ -78,6 +78,25 @@ func (v cidrValidator) ValidateString(_ context.Context, req validator.StringReq
 	}
 }
 
+// calicoSelectorValidator accepts what Calico's selector parser accepts (k8sops.ValidateCalicoSelector):
+// crd.projectcalico.org/v1 would store a broken selector, and Calico's IPAM would then skip the pool.
+type calicoSelectorValidator struct{}
+
+func (calicoSelectorValidator) Description(context.Context) string {
+	return "must be a Calico selector, such as all() or zone == \"a\" && !has(edge)"
+}
+func (v calicoSelectorValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v calicoSelectorValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if err := k8sops.ValidateCalicoSelector(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Calico Selector",
+			fmt.Sprintf("%q is not a selector Calico can parse (%v); Calico would skip the pool on every node. "+
+				"Write it as Calico's selector syntax, e.g. all() or zone == \"a\" && !has(edge).", req.ConfigValue.ValueString(), err))
+	}
+}
+
 // rfc3339Validator accepts an RFC 3339 time.
 type rfc3339Validator struct{}
 
