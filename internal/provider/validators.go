@@ -85,7 +85,9 @@ type calicoSelectorValidator struct{}
 func (calicoSelectorValidator) Description(context.Context) string {
 	return "must be a Calico selector, such as all() or zone == \"a\" && !has(edge)"
 }
-func (v calicoSelectorValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v calicoSelectorValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 func (v calicoSelectorValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
