@@ -9,28 +9,18 @@ import (
 	"net/netip"
 )
 
-// ServiceCIDRProblem is why one entry of a ServiceCIDR's cidrs is not usable.
-type ServiceCIDRProblem struct {
-	Index   int // position in the list
-	Summary string
-	Detail  string
-}
-
-// Path is the problem's place under the list attribute at.
-func (p ServiceCIDRProblem) Path(at Path) Path {
-	if p.Index < 0 {
-		return at
-	}
-	return at.Index(p.Index)
-}
-
 // ValidateServiceCIDRs checks a ServiceCIDR's cidrs the way the apiserver and its allocator
 // will, so that mistakes surface at plan: valid prefixes with no host bits, at most one per IP
-// family, and ranges that can hold at least one allocatable address.
-func ValidateServiceCIDRs(cidrs []string) []ServiceCIDRProblem {
-	var problems []ServiceCIDRProblem
+// family, and ranges that can hold at least one allocatable address. at is the list attribute
+// the cidrs come from; a finding about one entry names its index under it.
+func ValidateServiceCIDRs(at Path, cidrs []string) []Finding {
+	var problems []Finding
 	add := func(i int, summary, format string, args ...any) {
-		problems = append(problems, ServiceCIDRProblem{Index: i, Summary: summary, Detail: fmt.Sprintf(format, args...)})
+		where := at
+		if i >= 0 {
+			where = at.Index(i)
+		}
+		problems = append(problems, Finding{Path: where, Summary: summary, Detail: fmt.Sprintf(format, args...)})
 	}
 	if len(cidrs) == 0 || len(cidrs) > 2 {
 		add(-1, "Wrong Number of CIDRs", "A ServiceCIDR holds one range, or two of different IP families (dual-stack); got %d.", len(cidrs))

@@ -32,15 +32,19 @@ func TestValidateServiceCIDRs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ValidateServiceCIDRs(tt.cidrs)
+			got := ValidateServiceCIDRs(At("cidrs"), tt.cidrs)
+			want := At("cidrs")
+			if tt.index >= 0 {
+				want = want.Index(tt.index)
+			}
 			if tt.summary == "" {
 				if len(got) != 0 {
 					t.Fatalf("unexpected problems: %+v", got)
 				}
 				return
 			}
-			if len(got) != 1 || got[0].Index != tt.index || got[0].Summary != tt.summary || !strings.Contains(got[0].Detail, tt.detail) {
-				t.Fatalf("got %+v, want one problem at %d %q containing %q", got, tt.index, tt.summary, tt.detail)
+			if len(got) != 1 || got[0].Path.String() != want.String() || got[0].Summary != tt.summary || !strings.Contains(got[0].Detail, tt.detail) {
+				t.Fatalf("got %+v, want one problem at %s %q containing %q", got, want, tt.summary, tt.detail)
 			}
 		})
 	}
@@ -129,7 +133,7 @@ func FuzzCoveringPrefix(f *testing.F) {
 			}
 			return
 		}
-		if allocatableRange(p) != nil || ValidateServiceCIDRs([]string{p.String()}) != nil {
+		if allocatableRange(p) != nil || ValidateServiceCIDRs(At("cidrs"), []string{p.String()}) != nil {
 			t.Fatalf("%s is not a valid Service range", p)
 		}
 		for _, ip := range ips {

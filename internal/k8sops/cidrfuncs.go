@@ -20,17 +20,11 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// ArgError is an error about one argument (counted from 0) of a CIDR function, so a caller can
-// point at the argument.
-type ArgError struct {
-	Arg int
-	Err error
+// argError is a Finding about one argument (counted from 0) of a CIDR function, so a caller can
+// point at the argument; its Detail is err's text.
+func argError(arg int, err error) error {
+	return Finding{Path: Arg(arg), Summary: "Invalid Argument", Detail: err.Error()}
 }
-
-func (e *ArgError) Error() string { return e.Err.Error() }
-func (e *ArgError) Unwrap() error { return e.Err }
-
-func argError(arg int, err error) error { return &ArgError{Arg: arg, Err: err} }
 
 // CIDROverlaps reports whether two CIDRs share any address (false across IP families).
 func CIDROverlaps(a, b string) (bool, error) {

@@ -8,9 +8,12 @@ import (
 
 // argOf is the argument an error names, or -1.
 func argOf(err error) int {
-	var ae *ArgError
-	if errors.As(err, &ae) {
-		return ae.Arg
+	var f Finding
+	if !errors.As(err, &f) {
+		return -1
+	}
+	if arg, ok := f.Path.Argument(); ok {
+		return arg
 	}
 	return -1
 }

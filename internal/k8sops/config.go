@@ -57,16 +57,6 @@ type ExecConfig struct {
 	Env        map[string]string
 }
 
-// ConfigError is a configuration mistake attributable to one provider attribute.
-type ConfigError struct {
-	Attribute string // provider attribute, e.g. "config_context"; "" when no single one is at fault
-	Index     int    // list index within Attribute, or -1
-	Summary   string
-	Detail    string
-}
-
-func (e *ConfigError) Error() string { return e.Summary + ": " + e.Detail }
-
 // ErrNoConfiguration means neither a kubeconfig nor a host was given. It is not an error at
 // configure time: plans that need no cluster still work.
 var ErrNoConfiguration = errors.New("no Kubernetes cluster is configured: set config_path (or KUBE_CONFIG_PATH), " +
@@ -110,7 +100,7 @@ func (c *ConnectionConfig) ApplyEnv(lookup func(string) (string, bool)) error {
 		if v, ok := lookup("KUBE_INSECURE"); ok && v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return &ConfigError{Attribute: "insecure", Index: -1, Summary: "Invalid KUBE_INSECURE",
+				return Finding{Path: At("insecure"), Summary: "Invalid KUBE_INSECURE",
 					Detail: fmt.Sprintf("KUBE_INSECURE=%q is not a boolean: set it to true or false, or unset it.", v)}
 			}
 			c.Insecure = &b
@@ -139,7 +129,7 @@ func (c *ConnectionConfig) RESTConfig() (*rest.Config, error) {
 		if clientcmd.IsEmptyConfig(err) {
 			return nil, ErrNoConfiguration
 		}
-		return nil, &ConfigError{Index: -1, Summary: "Invalid Kubernetes Client Configuration",
+		return nil, Finding{Summary: "Invalid Kubernetes Client Configuration",
 			Detail: "The kubeconfig and provider settings together do not form a usable client configuration: " + err.Error() +
 				". Check the kubeconfig entry in use and the connection attributes that override it."}
 	}
@@ -168,11 +158,11 @@ func (c *ConnectionConfig) loadingRules() (*clientcmd.ClientConfigLoadingRules, 
 	for i, p := range paths {
 		p = expandHome(p)
 		if _, err := os.Stat(p); err != nil {
-			idx := -1
+			at := At(attr)
 			if attr == "config_paths" {
-				idx = i
+				at = at.Index(i)
 			}
-			return nil, &ConfigError{Attribute: attr, Index: idx, Summary: "Kubeconfig File Not Found",
+			return nil, Finding{Path: at, Summary: "Kubeconfig File Not Found",
 				Detail: fmt.Sprintf("Cannot read the kubeconfig file %q: %v. Check the path (it may also come from "+
 					"KUBE_CONFIG_PATH or KUBE_CONFIG_PATHS), or remove the setting and configure host and credentials instead.", p, err)}
 		}
@@ -238,7 +228,7 @@ func ParseHost(host string, defaultTLS bool) (string, error) {
 		err = fmt.Errorf("scheme must be https or http and a host name or address must be present")
 	}
 	if err != nil {
-		return "", &ConfigError{Attribute: "host", Index: -1, Summary: "Invalid Host",
+		return "", Finding{Path: At("host"), Summary: "Invalid Host",
 			Detail: fmt.Sprintf("%q is not a usable Kubernetes API server address (%v). Use a URL such as "+
 				"https://203.0.113.10:6443 or a host:port pair.", host, err)}
 	}
@@ -251,7 +241,7 @@ func ParseHost(host string, defaultTLS bool) (string, error) {
 func checkKubeconfigNames(cc clientcmd.ClientConfig, o *clientcmd.ConfigOverrides) error {
 	raw, err := cc.RawConfig()
 	if err != nil {
-		return &ConfigError{Attribute: "config_path", Index: -1, Summary: "Invalid Kubeconfig",
+		return Finding{Path: At("config_path"), Summary: "Invalid Kubeconfig",
 			Detail: "The kubeconfig file could not be parsed: " + err.Error()}
 	}
 	context, whose := o.CurrentContext, ""
@@ -274,7 +264,7 @@ func checkKubeconfigNames(cc clientcmd.ClientConfig, o *clientcmd.ConfigOverride
 		if known == "" {
 			known = "none"
 		}
-		return &ConfigError{Attribute: ch.attr, Index: -1, Summary: "Kubeconfig " + strings.ToUpper(ch.kind[:1]) + ch.kind[1:] + " Not Found",
+		return Finding{Path: At(ch.attr), Summary: "Kubeconfig " + strings.ToUpper(ch.kind[:1]) + ch.kind[1:] + " Not Found",
 			Detail: fmt.Sprintf("The kubeconfig has no %s named %q%s (known: %s). Set %s to one of them.",
 				ch.kind, ch.name, map[bool]string{true: whose}[ch.kind == "context"], known, ch.attr)}
 	}

@@ -137,12 +137,16 @@ func TestRESTConfig_mistakes(t *testing.T) {
 			if err == nil {
 				_, err = c.RESTConfig()
 			}
-			var ce *ConfigError
-			if !errors.As(err, &ce) {
-				t.Fatalf("got %v, want a ConfigError", err)
+			var f Finding
+			if !errors.As(err, &f) {
+				t.Fatalf("got %v, want a Finding", err)
 			}
-			if ce.Attribute != tt.attribute || ce.Index != tt.index || !strings.Contains(ce.Detail, tt.detail) {
-				t.Errorf("got %s[%d] %q, want %s[%d] containing %q", ce.Attribute, ce.Index, ce.Detail, tt.attribute, tt.index, tt.detail)
+			want := At(tt.attribute)
+			if tt.index >= 0 {
+				want = want.Index(tt.index)
+			}
+			if f.Path.String() != want.String() || !strings.Contains(f.Detail, tt.detail) {
+				t.Errorf("got %s %q, want %s containing %q", f.Path, f.Detail, want, tt.detail)
 			}
 		})
 	}
@@ -177,8 +181,8 @@ func TestApplyEnv_explicitWins(t *testing.T) {
 func TestRESTConfig_incompleteCredentialsNameNoSingleAttribute(t *testing.T) {
 	c := ConnectionConfig{Host: "https://127.0.0.1:6443", ClientCertificate: "cert without a key"}
 	_, err := c.RESTConfig()
-	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Attribute != "" || !strings.Contains(ce.Detail, "client-key") {
-		t.Fatalf("got %#v, want a ConfigError on no single attribute that mentions the missing key", err)
+	var f Finding
+	if !errors.As(err, &f) || len(f.Path.Steps) != 0 || !strings.Contains(f.Detail, "client-key") {
+		t.Fatalf("got %#v, want a Finding on no single attribute that mentions the missing key", err)
 	}
 }

@@ -1,4 +1,6 @@
-// Findings: a problem with an input, tied to the attribute it is about by a path held as data.
+// Findings: a problem with an input, tied to the attribute (or function argument) it is about by
+// a path held as data. It is the one way k8sops reports a mistake in what it was given; the
+// provider turns it into a diagnostic on that attribute.
 package k8sops
 
 import (
@@ -6,7 +8,8 @@ import (
 	"strings"
 )
 
-// Finding is a problem tied to an input attribute.
+// Finding is a problem tied to an input attribute; its Path is empty when no single attribute is
+// at fault. It is also an error, for functions that return one.
 type Finding struct {
 	Path    Path
 	Summary string
@@ -36,10 +39,22 @@ const (
 	StepAttr PathStepKind = iota
 	StepKey
 	StepIndex
+	StepArg // a function's argument, counted from 0 in Index; only ever a path's one step
 )
 
 // At is the path of a top-level attribute.
 func At(name string) Path { return Path{Steps: []PathStep{{Kind: StepAttr, Name: name}}} }
+
+// Arg is the path of a function's argument, counted from 0.
+func Arg(i int) Path { return Path{Steps: []PathStep{{Kind: StepArg, Index: i}}} }
+
+// Argument is the function argument p names, if it names one.
+func (p Path) Argument() (int, bool) {
+	if len(p.Steps) == 1 && p.Steps[0].Kind == StepArg {
+		return p.Steps[0].Index, true
+	}
+	return 0, false
+}
 
 // Attr is p followed by a nested attribute.
 func (p Path) Attr(name string) Path { return p.with(PathStep{Kind: StepAttr, Name: name}) }
@@ -68,6 +83,8 @@ func (p Path) String() string {
 			fmt.Fprintf(&b, "[%q]", s.Key)
 		case StepIndex:
 			fmt.Fprintf(&b, "[%d]", s.Index)
+		case StepArg:
+			fmt.Fprintf(&b, "argument %d", s.Index)
 		}
 	}
 	return b.String()

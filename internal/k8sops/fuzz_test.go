@@ -1,7 +1,6 @@
 package k8sops
 
 import (
-	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -42,9 +41,11 @@ func FuzzValidateServiceCIDRs(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string, n int) {
 		cidrs := []string{a, b, a}[:1+abs(n)%3]
-		problems := ValidateServiceCIDRs(cidrs)
+		problems := ValidateServiceCIDRs(At("cidrs"), cidrs)
 		for _, pr := range problems {
-			if pr.Index < -1 || pr.Index >= len(cidrs) || pr.Summary == "" || pr.Detail == "" {
+			steps := pr.Path.Steps
+			if len(steps) == 0 || steps[0].Name != "cidrs" || len(steps) > 2 ||
+				len(steps) == 2 && (steps[1].Kind != StepIndex || steps[1].Index >= len(cidrs)) || pr.Summary == "" || pr.Detail == "" {
 				t.Fatalf("ValidateServiceCIDRs(%q): malformed problem %+v", cidrs, pr)
 			}
 		}
@@ -154,12 +155,13 @@ func FuzzParseWorkloadKey(f *testing.F) {
 	})
 }
 
-// checkArgError fails unless err is nil or an ArgError naming one of n arguments.
+// checkArgError fails unless err is nil or a Finding naming one of n arguments.
 func checkArgError(t *testing.T, err error, n int) {
 	t.Helper()
-	var ae *ArgError
-	if err != nil && (!errors.As(err, &ae) || ae.Arg < 0 || ae.Arg >= n) {
-		t.Fatalf("error %v is not an ArgError of one of %d arguments", err, n)
+	if err != nil {
+		if arg := argOf(err); arg < 0 || arg >= n {
+			t.Fatalf("error %v is not a Finding about one of %d arguments", err, n)
+		}
 	}
 }
 

@@ -38,7 +38,7 @@ const (
 
 // NewKopsNetworking checks that the ranges fit together as kOps requires (one IP family, the
 // Service and pod ranges inside nonMasqueradeCIDR and apart, each large enough) and returns the
-// spec values. Errors are ArgErrors naming the argument (0 service, 1 pod, 2 nonMasquerade).
+// spec values. Errors are Findings naming the argument (0 service, 1 pod, 2 nonMasquerade).
 func NewKopsNetworking(serviceCIDR, podCIDR, nonMasqueradeCIDR string, calicoIPAM bool) (KopsNetworking, error) {
 	var prefixes [3]netip.Prefix
 	for i, s := range []string{serviceCIDR, podCIDR, nonMasqueradeCIDR} {

@@ -337,9 +337,7 @@ func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]net
 			"Set target_cidrs to the new Service range(s), e.g. k8scidr_service_cidr.new.cidrs."})
 		return nil, false
 	}
-	for _, pr := range ValidateServiceCIDRs(o.TargetCIDRs) {
-		p.Errors = append(p.Errors, Finding{pr.Path(At("target_cidrs")), pr.Summary, pr.Detail})
-	}
+	p.Errors = append(p.Errors, ValidateServiceCIDRs(At("target_cidrs"), o.TargetCIDRs)...)
 	if o.IPAssignment != PreserveOffset && o.IPAssignment != NextFree {
 		p.Errors = append(p.Errors, Finding{At("ip_assignment"), "Unknown IP Assignment",
 			fmt.Sprintf("%q: use %s or %s.", o.IPAssignment, PreserveOffset, NextFree)})

@@ -45,10 +45,7 @@ func (o BridgeOptions) name() string {
 // the cluster: IPs outside the target, on a target's network, broadcast or first address, IP
 // lists that do not pair up, and an IP planned twice.
 func ValidatePlanned(p PlannedRecreation) []Finding {
-	var out []Finding
-	for _, pr := range ValidateServiceCIDRs(p.TargetCIDRs) {
-		out = append(out, Finding{pr.Path(At("target_cidrs")), pr.Summary, pr.Detail})
-	}
+	out := ValidateServiceCIDRs(At("target_cidrs"), p.TargetCIDRs)
 	if len(out) > 0 {
 		return out
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // addFindings adds each finding as an error, or as a warning that says it is an error at apply.
-// A finding inside a map or list also names its place in the detail: Terraform points only at
+// A finding with an empty path is about no single attribute. A finding inside a map or list also names its place in the detail: Terraform points only at
 // the attribute's expression, which for a value from a data source is one line for all of it.
 func addFindings(diags *diag.Diagnostics, fs []k8sops.Finding, asError bool) {
 	for _, f := range fs {
@@ -17,10 +17,18 @@ func addFindings(diags *diag.Diagnostics, fs []k8sops.Finding, asError bool) {
 		if len(f.Path.Steps) > 1 {
 			detail = f.Path.String() + ": " + detail
 		}
-		if asError {
+		if !asError {
+			detail += " This is an error at apply time."
+		}
+		switch whole := len(f.Path.Steps) == 0; { // whole: no single attribute is at fault
+		case whole && asError:
+			diags.AddError(f.Summary, detail)
+		case whole:
+			diags.AddWarning(f.Summary, detail)
+		case asError:
 			diags.AddAttributeError(pathOf(f.Path), f.Summary, detail)
-		} else {
-			diags.AddAttributeWarning(pathOf(f.Path), f.Summary, detail+" This is an error at apply time.")
+		default:
+			diags.AddAttributeWarning(pathOf(f.Path), f.Summary, detail)
 		}
 	}
 }

@@ -45,9 +45,11 @@ func (f *cidrFunction[T]) Run(ctx context.Context, req function.RunRequest, resp
 
 // funcError points at the argument a k8sops CIDR error names, if it names one.
 func funcError(err error) *function.FuncError {
-	var argErr *k8sops.ArgError
-	if errors.As(err, &argErr) {
-		return function.NewArgumentFuncError(int64(argErr.Arg), err.Error())
+	var f k8sops.Finding
+	if errors.As(err, &f) {
+		if arg, ok := f.Path.Argument(); ok {
+			return function.NewArgumentFuncError(int64(arg), f.Detail)
+		}
 	}
 	return function.NewFuncError(err.Error())
 }

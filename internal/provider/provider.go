@@ -272,20 +272,12 @@ func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
 
 // addConfigError turns a k8sops configuration error into a diagnostic on its attribute.
 func addConfigError(diags *diag.Diagnostics, err error) {
-	var ce *k8sops.ConfigError
-	switch {
-	case !errors.As(err, &ce):
+	var f k8sops.Finding
+	if !errors.As(err, &f) {
 		diags.AddError("Invalid Provider Configuration", apiErrorText(err))
 		return
-	case ce.Attribute == "":
-		diags.AddError(ce.Summary, ce.Detail)
-		return
 	}
-	p := path.Root(ce.Attribute)
-	if ce.Index >= 0 {
-		p = p.AtListIndex(ce.Index)
-	}
-	diags.AddAttributeError(p, ce.Summary, ce.Detail)
+	addFindings(diags, []k8sops.Finding{f}, true)
 }
 
 func (m providerModel) connectionConfig(ctx context.Context) (k8sops.ConnectionConfig, diag.Diagnostics) {

@@ -104,13 +104,7 @@ func (r *serviceCIDRResource) ValidateConfig(ctx context.Context, req resource.V
 	for i, v := range values {
 		strs[i] = v.ValueString()
 	}
-	for _, p := range k8sops.ValidateServiceCIDRs(strs) {
-		at := path.Root("cidrs")
-		if p.Index >= 0 {
-			at = at.AtListIndex(p.Index)
-		}
-		resp.Diagnostics.AddAttributeError(at, p.Summary, p.Detail)
-	}
+	addFindings(&resp.Diagnostics, k8sops.ValidateServiceCIDRs(k8sops.At("cidrs"), strs), true)
 }
 
 func (r *serviceCIDRResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {

@@ -125,9 +125,7 @@ func (d *serviceMovesDataSource) ValidateConfig(ctx context.Context, req datasou
 		return
 	}
 	if fullyKnown(m.TargetCIDRs) && !m.TargetCIDRs.IsNull() {
-		for _, p := range k8sops.ValidateServiceCIDRs(stringList(ctx, m.TargetCIDRs, &resp.Diagnostics)) {
-			resp.Diagnostics.AddAttributeError(pathOf(p.Path(k8sops.At("target_cidrs"))), p.Summary, p.Detail)
-		}
+		addFindings(&resp.Diagnostics, k8sops.ValidateServiceCIDRs(k8sops.At("target_cidrs"), stringList(ctx, m.TargetCIDRs, &resp.Diagnostics)), true)
 	}
 	if !m.Selector.IsNull() && !m.Selector.IsUnknown() {
 		if _, err := labels.Parse(m.Selector.ValueString()); err != nil {

@@ -459,7 +459,7 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 			cidrs = append(cidrs, c)
 		}
 	}
-	if len(k8sops.ValidateServiceCIDRs(cidrs)) > 0 || len(cidrs) == 0 {
+	if len(k8sops.ValidateServiceCIDRs(k8sops.At("id"), cidrs)) > 0 || len(cidrs) == 0 {
 		resp.Diagnostics.AddError("Invalid Import ID", "Use the target ranges, comma-separated: e.g. 172.24.0.0/15 or 172.24.0.0/15,fd00:24::/108.")
 		return
 	}
