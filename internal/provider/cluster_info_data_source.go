@@ -70,14 +70,6 @@ func (d *clusterInfoDataSource) Read(ctx context.Context, _ datasource.ReadReque
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// nullableString maps "" (not present) to null.
-func nullableString(s string) types.String {
-	if s == "" {
-		return types.StringNull()
-	}
-	return types.StringValue(s)
-}
-
 type clusterInfoModel struct {
 	ServerVersion         types.String `tfsdk:"server_version"`
 	ServiceCIDRAPIVersion types.String `tfsdk:"service_cidr_api_version"`

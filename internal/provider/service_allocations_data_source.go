@@ -150,13 +150,6 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
 type serviceAllocationsModel struct {
 	CIDRs      types.List        `tfsdk:"cidrs"`
 	AlsoKeep   types.List        `tfsdk:"also_keep"`

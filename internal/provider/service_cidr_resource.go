@@ -292,12 +292,6 @@ func addServerWarnings(diags *diag.Diagnostics, w *k8sops.Warnings) {
 	}
 }
 
-func stringList(ctx context.Context, l types.List, diags *diag.Diagnostics) []string {
-	var out []string
-	diags.Append(l.ElementsAs(ctx, &out, false)...)
-	return out
-}
-
 type serviceCIDRModel struct {
 	Name            types.String   `tfsdk:"name"`
 	CIDRs           types.List     `tfsdk:"cidrs"`

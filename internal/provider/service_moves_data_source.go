@@ -215,14 +215,6 @@ func (m *serviceMovesModel) options(ctx context.Context, diags *diag.Diagnostics
 	return o
 }
 
-// stringOr is v's value, or def when v is null.
-func stringOr(v types.String, def string) string {
-	if v.IsNull() {
-		return def
-	}
-	return v.ValueString()
-}
-
 type serviceMovesModel struct {
 	TargetCIDRs          types.List   `tfsdk:"target_cidrs"`
 	Namespaces           types.Set    `tfsdk:"namespaces"`

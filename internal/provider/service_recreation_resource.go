@@ -501,12 +501,6 @@ func (m *serviceRecreationModel) bridge() k8sops.BridgeOptions {
 	return k8sops.BridgeOptions{Enabled: m.DNSBridge.ValueBool(), Name: m.DNSBridgeName.ValueString()}
 }
 
-// fullyKnown reports whether v and every element in it are known.
-func fullyKnown(v attr.Value) bool {
-	tv, err := v.ToTerraformValue(context.Background())
-	return err == nil && tv.IsFullyKnown()
-}
-
 type serviceRecreationModel struct {
 	ID               types.String   `tfsdk:"id"`
 	TargetCIDRs      types.List     `tfsdk:"target_cidrs"`

@@ -163,15 +163,6 @@ func pendingValue(p map[string]int, diags *diag.Diagnostics) types.Map {
 	return v
 }
 
-func stringMapValue(m map[string]string, diags *diag.Diagnostics) types.Map {
-	if m == nil {
-		m = map[string]string{}
-	}
-	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
-	diags.Append(d...)
-	return v
-}
-
 type workloadRestartsModel struct {
 	Namespaces        types.Set    `tfsdk:"namespaces"`
 	ExcludeNamespaces types.Set    `tfsdk:"exclude_namespaces"`

@@ -1,0 +1,57 @@
+// Conversions between framework values and the plain Go values k8sops takes and returns.
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// stringList is the elements of a list of strings (nil for a null list).
+func stringList(ctx context.Context, l types.List, diags *diag.Diagnostics) []string {
+	var out []string
+	diags.Append(l.ElementsAs(ctx, &out, false)...)
+	return out
+}
+
+// nullableString maps "" (not present) to null.
+func nullableString(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
+}
+
+// nonNil is s, or an empty list for nil: a computed list attribute is never null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// stringOr is v's value, or def when v is null.
+func stringOr(v types.String, def string) string {
+	if v.IsNull() {
+		return def
+	}
+	return v.ValueString()
+}
+
+// stringMapValue is m as a map attribute; nil is an empty map.
+func stringMapValue(m map[string]string, diags *diag.Diagnostics) types.Map {
+	if m == nil {
+		m = map[string]string{}
+	}
+	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
+	diags.Append(d...)
+	return v
+}
+
+// fullyKnown reports whether v and every element in it are known.
+func fullyKnown(v attr.Value) bool {
+	tv, err := v.ToTerraformValue(context.Background())
+	return err == nil && tv.IsFullyKnown()
+}
