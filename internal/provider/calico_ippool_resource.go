@@ -56,27 +56,6 @@ func (r *calicoIPPoolResource) Metadata(_ context.Context, req resource.Metadata
 	resp.TypeName = req.ProviderTypeName + "_calico_ippool"
 }
 
-type calicoIPPoolModel struct {
-	Name             types.String   `tfsdk:"name"`
-	CIDR             types.String   `tfsdk:"cidr"`
-	BlockSize        types.Int64    `tfsdk:"block_size"`
-	IPIPMode         types.String   `tfsdk:"ipip_mode"`
-	VXLANMode        types.String   `tfsdk:"vxlan_mode"`
-	NATOutgoing      types.Bool     `tfsdk:"nat_outgoing"`
-	Disabled         types.Bool     `tfsdk:"disabled"`
-	DisableBGPExport types.Bool     `tfsdk:"disable_bgp_export"`
-	NodeSelector     types.String   `tfsdk:"node_selector"`
-	AllowedUses      types.Set      `tfsdk:"allowed_uses"`
-	AssignmentMode   types.String   `tfsdk:"assignment_mode"`
-	DeletionPolicy   types.String   `tfsdk:"deletion_policy"`
-	ReleaseLeaked    types.Bool     `tfsdk:"release_leaked"`
-	APIGroup         types.String   `tfsdk:"api_group"`
-	Capacity         types.Number   `tfsdk:"capacity"`
-	Allocated        types.Int64    `tfsdk:"allocated"`
-	Blocks           types.Int64    `tfsdk:"blocks"`
-	Timeouts         timeouts.Value `tfsdk:"timeouts"`
-}
-
 func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keep := func(desc string) schema.StringAttribute {
 		return schema.StringAttribute{Optional: true, Computed: true, MarkdownDescription: desc,
@@ -180,52 +159,6 @@ func calicoAPI(ctx context.Context, client *k8sops.Client, diags *diag.Diagnosti
 
 func (r *calicoIPPoolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
-// settings is the pool the plan asks for; ok is false while any managed value is unknown.
-func (m calicoIPPoolModel) settings(ctx context.Context, diags *diag.Diagnostics) (k8sops.PoolSettings, bool) {
-	for _, v := range []attr.Value{m.CIDR, m.BlockSize, m.IPIPMode, m.VXLANMode, m.NATOutgoing, m.Disabled, m.DisableBGPExport,
-		m.NodeSelector, m.AllowedUses, m.AssignmentMode} {
-		if v.IsUnknown() {
-			return k8sops.PoolSettings{}, false
-		}
-	}
-	s := k8sops.PoolSettings{
-		CIDR: m.CIDR.ValueString(), BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: m.IPIPMode.ValueString(),
-		VXLANMode: m.VXLANMode.ValueString(), NATOutgoing: m.NATOutgoing.ValueBool(), Disabled: m.Disabled.ValueBool(),
-		DisableBGPExport: m.DisableBGPExport.ValueBool(), NodeSelector: m.NodeSelector.ValueString(),
-		AssignmentMode: m.AssignmentMode.ValueString(),
-	}
-	if !m.AllowedUses.IsNull() {
-		diags.Append(m.AllowedUses.ElementsAs(ctx, &s.AllowedUses, false)...)
-		k8sops.SortAllowedUses(s.AllowedUses)
-	}
-	return s, true
-}
-
-// fill sets the computed values from the pool as the cluster has it.
-func (m *calicoIPPoolModel) fill(ctx context.Context, api *k8sops.CalicoAPI, p *k8sops.IPPool, usage *k8sops.PoolUsage, diags *diag.Diagnostics) {
-	s := p.Settings
-	m.Name, m.CIDR = types.StringValue(p.Name), types.StringValue(s.CIDR)
-	m.BlockSize = types.Int64Value(int64(s.BlockSize))
-	m.IPIPMode, m.VXLANMode = types.StringValue(s.IPIPMode), types.StringValue(s.VXLANMode)
-	m.NATOutgoing, m.Disabled, m.DisableBGPExport = types.BoolValue(s.NATOutgoing), types.BoolValue(s.Disabled), types.BoolValue(s.DisableBGPExport)
-	m.NodeSelector = types.StringValue(s.NodeSelector)
-	m.AllowedUses = types.SetNull(types.StringType)
-	if s.AllowedUses != nil {
-		var d diag.Diagnostics
-		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, s.AllowedUses)
-		diags.Append(d...)
-	}
-	m.AssignmentMode = types.StringNull()
-	if s.AssignmentMode != "" {
-		m.AssignmentMode = types.StringValue(s.AssignmentMode)
-	}
-	m.APIGroup = types.StringValue(api.Group)
-	m.Capacity = types.NumberValue(new(big.Float).SetInt(p.Capacity()))
-	if usage != nil {
-		m.Allocated, m.Blocks = types.Int64Value(int64(usage.Used)), types.Int64Value(int64(usage.Blocks))
-	}
 }
 
 // ModifyPlan fills create-time defaults, validates the pool as calicoctl would and against the
@@ -338,37 +271,6 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 				"Installation's spec.calicoNetwork.ipPools instead, and drop it from this configuration.", owner))
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
-}
-
-// applyCreateDefaults fills calicoctl's defaults for what the configuration leaves unset.
-func (m *calicoIPPoolModel) applyCreateDefaults(ctx context.Context, api *k8sops.CalicoAPI, diags *diag.Diagnostics) {
-	str := func(v *types.String, def string) {
-		if v.IsUnknown() {
-			*v = types.StringValue(def)
-		}
-	}
-	boolean := func(v *types.Bool) {
-		if v.IsUnknown() {
-			*v = types.BoolValue(false)
-		}
-	}
-	if m.BlockSize.IsUnknown() {
-		m.BlockSize = types.Int64Value(int64(k8sops.DefaultBlockSize(m.CIDR.ValueString())))
-	}
-	str(&m.IPIPMode, k8sops.EncapNever)
-	str(&m.VXLANMode, k8sops.EncapNever)
-	str(&m.NodeSelector, k8sops.DefaultNodeSelector)
-	boolean(&m.NATOutgoing)
-	boolean(&m.Disabled)
-	boolean(&m.DisableBGPExport)
-	if m.AssignmentMode.IsUnknown() && api.Supports(k8sops.FieldAssignmentMode) {
-		m.AssignmentMode = types.StringValue(k8sops.DefaultAssignmentMode)
-	}
-	if m.AllowedUses.IsUnknown() && api.Supports(k8sops.FieldAllowedUses) {
-		var d diag.Diagnostics
-		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, k8sops.DefaultAllowedUses)
-		diags.Append(d...)
-	}
 }
 
 func (r *calicoIPPoolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -504,4 +406,102 @@ func (r *calicoIPPoolResource) ImportState(ctx context.Context, req resource.Imp
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("deletion_policy"), k8sops.DeleteWaitForDrain)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("release_leaked"), false)...)
+}
+
+type calicoIPPoolModel struct {
+	Name             types.String   `tfsdk:"name"`
+	CIDR             types.String   `tfsdk:"cidr"`
+	BlockSize        types.Int64    `tfsdk:"block_size"`
+	IPIPMode         types.String   `tfsdk:"ipip_mode"`
+	VXLANMode        types.String   `tfsdk:"vxlan_mode"`
+	NATOutgoing      types.Bool     `tfsdk:"nat_outgoing"`
+	Disabled         types.Bool     `tfsdk:"disabled"`
+	DisableBGPExport types.Bool     `tfsdk:"disable_bgp_export"`
+	NodeSelector     types.String   `tfsdk:"node_selector"`
+	AllowedUses      types.Set      `tfsdk:"allowed_uses"`
+	AssignmentMode   types.String   `tfsdk:"assignment_mode"`
+	DeletionPolicy   types.String   `tfsdk:"deletion_policy"`
+	ReleaseLeaked    types.Bool     `tfsdk:"release_leaked"`
+	APIGroup         types.String   `tfsdk:"api_group"`
+	Capacity         types.Number   `tfsdk:"capacity"`
+	Allocated        types.Int64    `tfsdk:"allocated"`
+	Blocks           types.Int64    `tfsdk:"blocks"`
+	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+}
+
+// settings is the pool the plan asks for; ok is false while any managed value is unknown.
+func (m calicoIPPoolModel) settings(ctx context.Context, diags *diag.Diagnostics) (k8sops.PoolSettings, bool) {
+	for _, v := range []attr.Value{m.CIDR, m.BlockSize, m.IPIPMode, m.VXLANMode, m.NATOutgoing, m.Disabled, m.DisableBGPExport,
+		m.NodeSelector, m.AllowedUses, m.AssignmentMode} {
+		if v.IsUnknown() {
+			return k8sops.PoolSettings{}, false
+		}
+	}
+	s := k8sops.PoolSettings{
+		CIDR: m.CIDR.ValueString(), BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: m.IPIPMode.ValueString(),
+		VXLANMode: m.VXLANMode.ValueString(), NATOutgoing: m.NATOutgoing.ValueBool(), Disabled: m.Disabled.ValueBool(),
+		DisableBGPExport: m.DisableBGPExport.ValueBool(), NodeSelector: m.NodeSelector.ValueString(),
+		AssignmentMode: m.AssignmentMode.ValueString(),
+	}
+	if !m.AllowedUses.IsNull() {
+		diags.Append(m.AllowedUses.ElementsAs(ctx, &s.AllowedUses, false)...)
+		k8sops.SortAllowedUses(s.AllowedUses)
+	}
+	return s, true
+}
+
+// fill sets the computed values from the pool as the cluster has it.
+func (m *calicoIPPoolModel) fill(ctx context.Context, api *k8sops.CalicoAPI, p *k8sops.IPPool, usage *k8sops.PoolUsage, diags *diag.Diagnostics) {
+	s := p.Settings
+	m.Name, m.CIDR = types.StringValue(p.Name), types.StringValue(s.CIDR)
+	m.BlockSize = types.Int64Value(int64(s.BlockSize))
+	m.IPIPMode, m.VXLANMode = types.StringValue(s.IPIPMode), types.StringValue(s.VXLANMode)
+	m.NATOutgoing, m.Disabled, m.DisableBGPExport = types.BoolValue(s.NATOutgoing), types.BoolValue(s.Disabled), types.BoolValue(s.DisableBGPExport)
+	m.NodeSelector = types.StringValue(s.NodeSelector)
+	m.AllowedUses = types.SetNull(types.StringType)
+	if s.AllowedUses != nil {
+		var d diag.Diagnostics
+		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, s.AllowedUses)
+		diags.Append(d...)
+	}
+	m.AssignmentMode = types.StringNull()
+	if s.AssignmentMode != "" {
+		m.AssignmentMode = types.StringValue(s.AssignmentMode)
+	}
+	m.APIGroup = types.StringValue(api.Group)
+	m.Capacity = types.NumberValue(new(big.Float).SetInt(p.Capacity()))
+	if usage != nil {
+		m.Allocated, m.Blocks = types.Int64Value(int64(usage.Used)), types.Int64Value(int64(usage.Blocks))
+	}
+}
+
+// applyCreateDefaults fills calicoctl's defaults for what the configuration leaves unset.
+func (m *calicoIPPoolModel) applyCreateDefaults(ctx context.Context, api *k8sops.CalicoAPI, diags *diag.Diagnostics) {
+	str := func(v *types.String, def string) {
+		if v.IsUnknown() {
+			*v = types.StringValue(def)
+		}
+	}
+	boolean := func(v *types.Bool) {
+		if v.IsUnknown() {
+			*v = types.BoolValue(false)
+		}
+	}
+	if m.BlockSize.IsUnknown() {
+		m.BlockSize = types.Int64Value(int64(k8sops.DefaultBlockSize(m.CIDR.ValueString())))
+	}
+	str(&m.IPIPMode, k8sops.EncapNever)
+	str(&m.VXLANMode, k8sops.EncapNever)
+	str(&m.NodeSelector, k8sops.DefaultNodeSelector)
+	boolean(&m.NATOutgoing)
+	boolean(&m.Disabled)
+	boolean(&m.DisableBGPExport)
+	if m.AssignmentMode.IsUnknown() && api.Supports(k8sops.FieldAssignmentMode) {
+		m.AssignmentMode = types.StringValue(k8sops.DefaultAssignmentMode)
+	}
+	if m.AllowedUses.IsUnknown() && api.Supports(k8sops.FieldAllowedUses) {
+		var d diag.Diagnostics
+		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, k8sops.DefaultAllowedUses)
+		diags.Append(d...)
+	}
 }

@@ -78,36 +78,6 @@ func (d *calicoIPPoolsDataSource) Configure(_ context.Context, req datasource.Co
 	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
 
-type calicoIPPoolsModel struct {
-	APIGroup       types.String        `tfsdk:"api_group"`
-	Pools          []calicoPoolItem    `tfsdk:"pools"`
-	OrphanedBlocks []orphanedBlockItem `tfsdk:"orphaned_blocks"`
-}
-
-type calicoPoolItem struct {
-	Name             types.String `tfsdk:"name"`
-	CIDR             types.String `tfsdk:"cidr"`
-	BlockSize        types.Int64  `tfsdk:"block_size"`
-	IPIPMode         types.String `tfsdk:"ipip_mode"`
-	VXLANMode        types.String `tfsdk:"vxlan_mode"`
-	NATOutgoing      types.Bool   `tfsdk:"nat_outgoing"`
-	Disabled         types.Bool   `tfsdk:"disabled"`
-	DisableBGPExport types.Bool   `tfsdk:"disable_bgp_export"`
-	NodeSelector     types.String `tfsdk:"node_selector"`
-	AllowedUses      types.List   `tfsdk:"allowed_uses"`
-	AssignmentMode   types.String `tfsdk:"assignment_mode"`
-	Capacity         types.Number `tfsdk:"capacity"`
-	Used             types.Int64  `tfsdk:"used"`
-	Blocks           types.Int64  `tfsdk:"blocks"`
-	BlocksPerNode    types.Map    `tfsdk:"blocks_per_node"`
-}
-
-type orphanedBlockItem struct {
-	CIDR types.String `tfsdk:"cidr"`
-	Node types.String `tfsdk:"node"`
-	Used types.Int64  `tfsdk:"used"`
-}
-
 func (d *calicoIPPoolsDataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *datasource.ReadResponse) {
 	client, diags := d.data.Client()
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
@@ -160,4 +130,34 @@ func (d *calicoIPPoolsDataSource) Read(ctx context.Context, _ datasource.ReadReq
 		})
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+type calicoIPPoolsModel struct {
+	APIGroup       types.String        `tfsdk:"api_group"`
+	Pools          []calicoPoolItem    `tfsdk:"pools"`
+	OrphanedBlocks []orphanedBlockItem `tfsdk:"orphaned_blocks"`
+}
+
+type calicoPoolItem struct {
+	Name             types.String `tfsdk:"name"`
+	CIDR             types.String `tfsdk:"cidr"`
+	BlockSize        types.Int64  `tfsdk:"block_size"`
+	IPIPMode         types.String `tfsdk:"ipip_mode"`
+	VXLANMode        types.String `tfsdk:"vxlan_mode"`
+	NATOutgoing      types.Bool   `tfsdk:"nat_outgoing"`
+	Disabled         types.Bool   `tfsdk:"disabled"`
+	DisableBGPExport types.Bool   `tfsdk:"disable_bgp_export"`
+	NodeSelector     types.String `tfsdk:"node_selector"`
+	AllowedUses      types.List   `tfsdk:"allowed_uses"`
+	AssignmentMode   types.String `tfsdk:"assignment_mode"`
+	Capacity         types.Number `tfsdk:"capacity"`
+	Used             types.Int64  `tfsdk:"used"`
+	Blocks           types.Int64  `tfsdk:"blocks"`
+	BlocksPerNode    types.Map    `tfsdk:"blocks_per_node"`
+}
+
+type orphanedBlockItem struct {
+	CIDR types.String `tfsdk:"cidr"`
+	Node types.String `tfsdk:"node"`
+	Used types.Int64  `tfsdk:"used"`
 }

@@ -55,3 +55,12 @@ func fullyKnown(v attr.Value) bool {
 	tv, err := v.ToTerraformValue(context.Background())
 	return err == nil && tv.IsFullyKnown()
 }
+
+// valueStrings is the values of a list of known strings.
+func valueStrings(vs []types.String) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.ValueString()
+	}
+	return out
+}

@@ -63,30 +63,6 @@ func (d *networkOverlapsDataSource) Configure(_ context.Context, req datasource.
 	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
 
-type rangeItem struct {
-	Kind types.String `tfsdk:"kind"`
-	Name types.String `tfsdk:"name"`
-	CIDR types.String `tfsdk:"cidr"`
-}
-
-type conflictItem struct {
-	A       rangeItem    `tfsdk:"a"`
-	B       rangeItem    `tfsdk:"b"`
-	Overlap types.String `tfsdk:"overlap"`
-}
-
-type networkOverlapsModel struct {
-	Reserved     types.Map      `tfsdk:"reserved"`
-	Extra        types.Map      `tfsdk:"extra"`
-	Ranges       []rangeItem    `tfsdk:"ranges"`
-	Conflicts    []conflictItem `tfsdk:"conflicts"`
-	ConflictFree types.Bool     `tfsdk:"conflict_free"`
-}
-
-func item(r k8sops.NamedRange) rangeItem {
-	return rangeItem{Kind: types.StringValue(r.Kind), Name: types.StringValue(r.Name), CIDR: types.StringValue(r.CIDR.String())}
-}
-
 func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m networkOverlapsModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
@@ -125,4 +101,28 @@ func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.Rea
 	}
 	m.ConflictFree = types.BoolValue(len(m.Conflicts) == 0)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+type networkOverlapsModel struct {
+	Reserved     types.Map      `tfsdk:"reserved"`
+	Extra        types.Map      `tfsdk:"extra"`
+	Ranges       []rangeItem    `tfsdk:"ranges"`
+	Conflicts    []conflictItem `tfsdk:"conflicts"`
+	ConflictFree types.Bool     `tfsdk:"conflict_free"`
+}
+
+func item(r k8sops.NamedRange) rangeItem {
+	return rangeItem{Kind: types.StringValue(r.Kind), Name: types.StringValue(r.Name), CIDR: types.StringValue(r.CIDR.String())}
+}
+
+type rangeItem struct {
+	Kind types.String `tfsdk:"kind"`
+	Name types.String `tfsdk:"name"`
+	CIDR types.String `tfsdk:"cidr"`
+}
+
+type conflictItem struct {
+	A       rangeItem    `tfsdk:"a"`
+	B       rangeItem    `tfsdk:"b"`
+	Overlap types.String `tfsdk:"overlap"`
 }

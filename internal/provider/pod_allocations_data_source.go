@@ -59,25 +59,6 @@ func (d *podAllocationsDataSource) Configure(_ context.Context, req datasource.C
 	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
 }
 
-type podAllocationsModel struct {
-	CIDRs       types.List      `tfsdk:"cidrs"`
-	ClusterCIDR types.List      `tfsdk:"cluster_cidr"`
-	Ranges      []rangePodsItem `tfsdk:"ranges"`
-	Outside     types.Map       `tfsdk:"outside"`
-	Nodes       []nodeItem      `tfsdk:"nodes"`
-}
-
-type rangePodsItem struct {
-	CIDR types.String `tfsdk:"cidr"`
-	Pods types.Int64  `tfsdk:"pods"`
-}
-
-type nodeItem struct {
-	Name              types.String `tfsdk:"name"`
-	PodCIDRs          types.List   `tfsdk:"pod_cidrs"`
-	InsideClusterCIDR types.List   `tfsdk:"inside_cluster_cidr"`
-}
-
 func (d *podAllocationsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m podAllocationsModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
@@ -126,4 +107,23 @@ func (d *podAllocationsDataSource) Read(ctx context.Context, req datasource.Read
 		m.Nodes = append(m.Nodes, item)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+type podAllocationsModel struct {
+	CIDRs       types.List      `tfsdk:"cidrs"`
+	ClusterCIDR types.List      `tfsdk:"cluster_cidr"`
+	Ranges      []rangePodsItem `tfsdk:"ranges"`
+	Outside     types.Map       `tfsdk:"outside"`
+	Nodes       []nodeItem      `tfsdk:"nodes"`
+}
+
+type rangePodsItem struct {
+	CIDR types.String `tfsdk:"cidr"`
+	Pods types.Int64  `tfsdk:"pods"`
+}
+
+type nodeItem struct {
+	Name              types.String `tfsdk:"name"`
+	PodCIDRs          types.List   `tfsdk:"pod_cidrs"`
+	InsideClusterCIDR types.List   `tfsdk:"inside_cluster_cidr"`
 }

@@ -276,11 +276,3 @@ func (m *serviceCIDRPolicyModel) fill(ctx context.Context, p *k8sops.ServiceCIDR
 	diags.Append(d...)
 	return diags
 }
-
-func valueStrings(vs []types.String) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = v.ValueString()
-	}
-	return out
-}
