@@ -56,6 +56,29 @@ type RecreationResult struct {
 	NotMoved map[string]string
 }
 
+// FollowUps is what the user must do after this apply that the Kubernetes API cannot do for
+// them: the kubelets' clusterDNS and the pods' resolvers when the DNS Service moved, and the
+// apiserver's own range (KEP-1880) once anything moved.
+func (r RecreationResult) FollowUps(steps RecreationSteps) []string {
+	var todo []string
+	for _, m := range r.Recreated {
+		if m.Key != steps.DNSService {
+			continue
+		}
+		bridge := ""
+		if r.BridgeCreated != "" {
+			bridge = " " + r.BridgeCreated
+		}
+		todo = append(todo, fmt.Sprintf("Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to %s's new IP %s and roll the nodes; "+
+			"until then the DNS bridge%s answers on %s.", m.Key, strings.Join(m.NewIPs, ","), bridge, strings.Join(m.OldIPs, ",")),
+			"Running pods keep the old DNS server until restarted: feed dns_moved_at to k8scidr_workload_restarts.started_before.")
+	}
+	if len(r.Recreated) > 0 {
+		todo = append(todo, "The apiserver's --service-cluster-ip-range and default/kubernetes move by the KEP-1880 procedure.")
+	}
+	return todo
+}
+
 // ExecuteRecreation carries out the steps PrepareRecreation made from snap.
 func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan RecreationSteps, o ExecOptions) (_ RecreationResult, err error) {
 	if o.Parallelism < 1 {

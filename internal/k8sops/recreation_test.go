@@ -542,3 +542,25 @@ func TestAdaptiveLimit(t *testing.T) {
 		t.Errorf("with a 50 QPS client the limit grew to %d, want 3", q.current())
 	}
 }
+
+func TestRecreationResult_FollowUps(t *testing.T) {
+	steps := RecreationSteps{DNSService: "kube-system/kube-dns"}
+	if got := (RecreationResult{}).FollowUps(steps); len(got) != 0 {
+		t.Errorf("nothing recreated: got %q, want no follow-ups", got)
+	}
+	app := Move{Key: "app/web", OldIPs: []string{"100.64.0.20"}, NewIPs: []string{"172.24.0.20"}}
+	got := RecreationResult{Recreated: []Move{app}}.FollowUps(steps)
+	if len(got) != 1 || !strings.Contains(got[0], "KEP-1880") {
+		t.Errorf("an app Service moved: got %q, want only the KEP-1880 step", got)
+	}
+	dns := Move{Key: "kube-system/kube-dns", OldIPs: []string{"100.64.0.10"}, NewIPs: []string{"172.24.0.10"}}
+	got = RecreationResult{Recreated: []Move{app, dns}, BridgeCreated: "kube-system/kube-dns-bridge"}.FollowUps(steps)
+	want := []string{"clusterDNS (kOps: kubeDNS.serverIP) to kube-system/kube-dns's new IP 172.24.0.10",
+		"the DNS bridge kube-system/kube-dns-bridge answers on 100.64.0.10", "dns_moved_at", "KEP-1880"}
+	joined := strings.Join(got, "\n")
+	for _, w := range want {
+		if !strings.Contains(joined, w) {
+			t.Errorf("cluster DNS moved: follow-ups %q lack %q", got, w)
+		}
+	}
+}

@@ -362,7 +362,9 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 			fmt.Sprintf("Recreated %d journaled Services first: %s.", len(res.Restored), strings.Join(res.Restored, ", ")))
 	}
 	plan.fillApplied(res, steps, prior, diags)
-	addFollowUps(diags, res, steps)
+	if todo := res.FollowUps(steps); len(todo) > 0 {
+		diags.AddWarning("What To Do Next", "- "+strings.Join(todo, "\n- "))
+	}
 	return !diags.HasError()
 }
 
@@ -407,29 +409,6 @@ func addNotMoved(diags *diag.Diagnostics, notMoved map[string]string) {
 	diags.AddWarning("Planned Moves That No Longer Hold Were Not Made",
 		fmt.Sprintf("%d of the planned moves no longer hold in the cluster and were left alone (listed in not_moved):\n%s\n"+
 			"The next plan shows what is still to move.", len(notMoved), strings.Join(lines, "\n")))
-}
-
-// addFollowUps tells the user what the Kubernetes API cannot do for them.
-func addFollowUps(diags *diag.Diagnostics, res k8sops.RecreationResult, steps k8sops.RecreationSteps) {
-	var todo []string
-	for _, m := range res.Recreated {
-		if m.Key == steps.DNSService {
-			bridge := ""
-			if res.BridgeCreated != "" {
-				bridge = " " + res.BridgeCreated
-			}
-			todo = append(todo, fmt.Sprintf("Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to %s's new IP %s and roll the nodes; "+
-				"until then the DNS bridge%s answers on %s.", m.Key, strings.Join(m.NewIPs, ","), bridge, strings.Join(m.OldIPs, ",")))
-			todo = append(todo, "Running pods keep the old DNS server until restarted: feed dns_moved_at to "+
-				"k8scidr_workload_restarts.started_before.")
-		}
-	}
-	if len(res.Recreated) > 0 {
-		todo = append(todo, "The apiserver's --service-cluster-ip-range and default/kubernetes move by the KEP-1880 procedure.")
-	}
-	if len(todo) > 0 {
-		diags.AddWarning("What To Do Next", "- "+strings.Join(todo, "\n- "))
-	}
 }
 
 // Read sets moves, restore and first to the converged value, empty: only the data source
