@@ -60,6 +60,33 @@ func ValidateRollKey(key string) error {
 	return err
 }
 
+// NormalizeRollKeys writes workload keys as WorkloadKey does (kind in lower case); other keys
+// are kept as they are.
+func NormalizeRollKeys(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, key := range keys {
+		if ns, kind, name, err := ParseWorkloadKey(key); err == nil {
+			key = WorkloadKey(ns, kind, name)
+		}
+		out = append(out, key)
+	}
+	return out
+}
+
+// NewlyIncluded is what a roll's include list asks for now that it did not before: an included
+// workload is rolled once, by the apply that adds it (all of them when there was no before).
+// Keys are compared normalized, so Deployment and deployment are one workload.
+func NewlyIncluded(before, now []string) []string {
+	earlier := NormalizeRollKeys(before)
+	var out []string
+	for _, key := range NormalizeRollKeys(now) {
+		if !slices.Contains(earlier, key) && !slices.Contains(out, key) {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
 // MissingWorkloads returns the workload keys among keys whose workload does not exist.
 func MissingWorkloads(ctx context.Context, c *Client, keys []string) ([]string, error) {
 	var missing []string

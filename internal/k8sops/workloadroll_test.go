@@ -182,3 +182,18 @@ func TestPlanRoll_rolloutInProgress(t *testing.T) {
 		t.Errorf("stalled: pending %v, want web's 2 pods", p.Pending)
 	}
 }
+
+func TestNewlyIncluded(t *testing.T) {
+	for _, c := range []struct {
+		before, now, want []string
+	}{
+		{nil, []string{"kube-system/DaemonSet/calico-node", "app/pod/p"}, []string{"kube-system/daemonset/calico-node", "app/pod/p"}},
+		{[]string{"kube-system/daemonset/calico-node"}, []string{"kube-system/DaemonSet/calico-node"}, nil},
+		{[]string{"a/deployment/x"}, []string{"a/deployment/x", "a/Deployment/y", "a/deployment/y"}, []string{"a/deployment/y"}},
+		{[]string{"a/deployment/x"}, nil, nil},
+	} {
+		if got := NewlyIncluded(c.before, c.now); !slices.Equal(got, c.want) {
+			t.Errorf("NewlyIncluded(%q, %q) = %q, want %q", c.before, c.now, got, c.want)
+		}
+	}
+}

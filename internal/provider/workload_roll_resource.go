@@ -138,7 +138,7 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 		plan.Rolled, plan.NotRolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType), types.StringUnknown()
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		if fullyKnown(plan.Include) {
-			r.warnMissing(ctx, normalizedKeys(stringList(ctx, plan.Include, &resp.Diagnostics)), &resp.Diagnostics)
+			r.warnMissing(ctx, k8sops.NormalizeRollKeys(stringList(ctx, plan.Include, &resp.Diagnostics)), &resp.Diagnostics)
 		}
 		return
 	}
@@ -291,28 +291,12 @@ func (r *workloadRollResource) Delete(context.Context, resource.DeleteRequest, *
 func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollModel, diags *diag.Diagnostics) k8sops.PlannedRoll {
 	p := k8sops.PlannedRoll{Workloads: stringList(ctx, m.Workloads, diags), First: stringList(ctx, m.First, diags),
 		Triggers: triggers(ctx, m.PodCIDRs, m.StartedBefore, diags)}
-	var earlier []string
+	var before []string
 	if prior != nil {
-		earlier = normalizedKeys(stringList(ctx, prior.Include, diags))
+		before = stringList(ctx, prior.Include, diags)
 	}
-	for _, key := range normalizedKeys(stringList(ctx, m.Include, diags)) {
-		if !slices.Contains(earlier, key) {
-			p.Include = append(p.Include, key)
-		}
-	}
+	p.Include = k8sops.NewlyIncluded(before, stringList(ctx, m.Include, diags))
 	return p
-}
-
-// normalizedKeys writes workload keys as WorkloadKey does (kind in lower case).
-func normalizedKeys(keys []string) []string {
-	out := make([]string, 0, len(keys))
-	for _, key := range keys {
-		if ns, kind, name, err := k8sops.ParseWorkloadKey(key); err == nil {
-			key = k8sops.WorkloadKey(ns, kind, name)
-		}
-		out = append(out, key)
-	}
-	return out
 }
 
 // workloadKeyValidator accepts namespace/kind/name workload keys and namespace/pod/name pod keys.
