@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // Calico encapsulation modes (ipipMode, vxlanMode).
@@ -108,3 +109,44 @@ func ValidateIPPool(pool IPPoolSpec, others []IPPoolSpec) []Finding {
 }
 
 func on(mode string) bool { return mode == EncapAlways || mode == EncapCrossSubnet }
+
+// poolFieldAttrs names the provider attribute of each spec field only some Calico releases know.
+var poolFieldAttrs = map[string]string{FieldAllowedUses: "allowed_uses", FieldAssignmentMode: "assignment_mode"}
+
+// UnsupportedPoolFields reports each of the spec fields set (FieldAllowedUses,
+// FieldAssignmentMode) that the installed IPPool CRD lacks: the apiserver would silently drop
+// it, and every plan would show it again.
+func (a *CalicoAPI) UnsupportedPoolFields(set []string) []Finding {
+	var out []Finding
+	for _, field := range set {
+		if a.Supports(field) {
+			continue
+		}
+		attr := poolFieldAttrs[field]
+		out = append(out, Finding{Path: At(attr), Summary: "Field Not in the Installed Calico CRD",
+			Detail: fmt.Sprintf("The installed IPPool CRD (%s) has no spec.%s, so the apiserver would silently drop it and every plan "+
+				"would show it again. Remove %s from the configuration, or upgrade Calico's CRDs.", a.Group, field, attr)})
+	}
+	return out
+}
+
+// CheckPoolAmongOthers checks a pool's settings against the cluster's other pools: Calico's own
+// checks (errs), and, for an enabled pool, encapsulation or NAT that differ from the other pools
+// of its family (warnings): pods that move there use this pool's.
+func CheckPoolAmongOthers(name string, s PoolSettings, pools []IPPool) (errs, warnings []Finding) {
+	var others []IPPoolSpec
+	for _, p := range pools {
+		others = append(others, IPPoolSpec{Name: p.Name, CIDR: p.Spec.CIDR}) // ValidateIPPool skips name
+	}
+	errs = ValidateIPPool(IPPoolSpec{Name: name, CIDR: s.CIDR, BlockSize: s.BlockSize, IPIPMode: s.IPIPMode, VXLANMode: s.VXLANMode}, others)
+	if s.Disabled {
+		return errs, nil
+	}
+	if diffs := PoolDifferences(s, name, pools); len(diffs) > 0 {
+		warnings = append(warnings, Finding{Path: At("ipip_mode"), Summary: "Encapsulation or NAT Differs From the Other Pools",
+			Detail: "This pool's settings differ from the cluster's other pools: " + strings.Join(diffs, "; ") + ". Pods that move here " +
+				"use this pool's encapsulation and NAT: in an IPIP or VXLAN cluster a pool with Never breaks cross-node " +
+				"traffic for every moved pod unless the nodes route the pool natively. Match the other pools unless that is intended."})
+	}
+	return errs, warnings
+}

@@ -3,6 +3,8 @@ package k8sops
 import (
 	"strings"
 	"testing"
+
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 )
 
 func TestValidateIPPool(t *testing.T) {
@@ -39,5 +41,37 @@ func TestValidateIPPool(t *testing.T) {
 	f := ValidateIPPool(IPPoolSpec{Name: "new", CIDR: "10.233.0.0/16"}, others)
 	if len(f) != 1 || !strings.Contains(f[0].Detail, "default-ipv4-ippool (10.233.64.0/18)") {
 		t.Errorf("overlap detail does not name the pool: %v", f)
+	}
+}
+
+func TestUnsupportedPoolFields(t *testing.T) {
+	old := &CalicoAPI{Group: "crd.projectcalico.org/v1", PoolFields: map[string]bool{"cidr": true, FieldAllowedUses: true}}
+	got := old.UnsupportedPoolFields([]string{FieldAllowedUses, FieldAssignmentMode})
+	if len(got) != 1 || got[0].Path.String() != "assignment_mode" || !strings.Contains(got[0].Detail, "has no spec.assignmentMode") {
+		t.Errorf("a CRD without assignmentMode: got %+v, want one finding on assignment_mode", got)
+	}
+	if got := (&CalicoAPI{Group: "projectcalico.org/v3"}).UnsupportedPoolFields([]string{FieldAssignmentMode}); len(got) != 0 {
+		t.Errorf("the Calico API server (no CRD schema): got %+v, want every field supported", got)
+	}
+}
+
+func TestCheckPoolAmongOthers(t *testing.T) {
+	pools := []IPPool{
+		{Name: "old", Spec: apiv3.IPPoolSpec{CIDR: "10.10.0.0/16"}, Settings: PoolSettings{IPIPMode: EncapAlways, VXLANMode: EncapNever}},
+		{Name: "new", Spec: apiv3.IPPoolSpec{CIDR: "10.20.0.0/16"}}, // the pool itself, as listed: not an overlap
+	}
+	s := PoolSettings{CIDR: "10.20.0.0/16", BlockSize: 26, IPIPMode: EncapNever, VXLANMode: EncapNever}
+	errs, warnings := CheckPoolAmongOthers("new", s, pools)
+	if len(errs) != 0 || len(warnings) != 1 || warnings[0].Path.String() != "ipip_mode" ||
+		!strings.Contains(warnings[0].Detail, "IPPool old (10.10.0.0/16) has ipip_mode Always (this pool: Never)") {
+		t.Errorf("an enabled pool with Never beside an IPIP pool: errs %+v, warnings %+v, want one ipip_mode warning", errs, warnings)
+	}
+	s.Disabled = true
+	if _, warnings := CheckPoolAmongOthers("new", s, pools); len(warnings) != 0 {
+		t.Errorf("a disabled pool takes no pods: got warnings %+v", warnings)
+	}
+	s.CIDR = "10.10.128.0/17"
+	if errs, _ := CheckPoolAmongOthers("new", s, pools); len(errs) != 1 || errs[0].Summary != "CIDR Overlaps Another Pool" {
+		t.Errorf("a pool inside another: got %+v, want CIDR Overlaps Another Pool", errs)
 	}
 }

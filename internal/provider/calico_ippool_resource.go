@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -210,20 +209,14 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	}
 	creating := req.State.Raw.IsNull()
 	plan.APIGroup = types.StringValue(api.Group)
-	for _, f := range []struct {
-		field string
-		value attr.Value
-		attr  string
-	}{{k8sops.FieldAllowedUses, config.AllowedUses, "allowed_uses"}, {k8sops.FieldAssignmentMode, config.AssignmentMode, "assignment_mode"}} {
-		if api.Supports(f.field) {
-			continue
-		}
-		if !f.value.IsNull() {
-			resp.Diagnostics.AddAttributeError(path.Root(f.attr), "Field Not in the Installed Calico CRD",
-				fmt.Sprintf("The installed IPPool CRD (%s) has no spec.%s, so the apiserver would silently drop it and every plan "+
-					"would show it again. Remove %s from the configuration, or upgrade Calico's CRDs.", api.Group, f.field, f.attr))
-		}
+	var set []string // the version-dependent spec fields the configuration sets
+	if !config.AllowedUses.IsNull() {
+		set = append(set, k8sops.FieldAllowedUses)
 	}
+	if !config.AssignmentMode.IsNull() {
+		set = append(set, k8sops.FieldAssignmentMode)
+	}
+	addFindings(&resp.Diagnostics, api.UnsupportedPoolFields(set), true)
 	if !api.Supports(k8sops.FieldAllowedUses) {
 		plan.AllowedUses = types.SetNull(types.StringType)
 	}
@@ -243,27 +236,11 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 		resp.Diagnostics.AddError("Calico Not Readable", apiErrorText(err))
 		return
 	}
-	var others []k8sops.IPPoolSpec
-	var otherPools []k8sops.IPPool
-	for _, p := range pools {
-		if p.Name != plan.Name.ValueString() {
-			others = append(others, k8sops.IPPoolSpec{Name: p.Name, CIDR: p.Spec.CIDR})
-			otherPools = append(otherPools, p)
-		}
-	}
-	findings := k8sops.ValidateIPPool(k8sops.IPPoolSpec{Name: plan.Name.ValueString(), CIDR: s.CIDR, BlockSize: s.BlockSize,
-		IPIPMode: s.IPIPMode, VXLANMode: s.VXLANMode}, others)
-	addFindings(&resp.Diagnostics, findings, true)
+	errs, warnings := k8sops.CheckPoolAmongOthers(plan.Name.ValueString(), s, pools)
+	addFindings(&resp.Diagnostics, errs, true)
+	addWarnings(&resp.Diagnostics, warnings)
 	if pfx, err := netip.ParsePrefix(s.CIDR); err == nil && creating {
 		plan.Capacity = types.NumberValue(new(big.Float).SetInt(k8sops.PrefixSize(pfx)))
-	}
-	if !s.Disabled {
-		if diffs := k8sops.PoolDifferences(s, plan.Name.ValueString(), otherPools); len(diffs) > 0 {
-			resp.Diagnostics.AddAttributeWarning(path.Root("ipip_mode"), "Encapsulation or NAT Differs From the Other Pools",
-				"This pool's settings differ from the cluster's other pools: "+strings.Join(diffs, "; ")+". Pods that move here "+
-					"use this pool's encapsulation and NAT: in an IPIP or VXLAN cluster a pool with Never breaks cross-node "+
-					"traffic for every moved pod unless the nodes route the pool natively. Match the other pools unless that is intended.")
-		}
 	}
 	if owner, ok := k8sops.OperatorOwnsPool(ctx, client, plan.Name.ValueString(), s.CIDR); ok {
 		resp.Diagnostics.AddWarning("Pool Managed by the Tigera Operator",

@@ -33,6 +33,17 @@ func addFindings(diags *diag.Diagnostics, fs []k8sops.Finding, asError bool) {
 	}
 }
 
+// addWarnings adds each finding as a warning: something to know, not a mistake.
+func addWarnings(diags *diag.Diagnostics, fs []k8sops.Finding) {
+	for _, f := range fs {
+		if len(f.Path.Steps) == 0 {
+			diags.AddWarning(f.Summary, f.Detail)
+		} else {
+			diags.AddAttributeWarning(pathOf(f.Path), f.Summary, f.Detail)
+		}
+	}
+}
+
 // pathOf turns a k8sops path into the framework's.
 func pathOf(p k8sops.Path) path.Path {
 	var out path.Path
