@@ -74,7 +74,7 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		"has `assignmentMode` (Calico 3.30+); setting it on an older CRD is a plan error. Default on create: `Automatic`.")
 	assignment.Validators = []validator.String{stringvalidator.OneOf(k8sops.AssignmentModes...)}
 	nodeSelector := keep("Calico selector of the nodes that take addresses from this pool. Default on create: `all()`.")
-	nodeSelector.Validators = []validator.String{stringvalidator.LengthAtLeast(1), calicoSelectorValidator{}}
+	nodeSelector.Validators = []validator.String{stringvalidator.LengthAtLeast(1), calicoSelectorValidator()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A Calico `IPPool`, through `projectcalico.org/v3` or the `crd.projectcalico.org/v1` CRDs (per the " +
 			"provider's `calico_api_group`). Create a new pod range with it, or import the old pool and set `disabled = true` " +

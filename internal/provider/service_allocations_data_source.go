@@ -43,7 +43,7 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 			"cidrs": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ranges to report against, e.g. the new Service range. Default: every ServiceCIDR's ranges.",
-				Validators:          []validator.List{listvalidator.ValueStringsAre(cidrValidator{})},
+				Validators:          []validator.List{listvalidator.ValueStringsAre(cidrValidator())},
 			},
 			"also_keep": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,

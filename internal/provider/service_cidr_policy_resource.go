@@ -71,7 +71,7 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ranges new ServiceCIDRs must lie inside, e.g. the migration's target and keep-ranges. " +
 					"Exactly one of `allowed_cidrs` and `deny_new = true`.",
-				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(cidrValidator{})},
+				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(cidrValidator())},
 			},
 			"deny_new": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),

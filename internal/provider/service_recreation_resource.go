@@ -117,7 +117,7 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"failed; after 5 moves in a row without one the apply starts no further move and fails, naming them " +
 					"(kube-controller-manager is down or stuck, and every further move would be one more Service without " +
 					"endpoints). The next apply moves the rest.",
-				Validators: []validator.String{durationBetween{time.Second, time.Hour}}},
+				Validators: []validator.String{durationBetween(time.Second, time.Hour)}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultJournalNamespace),
 				MarkdownDescription: "Namespace of the journal ConfigMaps (label `k8scidr.io/journal`); the data source's " +
 					"`journal_namespace`. Default `kube-system`.",
@@ -510,26 +510,6 @@ func (m *serviceRecreationModel) endpointWait() time.Duration {
 		d, _ = time.ParseDuration(defaultEndpointWait)
 	}
 	return d
-}
-
-// durationBetween accepts a Go duration string from min to max.
-type durationBetween struct{ min, max time.Duration }
-
-func (v durationBetween) Description(context.Context) string {
-	return fmt.Sprintf("a Go duration (e.g. 90s, 2m) from %s to %s", v.min, v.max)
-}
-
-func (v durationBetween) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (v durationBetween) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	d, err := time.ParseDuration(req.ConfigValue.ValueString())
-	if err != nil || d < v.min || d > v.max {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Duration",
-			fmt.Sprintf("%q is not %s.", req.ConfigValue.ValueString(), v.Description(ctx)))
-	}
 }
 
 // journal is the resource's own journal.

@@ -24,94 +24,100 @@ var dns1035LabelRegexp = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 // labelValueRegexp is a Kubernetes label value (its length checked apart).
 var labelValueRegexp = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
-// objectNameValidator accepts what the apiserver accepts as the name of the object it
-// describes, by the apimachinery check the apiserver itself runs.
-type objectNameValidator struct {
-	what  string                // "a namespace", "a ServiceCIDR name", ...
-	check func(string) []string // validation.IsDNS1123Label or IsDNS1123Subdomain
-	rule  string                // the rule in words
+// stringCheck is a string attribute validator: check says why a known value is refused, or "".
+// The provider's own single-string checks are all one of these (the rest are framework validators).
+type stringCheck struct {
+	description string // what the value must be, for the docs
+	summary     string // the diagnostic's summary
+	check       func(string) string
+}
+
+func (v stringCheck) Description(context.Context) string             { return v.description }
+func (v stringCheck) MarkdownDescription(ctx context.Context) string { return v.description }
+func (v stringCheck) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if why := v.check(req.ConfigValue.ValueString()); why != "" {
+		resp.Diagnostics.AddAttributeError(req.Path, v.summary, why)
+	}
+}
+
+// objectName accepts what the apiserver accepts as the name of the object it describes (what:
+// "a namespace", "a ServiceCIDR name", ...), by the apimachinery check the apiserver itself runs.
+func objectName(what, rule string, check func(string) []string) stringCheck {
+	return stringCheck{"must be " + what + ": " + rule, "Invalid Name", func(s string) string {
+		if errs := check(s); len(errs) > 0 {
+			return fmt.Sprintf("%q is not %s, which the apiserver would refuse mid-apply: %s.", s, what, strings.Join(errs, "; "))
+		}
+		return ""
+	}}
 }
 
 // namespaceName accepts a namespace name: a DNS-1123 label.
-func namespaceName() objectNameValidator {
-	return objectNameValidator{"a namespace", validation.IsDNS1123Label,
-		"at most 63 lower-case letters, digits or '-', starting and ending with a letter or digit"}
+func namespaceName() stringCheck {
+	return objectName("a namespace", "at most 63 lower-case letters, digits or '-', starting and ending with a letter or digit",
+		validation.IsDNS1123Label)
 }
 
 // subdomainName accepts an object name that is a DNS-1123 subdomain (ServiceCIDRs,
 // admission policies, Calico IPPools).
-func subdomainName(what string) objectNameValidator {
-	return objectNameValidator{what, validation.IsDNS1123Subdomain,
-		"at most 253 lower-case letters, digits, '-' or '.', starting and ending with a letter or digit"}
+func subdomainName(what string) stringCheck {
+	return objectName(what, "at most 253 lower-case letters, digits, '-' or '.', starting and ending with a letter or digit",
+		validation.IsDNS1123Subdomain)
 }
 
-func (v objectNameValidator) Description(context.Context) string {
-	return "must be " + v.what + ": " + v.rule
-}
-func (v objectNameValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-func (v objectNameValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
+// errText is err's text for a diagnostic's detail, or "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
 	}
-	if errs := v.check(req.ConfigValue.ValueString()); len(errs) > 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Name",
-			fmt.Sprintf("%q is not %s, which the apiserver would refuse mid-apply: %s.", req.ConfigValue.ValueString(), v.what,
-				strings.Join(errs, "; ")))
-	}
+	return apiErrorText(err) + "."
 }
 
 // cidrValidator accepts a CIDR prefix without host bits, as every CIDR in the provider.
-type cidrValidator struct{}
-
-func (cidrValidator) Description(context.Context) string {
-	return "must be a CIDR prefix without host bits, such as 172.24.0.0/15"
-}
-func (v cidrValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v cidrValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := k8sops.ParseCIDR(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid CIDR", apiErrorText(err)+".")
-	}
+func cidrValidator() stringCheck {
+	return stringCheck{"must be a CIDR prefix without host bits, such as 172.24.0.0/15", "Invalid CIDR", func(s string) string {
+		_, err := k8sops.ParseCIDR(s)
+		return errText(err)
+	}}
 }
 
 // calicoSelectorValidator accepts what Calico's selector parser accepts (k8sops.ValidateCalicoSelector):
 // crd.projectcalico.org/v1 would store a broken selector, and Calico's IPAM would then skip the pool.
-type calicoSelectorValidator struct{}
-
-func (calicoSelectorValidator) Description(context.Context) string {
-	return "must be a Calico selector, such as all() or zone == \"a\" && !has(edge)"
-}
-func (v calicoSelectorValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-func (v calicoSelectorValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if err := k8sops.ValidateCalicoSelector(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Calico Selector",
-			fmt.Sprintf("%q is not a selector Calico can parse (%v); Calico would skip the pool on every node. "+
-				"Write it as Calico's selector syntax, e.g. all() or zone == \"a\" && !has(edge).", req.ConfigValue.ValueString(), err))
-	}
+func calicoSelectorValidator() stringCheck {
+	return stringCheck{`must be a Calico selector, such as all() or zone == "a" && !has(edge)`, "Invalid Calico Selector", func(s string) string {
+		if err := k8sops.ValidateCalicoSelector(s); err != nil {
+			return fmt.Sprintf("%q is not a selector Calico can parse (%v); Calico would skip the pool on every node. "+
+				`Write it as Calico's selector syntax, e.g. all() or zone == "a" && !has(edge).`, s, err)
+		}
+		return ""
+	}}
 }
 
 // rfc3339Validator accepts an RFC 3339 time.
-type rfc3339Validator struct{}
-
-func (rfc3339Validator) Description(context.Context) string {
-	return "must be an RFC 3339 time, such as 2026-11-22T16:00:00Z"
+func rfc3339Validator() stringCheck {
+	return stringCheck{"must be an RFC 3339 time, such as 2026-11-22T16:00:00Z", "Invalid Time", func(s string) string {
+		if _, err := time.Parse(time.RFC3339, s); err != nil {
+			return fmt.Sprintf("%q is not an RFC 3339 time, e.g. 2026-11-22T16:00:00Z: %v.", s, err)
+		}
+		return ""
+	}}
 }
-func (v rfc3339Validator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v rfc3339Validator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := time.Parse(time.RFC3339, req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Time",
-			fmt.Sprintf("%q is not an RFC 3339 time, e.g. 2026-11-22T16:00:00Z: %v.", req.ConfigValue.ValueString(), err))
-	}
+
+// durationBetween accepts a Go duration string from lo to hi.
+func durationBetween(lo, hi time.Duration) stringCheck {
+	desc := fmt.Sprintf("a Go duration (e.g. 90s, 2m) from %s to %s", lo, hi)
+	return stringCheck{desc, "Invalid Duration", func(s string) string {
+		if d, err := time.ParseDuration(s); err != nil || d < lo || d > hi {
+			return fmt.Sprintf("%q is not %s.", s, desc)
+		}
+		return ""
+	}}
+}
+
+// workloadKeyValidator accepts namespace/kind/name workload keys and namespace/pod/name pod keys.
+func workloadKeyValidator() stringCheck {
+	return stringCheck{"must be namespace/kind/name (kind deployment, statefulset or daemonset), or namespace/pod/name",
+		"Invalid Workload", func(s string) string { return errText(k8sops.ValidateRollKey(s)) }}
 }

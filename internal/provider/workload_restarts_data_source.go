@@ -64,9 +64,9 @@ func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.Sche
 				MarkdownDescription: "Workload kinds rolled: `Deployment`, `StatefulSet`, `DaemonSet` (default all three).",
 				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.RollKinds...))}},
 			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: podCIDRsDescription,
-				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator{})}},
+				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator())}},
 			"started_before": schema.StringAttribute{Optional: true, MarkdownDescription: startedBeforeDesc,
-				Validators: []validator.String{rfc3339Validator{}}},
+				Validators: []validator.String{rfc3339Validator()}},
 			"evict_bare_pods": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "List matching bare pods in `workloads` (as `namespace/pod/name`), for the roll to evict " +
 					"through the Eviction API, so PodDisruptionBudgets hold (default false: they are listed under `unmanaged`)."},

@@ -48,7 +48,7 @@ func (r *workloadRollResource) Metadata(_ context.Context, req resource.Metadata
 func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keyList := func(desc string) schema.ListAttribute {
 		return schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: desc,
-			Validators: []validator.List{listvalidator.ValueStringsAre(workloadKeyValidator{})}}
+			Validators: []validator.List{listvalidator.ValueStringsAre(workloadKeyValidator())}}
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Restarts exactly the workloads of a `k8scidr_workload_restarts` data source, which the plan " +
@@ -65,9 +65,9 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: podCIDRsDescription + " The data source's triggers: at apply a workload none of whose pods " +
 					"matches them any more is not restarted.",
-				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator{})}},
+				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator())}},
 			"started_before": schema.StringAttribute{Optional: true, MarkdownDescription: startedBeforeDesc + " As `pod_cidrs`.",
-				Validators: []validator.String{rfc3339Validator{}}},
+				Validators: []validator.String{rfc3339Validator()}},
 			"include": keyList("Workloads (`namespace/kind/name`) rolled whatever their pods, e.g. " +
 				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses: once, by the apply that adds " +
 				"them here (or creates the resource)."),
@@ -297,24 +297,6 @@ func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollMode
 	}
 	p.Include = k8sops.NewlyIncluded(before, stringList(ctx, m.Include, diags))
 	return p
-}
-
-// workloadKeyValidator accepts namespace/kind/name workload keys and namespace/pod/name pod keys.
-type workloadKeyValidator struct{}
-
-func (workloadKeyValidator) Description(context.Context) string {
-	return "must be namespace/kind/name (kind deployment, statefulset or daemonset), or namespace/pod/name"
-}
-func (v workloadKeyValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-func (v workloadKeyValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if err := k8sops.ValidateRollKey(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Workload", apiErrorText(err))
-	}
 }
 
 type workloadRollModel struct {
