@@ -21,17 +21,12 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -286,99 +281,6 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	})
 }
 
-// RestartAPIServer restarts kube-apiserver with a new --service-cluster-ip-range, as an
-// operator changing kOps' serviceClusterIPRange does. The other components reconnect by
-// themselves. Only for clusters this process started (not detached ones).
-func (c *Cluster) RestartAPIServer(ctx context.Context, serviceCIDRs []string) error {
-	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == "kube-apiserver" })
-	if i < 0 || c.opts.Detached {
-		return errors.New("no attached kube-apiserver to restart")
-	}
-	c.procs[i].stop(10 * time.Second)
-	c.procs = slices.Delete(c.procs, i, i+1)
-	flag := "--service-cluster-ip-range="
-	for j, a := range c.apiArgs {
-		if strings.HasPrefix(a, flag) {
-			c.apiArgs[j] = flag + strings.Join(serviceCIDRs, ",")
-		}
-	}
-	c.ServiceCIDRs = serviceCIDRs
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	return c.startAPIServer(ctx)
-}
-
-// StopControllerManager stops kube-controller-manager, as an outage of it does: no EndpointSlice,
-// ReplicaSet or namespace is written until RestartControllerManager starts it again.
-func (c *Cluster) StopControllerManager() error {
-	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == "kube-controller-manager" })
-	if i < 0 || c.opts.Detached {
-		return errors.New("no attached kube-controller-manager to stop")
-	}
-	c.procs[i].stop(10 * time.Second)
-	return nil
-}
-
-// RestartControllerManager restarts kube-controller-manager with flags (e.g.
-// "--kube-api-qps=100") replacing the same flags of its command line or added to it, and waits
-// until it serves again (also after StopControllerManager). Benchmarks use it to compare its
-// client budgets on one cluster.
-func (c *Cluster) RestartControllerManager(ctx context.Context, flags ...string) error {
-	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == "kube-controller-manager" })
-	if i < 0 || c.opts.Detached {
-		return errors.New("no attached kube-controller-manager to restart")
-	}
-	old := c.procs[i]
-	args := slices.Clone(old.args)
-	for _, f := range flags {
-		name, _, _ := strings.Cut(f, "=")
-		args = slices.DeleteFunc(args, func(a string) bool { return a == name || strings.HasPrefix(a, name+"=") })
-		args = append(args, f)
-	}
-	old.stop(10 * time.Second)
-	p, err := startProcess(old.Name, old.Bin, args, filepath.Join(c.Dir, "logs"), false)
-	if err != nil {
-		return err
-	}
-	c.procs[i] = p
-	// The EndpointSlice controller is the one tests and benchmarks pace on. It logs its start at
-	// the default verbosity in every release (the controller manager's own "Started controller"
-	// line is gone from it since 1.37).
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	return waitFor(ctx, "kube-controller-manager to start its EndpointSlice controller", []*process{p}, func(context.Context) (bool, error) {
-		return strings.Contains(logTail(p.Log, 1000), `"Starting endpoint slice controller"`), nil
-	})
-}
-
-// Restart stops a component (etcd or kube-apiserver) as a crash or an upgrade does, keeps it
-// down for down, then starts it again with the same command line and waits until the apiserver
-// serves. Reliability tests do this in the middle of an apply.
-func (c *Cluster) Restart(ctx context.Context, name string, down time.Duration) error {
-	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == name })
-	if i < 0 || c.opts.Detached || (name != "etcd" && name != "kube-apiserver") {
-		return fmt.Errorf("no attached etcd or kube-apiserver named %q to restart", name)
-	}
-	old := c.procs[i]
-	old.stop(10 * time.Second)
-	select {
-	case <-time.After(down):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	p, err := startProcess(old.Name, old.Bin, old.args, filepath.Join(c.Dir, "logs"), false)
-	if err != nil {
-		return err
-	}
-	c.procs[i] = p
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	return waitFor(ctx, "kube-apiserver to serve after restarting "+name, []*process{p}, func(ctx context.Context) (bool, error) {
-		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil, nil
-	})
-}
-
 // startAgents starts the components that talk only to the apiserver.
 func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, error) {
 	var stageArgs []string
@@ -424,94 +326,6 @@ func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, e
 	return started, nil
 }
 
-func (c *Cluster) createNodes(ctx context.Context) error {
-	for i, cidrs := range c.NodePodCIDRs {
-		if err := c.createNode(ctx, fmt.Sprintf("kwok-node-%d", i), strings.Split(cidrs, ",")); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// createNode registers a kwok node; podCIDRs may be empty (allocateNodeCIDRs: false).
-func (c *Cluster) createNode(ctx context.Context, name string, podCIDRs []string) error {
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{kwokAnnotation: "fake"},
-			Labels:      map[string]string{NodeLabel: "true", "kubernetes.io/hostname": name, "type": "kwok"},
-		},
-		Status: corev1.NodeStatus{
-			Capacity:    nodeResources(),
-			Allocatable: nodeResources(),
-		},
-	}
-	if len(podCIDRs) > 0 {
-		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDRs[0], podCIDRs
-	}
-	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating node %s: %w", name, err)
-	}
-	return nil
-}
-
-// ReplaceNodes does what a kOps rolling update does to every node: new nodes join (here without
-// podCIDRs, as with allocateNodeCIDRs: false), each old node is cordoned and drained (its pods
-// deleted; their controllers recreate them on the new nodes), then removed.
-func (c *Cluster) ReplaceNodes(ctx context.Context) error {
-	old, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeLabel})
-	if err != nil {
-		return err
-	}
-	for i := range old.Items {
-		if err := c.createNode(ctx, fmt.Sprintf("kwok-node-r%d-%d", time.Now().Unix(), i), nil); err != nil {
-			return err
-		}
-	}
-	for _, n := range old.Items {
-		patch := []byte(`{"spec":{"unschedulable":true}}`)
-		if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return err
-		}
-	}
-	for _, n := range old.Items {
-		if err := c.deletePodsOn(ctx, n.Name, nil); err != nil { // the drain
-			return err
-		}
-		if err := c.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
-			return err
-		}
-		// DaemonSet pods tolerate the cordon; with the node gone nothing runs them: remove them now
-		// rather than wait for the pod garbage collector.
-		if err := c.deletePodsOn(ctx, n.Name, ptr.To[int64](0)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *Cluster) deletePodsOn(ctx context.Context, node string, grace *int64) error {
-	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		return err
-	}
-	for _, p := range pods.Items {
-		err := c.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: grace})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	return nil
-}
-
-func nodeResources() corev1.ResourceList {
-	return corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("32"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
-	}
-}
-
 // waitSettled waits for every node to be Ready (kwok works) and the default ServiceCIDR to be
 // Ready (the controller-manager works).
 func (c *Cluster) waitSettled(ctx context.Context, procs []*process) error {
@@ -541,12 +355,6 @@ func (c *Cluster) waitSettled(ctx context.Context, procs []*process) error {
 	return waitFor(ctx, "the default ServiceCIDR to be Ready", procs, func(ctx context.Context) (bool, error) {
 		obj, err := dyn.Resource(gvr).Get(ctx, k8sops.DefaultServiceCIDRName, metav1.GetOptions{})
 		return err == nil && k8sops.ConditionTrue(obj, "Ready"), nil
-	})
-}
-
-func notReady(n corev1.Node) bool {
-	return !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
 	})
 }
 

@@ -1,0 +1,112 @@
+// The cluster's kwok nodes: creating them with their pod ranges, replacing them (the pod-CIDR
+// change of the write-ups), and reading their readiness.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+func (c *Cluster) createNodes(ctx context.Context) error {
+	for i, cidrs := range c.NodePodCIDRs {
+		if err := c.createNode(ctx, fmt.Sprintf("kwok-node-%d", i), strings.Split(cidrs, ",")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createNode registers a kwok node; podCIDRs may be empty (allocateNodeCIDRs: false).
+func (c *Cluster) createNode(ctx context.Context, name string, podCIDRs []string) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{kwokAnnotation: "fake"},
+			Labels:      map[string]string{NodeLabel: "true", "kubernetes.io/hostname": name, "type": "kwok"},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    nodeResources(),
+			Allocatable: nodeResources(),
+		},
+	}
+	if len(podCIDRs) > 0 {
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDRs[0], podCIDRs
+	}
+	if _, err := c.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating node %s: %w", name, err)
+	}
+	return nil
+}
+
+// ReplaceNodes does what a kOps rolling update does to every node: new nodes join (here without
+// podCIDRs, as with allocateNodeCIDRs: false), each old node is cordoned and drained (its pods
+// deleted; their controllers recreate them on the new nodes), then removed.
+func (c *Cluster) ReplaceNodes(ctx context.Context) error {
+	old, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeLabel})
+	if err != nil {
+		return err
+	}
+	for i := range old.Items {
+		if err := c.createNode(ctx, fmt.Sprintf("kwok-node-r%d-%d", time.Now().Unix(), i), nil); err != nil {
+			return err
+		}
+	}
+	for _, n := range old.Items {
+		patch := []byte(`{"spec":{"unschedulable":true}}`)
+		if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	for _, n := range old.Items {
+		if err := c.deletePodsOn(ctx, n.Name, nil); err != nil { // the drain
+			return err
+		}
+		if err := c.Kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		// DaemonSet pods tolerate the cordon; with the node gone nothing runs them: remove them now
+		// rather than wait for the pod garbage collector.
+		if err := c.deletePodsOn(ctx, n.Name, ptr.To[int64](0)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) deletePodsOn(ctx context.Context, node string, grace *int64) error {
+	pods, err := c.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		err := c.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: grace})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func nodeResources() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+}
+
+func notReady(n corev1.Node) bool {
+	return !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
+}
