@@ -234,7 +234,7 @@ func cutSelectorTerm(in string) (selTok, string, error) {
 		rest = strings.TrimLeft(rest, " \t")
 		if fn == "has(" {
 			var err error
-			if _, rest, err = cutSelectorLabel(rest); err != nil {
+			if rest, err = cutSelectorLabel(rest); err != nil {
 				return 0, in, err
 			}
 			rest = strings.TrimLeft(rest, " \t")
@@ -244,11 +244,12 @@ func cutSelectorTerm(in string) (selTok, string, error) {
 		}
 		return selTerm, rest, nil
 	}
-	_, rest, err := cutSelectorLabel(in)
+	rest, err := cutSelectorLabel(in)
 	return selLabel, rest, err
 }
 
-func cutSelectorLabel(in string) (label, rest string, err error) {
+// cutSelectorLabel cuts the label in starts with.
+func cutSelectorLabel(in string) (rest string, err error) {
 	i := 0
 	for i < len(in) && selectorLabelChar(in[i]) {
 		i++
@@ -256,13 +257,13 @@ func cutSelectorLabel(in string) (label, rest string, err error) {
 	switch {
 	case i == 0:
 		if in == "" {
-			return "", in, errors.New("expected a label")
+			return in, errors.New("expected a label")
 		}
-		return "", in, fmt.Errorf("unexpected character %q", in[0])
+		return in, fmt.Errorf("unexpected character %q", in[0])
 	case i > calicoMaxLabel:
-		return "", in, fmt.Errorf("a label is at most %d characters", calicoMaxLabel)
+		return in, fmt.Errorf("a label is at most %d characters", calicoMaxLabel)
 	}
-	return in[:i], in[i:], nil
+	return in[i:], nil
 }
 
 func selectorLabelChar(c byte) bool {

@@ -151,41 +151,34 @@ func ApplyServiceCIDRPolicy(ctx context.Context, c *Client, p ServiceCIDRPolicy)
 	}
 	policy, binding := p.objects()
 	api := c.Kube.AdmissionregistrationV1()
-	opts := metav1.CreateOptions{FieldManager: c.FieldManager}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := api.ValidatingAdmissionPolicies().Get(ctx, p.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.ValidatingAdmissionPolicies().Create(ctx, policy, opts)
+	created, updated := metav1.CreateOptions{FieldManager: c.FieldManager}, metav1.UpdateOptions{FieldManager: c.FieldManager}
+	vaps, bindings := api.ValidatingAdmissionPolicies(), api.ValidatingAdmissionPolicyBindings()
+	getPolicy := func() (*admissionv1.ValidatingAdmissionPolicy, error) {
+		return vaps.Get(ctx, p.Name, metav1.GetOptions{})
+	}
+	err = createOrUpdate(getPolicy, func() error { _, err := vaps.Create(ctx, policy, created); return err },
+		func(cur *admissionv1.ValidatingAdmissionPolicy) error {
+			cur.Spec = policy.Spec
+			mergeMeta(&cur.ObjectMeta, &policy.ObjectMeta)
+			_, err := vaps.Update(ctx, cur, updated)
 			return err
-		}
-		if err != nil {
-			return err
-		}
-		cur.Spec = policy.Spec
-		mergeMeta(&cur.ObjectMeta, &policy.ObjectMeta)
-		_, err = api.ValidatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.FieldManager})
-		return err
-	})
+		})
 	if err != nil {
 		return fmt.Errorf("writing ValidatingAdmissionPolicy %s: %w", p.Name, err)
 	}
 	if err := waitPolicyChecked(ctx, c, p.Name); err != nil {
 		return err
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := api.ValidatingAdmissionPolicyBindings().Get(ctx, p.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, opts)
+	getBinding := func() (*admissionv1.ValidatingAdmissionPolicyBinding, error) {
+		return bindings.Get(ctx, p.Name, metav1.GetOptions{})
+	}
+	err = createOrUpdate(getBinding, func() error { _, err := bindings.Create(ctx, binding, created); return err },
+		func(cur *admissionv1.ValidatingAdmissionPolicyBinding) error {
+			cur.Spec = binding.Spec
+			mergeMeta(&cur.ObjectMeta, &binding.ObjectMeta)
+			_, err := bindings.Update(ctx, cur, updated)
 			return err
-		}
-		if err != nil {
-			return err
-		}
-		cur.Spec = binding.Spec
-		mergeMeta(&cur.ObjectMeta, &binding.ObjectMeta)
-		_, err = api.ValidatingAdmissionPolicyBindings().Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.FieldManager})
-		return err
-	})
+		})
 	if err != nil {
 		return fmt.Errorf("writing ValidatingAdmissionPolicyBinding %s: %w", p.Name, err)
 	}
@@ -420,4 +413,19 @@ func ValidateValidationActions(actions []string) error {
 		return errors.New("the actions Deny and Warn cannot be combined (the apiserver refuses it): a denied request gets its message anyway; use Deny with Audit, or Warn with Audit")
 	}
 	return nil
+}
+
+// createOrUpdate creates an object that get does not find, or updates the one it finds,
+// reading it again after a Conflict.
+func createOrUpdate[T any](get func() (T, error), create func() error, update func(cur T) error) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := get()
+		switch {
+		case apierrors.IsNotFound(err):
+			return create()
+		case err != nil:
+			return err
+		}
+		return update(cur)
+	})
 }
