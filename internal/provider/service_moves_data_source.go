@@ -16,10 +16,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -58,7 +56,8 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			"namespaces":         strSet("Only Services in these namespaces. Default: all.", namespaceName()),
 			"exclude_namespaces": strSet("Never Services in these namespaces.", namespaceName()),
 			"selector": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Only Services whose labels match this label selector (`kubectl -l` syntax)."},
+				MarkdownDescription: "Only Services whose labels match this label selector (`kubectl -l` syntax).",
+				Validators:          []validator.String{labelSelectorValidator()}},
 			"exclude": strSet("Services (`namespace/name`) never moved.", nsName),
 			"include_load_balancers": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "Also move LoadBalancer Services (default false): recreating one replaces its cloud load " +
@@ -126,11 +125,6 @@ func (d *serviceMovesDataSource) ValidateConfig(ctx context.Context, req datasou
 	}
 	if fullyKnown(m.TargetCIDRs) && !m.TargetCIDRs.IsNull() {
 		addFindings(&resp.Diagnostics, k8sops.ValidateServiceCIDRs(k8sops.At("target_cidrs"), stringList(ctx, m.TargetCIDRs, &resp.Diagnostics)), true)
-	}
-	if !m.Selector.IsNull() && !m.Selector.IsUnknown() {
-		if _, err := labels.Parse(m.Selector.ValueString()); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("selector"), "Invalid Label Selector", err.Error())
-		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -113,6 +114,14 @@ func durationBetween(lo, hi time.Duration) stringCheck {
 			return fmt.Sprintf("%q is not %s.", s, desc)
 		}
 		return ""
+	}}
+}
+
+// labelSelectorValidator accepts a Kubernetes label selector (`kubectl -l` syntax).
+func labelSelectorValidator() stringCheck {
+	return stringCheck{"must be a label selector, such as app=web,tier!=system", "Invalid Label Selector", func(s string) string {
+		_, err := labels.Parse(s)
+		return errText(err)
 	}}
 }
 

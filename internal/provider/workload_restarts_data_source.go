@@ -59,7 +59,8 @@ func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.Sche
 				MarkdownDescription: "Never these namespaces.",
 				Validators:          []validator.Set{setvalidator.ValueStringsAre(namespaceName())}},
 			"selector": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Label selector on the workloads' labels (a bare pod's own labels), e.g. `tier != system`."},
+				MarkdownDescription: "Label selector on the workloads' labels (a bare pod's own labels), e.g. `tier != system`.",
+				Validators:          []validator.String{labelSelectorValidator()}},
 			"kinds": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Workload kinds rolled: `Deployment`, `StatefulSet`, `DaemonSet` (default all three).",
 				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.RollKinds...))}},
@@ -95,11 +96,6 @@ func (d *workloadRestartsDataSource) ValidateConfig(ctx context.Context, req dat
 	if m.PodCIDRs.IsNull() && m.StartedBefore.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("pod_cidrs"), "No Trigger",
 			"Set pod_cidrs (the old pool) or started_before (e.g. the DNS move's time): otherwise nothing matches.")
-	}
-	if !m.Selector.IsNull() && !m.Selector.IsUnknown() {
-		if _, err := labels.Parse(m.Selector.ValueString()); err != nil {
-			resp.Diagnostics.AddAttributeError(path.Root("selector"), "Invalid Label Selector", apiErrorText(err))
-		}
 	}
 }
 
