@@ -230,28 +230,12 @@ func (a *CalicoAPI) ReleasePoolAffinities(ctx context.Context, pool netip.Prefix
 		if !pool.Contains(b.CIDR.Addr()) {
 			continue
 		}
-		if b.Used() == 0 {
-			err := a.Blocks.Delete(ctx, b.Name, metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("deleting empty IPAMBlock %s: %w", b.Name, err)
-			}
-			continue
+		kept, err := a.releaseBlockAffinity(ctx, b.Name)
+		if err != nil {
+			return nil, err
 		}
-		left = append(left, b)
-		if b.Spec.Affinity == nil {
-			continue
-		}
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			u, err := a.Blocks.Get(ctx, b.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			unstructured.RemoveNestedField(u.Object, "spec", "affinity")
-			_, err = a.Blocks.Update(ctx, u, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("releasing the affinity of IPAMBlock %s: %w", b.Name, err)
+		if kept != nil {
+			left = append(left, *kept)
 		}
 	}
 	for _, u := range affinities {
@@ -261,6 +245,43 @@ func (a *CalicoAPI) ReleasePoolAffinities(ctx context.Context, pool netip.Prefix
 		}
 	}
 	return left, nil
+}
+
+// releaseBlockAffinity releases one block as Calico's releaseBlockAffinity does: an empty block
+// is deleted, any other loses its affinity and is returned. Both at the revision just read, so
+// an address Calico's IPAM releases meanwhile (a pod deleted) cannot leave an empty block
+// without affinity behind: IPAM deletes an empty block only while it has none.
+func (a *CalicoAPI) releaseBlockAffinity(ctx context.Context, name string) (*Block, error) {
+	var kept *Block
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		kept = nil
+		u, err := a.Blocks.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		b, ok := blockFrom(u)
+		if !ok {
+			return nil // being deleted
+		}
+		if b.Used() == 0 {
+			rv := u.GetResourceVersion()
+			return a.Blocks.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		}
+		kept = &b
+		if b.Spec.Affinity == nil {
+			return nil
+		}
+		unstructured.RemoveNestedField(u.Object, "spec", "affinity")
+		_, err = a.Blocks.Update(ctx, u, metav1.UpdateOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("releasing the affinity of IPAMBlock %s: %w", name, err)
+	}
+	return kept, nil
 }
 
 // Deletion policies of a pool.

@@ -1,12 +1,19 @@
 package k8sops
 
 import (
+	"context"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -117,5 +124,57 @@ func TestPoolSettingsFieldsAndDifferences(t *testing.T) {
 	d := PoolDifferences(a, "new", others)
 	if len(d) != 1 || d[0] != "IPPool ipip (10.10.0.0/18) has ipip_mode Always (this pool: Never), nat_outgoing true (this pool: false)" {
 		t.Errorf("differences %q", d)
+	}
+}
+
+// A pod's last address in a block is released (by Calico's IPAM) between the listing and the
+// affinity release: the block, empty by then, is deleted rather than kept without affinity,
+// where nothing would ever delete it. CI saw that leftover once under load.
+func TestReleasePoolAffinities_blockEmptiedMeanwhile(t *testing.T) {
+	gv := schema.GroupVersion{Group: "crd.projectcalico.org", Version: "v1"}
+	block := func(name, cidr string, used bool) *unstructured.Unstructured {
+		allocs, unalloc := []any{nil, nil}, []any{int64(0), int64(1)}
+		if used {
+			allocs, unalloc = []any{int64(0), nil}, []any{int64(1)}
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": gv.String(), "kind": "IPAMBlock", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"cidr": cidr, "affinity": "host:n1", "allocations": allocs, "unallocated": unalloc,
+				"attributes": []any{map[string]any{"handle_id": "h"}}, "strictAffinity": false},
+		}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gv.WithResource("ipamblocks"): "IPAMBlockList", gv.WithResource("blockaffinities"): "BlockAffinityList",
+	}, block("10-10-0-0-31", "10.10.0.0/31", true), block("10-10-0-2-31", "10.10.0.2/31", true))
+	emptied := false
+	dyn.PrependReactor("get", "ipamblocks", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if name := a.(k8stesting.GetAction).GetName(); name == "10-10-0-0-31" && !emptied {
+			emptied = true // the release lands right before our read
+			if err := dyn.Tracker().Update(gv.WithResource("ipamblocks"), block(name, "10.10.0.0/31", false), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return false, nil, nil
+	})
+	api := &CalicoAPI{Blocks: dyn.Resource(gv.WithResource("ipamblocks")), Affinities: dyn.Resource(gv.WithResource("blockaffinities"))}
+	left, err := api.ReleasePoolAffinities(context.Background(), netip.MustParsePrefix("10.10.0.0/30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Name != "10-10-0-2-31" {
+		t.Errorf("left %v, want only the block still holding an address", left)
+	}
+	list, err := api.Blocks.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range list.Items {
+		aff, found, _ := unstructured.NestedString(u.Object, "spec", "affinity")
+		switch {
+		case u.GetName() == "10-10-0-0-31":
+			t.Errorf("the block emptied meanwhile is still there (affinity %q)", aff)
+		case found:
+			t.Errorf("block %s keeps its affinity %q", u.GetName(), aff)
+		}
 	}
 }
