@@ -223,7 +223,9 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 	oldPods := e.deployment("old-app", 4)
 	podsIn(t, oldPods, oldPoolCIDR)
 
-	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n")
+	// A short delete timeout: if a step fails, the post-test destroy of the new pool (whose pods
+	// then still run) gives up in minutes instead of the default 30 and the suite's budget with it.
+	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  timeouts = { delete = \"3m\" }\n")
 	oldPool := poolBlock("old", oldPoolCIDR, "")
 	oldPool = strings.Replace(oldPool, `"old" {`+"\n  name = \"old\"", `"old" {`+"\n  name = \""+oldPoolName+"\"", 1)
 	disabledOld := strings.Replace(oldPool, "}\n", "  disabled = true\n}\n", 1)
@@ -548,6 +550,25 @@ func TestAccCalicoIPPool_oldCRDSchema(t *testing.T) {
 			{
 				Config:           e.provider() + newPool + strings.Replace(poolBlock("old", oldPoolCIDR, ""), `name = "old"`, `name = "`+oldPoolName+`"`, 1),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+			{
+				// The new pool deleted out of band (disappears): the next plan creates it again.
+				PreConfig: func() {
+					if err := e.api.Pools.Delete(context.Background(), "new", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: e.provider() + newPool + strings.Replace(poolBlock("old", oldPoolCIDR, ""), `name = "old"`, `name = "`+oldPoolName+`"`, 1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(newAddr, plancheck.ResourceActionCreate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: func(*terraform.State) error {
+					if spec := e.poolSpec("new"); spec["cidr"] != "10.20.0.0/16" {
+						return fmt.Errorf("the pool made again has spec %v", spec)
+					}
+					return nil
+				},
 			},
 		},
 	})

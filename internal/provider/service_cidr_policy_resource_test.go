@@ -42,6 +42,24 @@ func policyCluster(t *testing.T) (*testcluster.Cluster, string) {
 	return c, providerBlock(c.Kubeconfig)
 }
 
+const policyAddr = "k8scidr_service_cidr_policy.this"
+
+// deletePolicyObjects deletes the policy's binding, and with policy the policy too, as another
+// client would.
+func deletePolicyObjects(t *testing.T, kube kubernetes.Interface, policy bool) {
+	t.Helper()
+	api := kube.AdmissionregistrationV1()
+	if err := api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), policyName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !policy {
+		return
+	}
+	if err := api.ValidatingAdmissionPolicies().Delete(context.Background(), policyName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func createRange(kube kubernetes.Interface, name, cidr string) error {
 	sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{cidr}}}
 	_, err := kube.NetworkingV1().ServiceCIDRs().Create(context.Background(), sc, metav1.CreateOptions{})
@@ -148,6 +166,26 @@ func TestAccServiceCIDRPolicy_allowed(t *testing.T) {
 			{
 				ResourceName: "k8scidr_service_cidr_policy.this", ImportState: true, ImportStateVerify: true,
 				ImportStateId: policyName, ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				// The binding deleted out of band: the next plan binds the policy again in place.
+				PreConfig: func() { deletePolicyObjects(t, c.Kube, false) },
+				Config:    provider + allowed,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(policyAddr, plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: func(*terraform.State) error { return expectRefused(c.Kube, "outside", "10.99.0.0/24", outsideMsg) },
+			},
+			{
+				// Policy and binding deleted out of band (disappears): the next plan creates them again.
+				PreConfig: func() { deletePolicyObjects(t, c.Kube, true) },
+				Config:    provider + allowed,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(policyAddr, plancheck.ResourceActionCreate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: func(*terraform.State) error { return expectRefused(c.Kube, "outside", "10.99.0.0/24", outsideMsg) },
 			},
 			{
 				// Through the provider: the diagnostic carries the apiserver's reason.

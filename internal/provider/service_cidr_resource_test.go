@@ -103,6 +103,26 @@ func TestAccServiceCIDR_basic(t *testing.T) {
 				ImportStateVerifyIdentifierAttribute: "name",
 			},
 			{
+				// Deleted out of band (disappears): the next plan creates the range again.
+				PreConfig: func() {
+					ctx := context.Background()
+					if err := testAccCluster.Kube.NetworkingV1().ServiceCIDRs().Delete(ctx, "acc-basic", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					if err := waitRangeGone(ctx, testAccCluster.Kube, "acc-basic"); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: testAccServiceCIDRConfig("acc-basic", "172.24.0.0/15"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionCreate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(serviceCIDRAddr, tfjsonpath.New("ready"), knownvalue.Bool(true)),
+				},
+			},
+			{
 				Config: testAccServiceCIDRConfig("acc-basic", "172.26.0.0/24"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(serviceCIDRAddr, plancheck.ResourceActionDestroyBeforeCreate)},

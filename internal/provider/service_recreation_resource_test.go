@@ -317,6 +317,54 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	if _, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{}); err == nil {
 		t.Error("the DNS bridge still exists after dns_bridge = false")
 	}
+
+	importThenForget(t, w, c.Kube, strings.Join(cidrs, ","))
+}
+
+// importThenForget imports the recreation of a converged cluster again (a team adopting a
+// migration made elsewhere): the import keeps the id and target ranges, its next plan moves
+// nothing and its apply touches no Service; then a destroy only forgets: every Service keeps its
+// UID and IPs.
+func importThenForget(t *testing.T, w *cliWorkspace, kube kubernetes.Interface, importID string) {
+	t.Helper()
+	id := w.stateValue(recreationAddr, "id")
+	before := servicesIn(t, kube, "")
+	for _, args := range [][]string{{"state", "rm", recreationAddr}, {"import", recreationAddr, importID}} {
+		if out, err := w.run(args...); err != nil {
+			t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	expect(t, "imported id", w.stateValue(recreationAddr, "id"), knownvalue.StringExact(fmt.Sprint(id)))
+	expect(t, "imported target_cidrs", w.stateValue(recreationAddr, "target_cidrs"), strListCheck(strings.Split(importID, ",")...))
+	expect(t, "imported moves", w.stateValue(recreationAddr, "moves"), knownvalue.MapSizeExact(0))
+	expect(t, "imported recreated", w.stateValue(recreationAddr, "recreated"), knownvalue.MapSizeExact(0))
+	w.planFile()
+	expect(t, "moves planned after the import", w.planned(recreationAddr, "moves"), knownvalue.MapSizeExact(0))
+	w.applyFile()
+	w.converged()
+	sameServices(t, "after applying the imported recreation", before, servicesIn(t, kube, ""))
+
+	if out, err := w.run("destroy", "-auto-approve", "-target="+recreationAddr); err != nil {
+		t.Fatalf("terraform destroy: %v\n%s", err, out)
+	}
+	sameServices(t, "after destroying the recreation", before, servicesIn(t, kube, ""))
+}
+
+// sameServices fails the test unless after holds the Services of before, each with its UID and IPs.
+func sameServices(t *testing.T, when string, before, after map[string]corev1.Service) {
+	t.Helper()
+	for key, b := range before {
+		a, ok := after[key]
+		switch {
+		case !ok:
+			t.Errorf("%s: Service %s is gone", when, key)
+		case a.UID != b.UID || !slices.Equal(a.Spec.ClusterIPs, b.Spec.ClusterIPs):
+			t.Errorf("%s: Service %s changed: UID %s → %s, IPs %v → %v", when, key, b.UID, a.UID, b.Spec.ClusterIPs, a.Spec.ClusterIPs)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("%s: %d Services, want the %d there were", when, len(after), len(before))
+	}
 }
 
 // replacePods deletes the pods of namespace ns matching selector and waits until their
