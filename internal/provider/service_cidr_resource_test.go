@@ -173,7 +173,7 @@ func TestAccServiceCIDR_invalid(t *testing.T) {
 		"IPv4 /32":           {"bad", []string{"100.64.0.10/32"}, `Unusable Service Range.*ClusterIPOutOfRange`},
 		"IPv4 /31":           {"bad", []string{"100.64.0.10/31"}, `Unusable Service Range.*use /30 or wider`},
 		"IPv6 /128":          {"bad", []string{"fd00::1/128"}, `Unusable Service Range.*IPv6 /128`},
-		"IPv6 wider than 64": {"bad", []string{"fd00::/48"}, `Unusable Service Range.*wider than /64`},
+		"IPv6 wider than 64": {"bad", []string{"fd00::/48"}, `Unusable Service Range.*wider\s+than\s+/64`},
 		"create kubernetes":  {"kubernetes", []string{"172.24.0.0/15"}, `Cannot Create the Default ServiceCIDR.*Import it instead`},
 	}
 	for name, tt := range tests {
