@@ -414,63 +414,6 @@ func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel 
 	return ""
 }
 
-// planRestore turns the journal an interrupted apply left into Restores: a Service that is gone
-// keeps its journaled target IP when still free and asks for a new placement otherwise; one
-// that exists but lacks what its move took along is settled at the IPs it has. Entries that
-// are settled already need nothing: any apply removes them.
-func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix, dnsKey string,
-	held *[]netip.Addr, reqs *[]PlacementRequest) {
-	bridged := slices.ContainsFunc(snap.Services, func(s corev1.Service) bool { return s.Labels[DNSBridgeLabel] == "true" })
-	newest := newestEntries(snap.Journal)
-	for _, e := range snap.Journal {
-		if newest[e.Key].Object != e.Object {
-			continue // settled with the newer
-		}
-		// Restoring into a namespace being deleted fails on every apply, and would resurrect
-		// what its owner is deleting.
-		if going := snap.namespaceGoing(e.Service.Namespace); going != "" {
-			p.Dropped[e.Key] = going
-			continue
-		}
-		if svc, exists := byKey[e.Key]; exists {
-			// The cluster DNS Service moved, but its bridge was not created (refused, or the run
-			// stopped): the entry holds its old IPs, and restoring it creates the bridge.
-			bridgeDue := e.Key == dnsKey && !bridged && len(movingIPs(e.OldIPs, ipStrings(clusterIPs(svc)))) > 0
-			if bridgeDue || !journalSettled(e, svc, snap.Endpoints) {
-				p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: ipStrings(clusterIPs(svc))})
-			}
-			continue
-		}
-		r := Restore{Key: e.Key, Journal: e.Object, NewIPs: slices.Clone(e.Service.Spec.ClusterIPs)}
-		for _, s := range r.NewIPs {
-			ip, err := netip.ParseAddr(s)
-			if err != nil {
-				continue
-			}
-			if slices.Contains(*held, ip) || !readyHolds(snap.Ranges, ip) {
-				if _, ok := targetFor(targets, ip); ok {
-					*reqs = append(*reqs, PlacementRequest{Key: "restore " + e.Key, Old: ip})
-				}
-				continue
-			}
-			*held = append(*held, ip)
-		}
-		p.Restore = append(p.Restore, r)
-	}
-	slices.SortFunc(p.Restore, func(a, b Restore) int { return strings.Compare(a.Key, b.Key) })
-}
-
-// journalSettled reports whether a journal entry needs nothing more: its Service exists, with
-// the hand-made Endpoints it had. Entries with owned EndpointSlices always get their slices
-// checked (they are rare, and a plan does not list slices).
-func journalSettled(e JournalEntry, svc *corev1.Service, endpoints map[string]corev1.Endpoints) bool {
-	if svc == nil || len(e.Slices) > 0 {
-		return false
-	}
-	_, ok := endpoints[e.Key]
-	return e.Endpoints == nil || ok
-}
-
 // recreationCopy is the Service to create in place of svc: the whole object but the deny-list
 // (server-set metadata, system finalizers, status), with spec.clusterIP(s) set to ips.
 func recreationCopy(svc *corev1.Service, ips []string) *corev1.Service {

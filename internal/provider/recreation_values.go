@@ -1,11 +1,15 @@
 // Terraform values of a Service recreation plan, shared by k8scidr_service_moves (which
-// computes them) and k8scidr_service_recreation (which takes them as configuration).
+// computes them) and k8scidr_service_recreation (which takes them as configuration), and the
+// values and warnings an apply of the resource reports back.
 package provider
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -121,4 +125,47 @@ func restoresFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []k
 		out = append(out, k8sops.Restore{Key: k, NewIPs: in[k].NewIPs, Journal: in[k].Journal})
 	}
 	return out
+}
+
+// fillApplied sets the computed values after an apply; what the plan knew stays as planned.
+func (m *serviceRecreationModel) fillApplied(res k8sops.RecreationResult, steps k8sops.RecreationSteps, prior *serviceRecreationModel, diags *diag.Diagnostics) {
+	now := types.StringValue(time.Now().UTC().Format(time.RFC3339))
+	if m.Recreated.IsUnknown() {
+		m.Recreated = recreatedValue(res.Recreated, diags)
+	}
+	if m.NotMoved.IsUnknown() {
+		m.NotMoved = stringMapValue(steps.NotMoved, diags)
+	}
+	if m.CompletedAt.IsUnknown() {
+		switch {
+		case len(res.Recreated) > 0 || prior == nil:
+			m.CompletedAt = now
+		default:
+			m.CompletedAt = prior.CompletedAt
+		}
+	}
+	if m.DNSMovedAt.IsUnknown() {
+		switch {
+		case !res.DNSMovedAt.IsZero():
+			m.DNSMovedAt = types.StringValue(res.DNSMovedAt.Format(time.RFC3339))
+		case prior != nil:
+			m.DNSMovedAt = prior.DNSMovedAt
+		default:
+			m.DNSMovedAt = types.StringNull()
+		}
+	}
+}
+
+// addNotMoved warns about the planned moves that no longer hold.
+func addNotMoved(diags *diag.Diagnostics, notMoved map[string]string) {
+	if len(notMoved) == 0 {
+		return
+	}
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(notMoved)) {
+		lines = append(lines, fmt.Sprintf("- %s: %s", k, notMoved[k]))
+	}
+	diags.AddWarning("Planned Moves That No Longer Hold Were Not Made",
+		fmt.Sprintf("%d of the planned moves no longer hold in the cluster and were left alone (listed in not_moved):\n%s\n"+
+			"The next plan shows what is still to move.", len(notMoved), strings.Join(lines, "\n")))
 }

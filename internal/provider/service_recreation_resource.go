@@ -368,49 +368,6 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	return !diags.HasError()
 }
 
-// fillApplied sets the computed values after an apply; what the plan knew stays as planned.
-func (m *serviceRecreationModel) fillApplied(res k8sops.RecreationResult, steps k8sops.RecreationSteps, prior *serviceRecreationModel, diags *diag.Diagnostics) {
-	now := types.StringValue(time.Now().UTC().Format(time.RFC3339))
-	if m.Recreated.IsUnknown() {
-		m.Recreated = recreatedValue(res.Recreated, diags)
-	}
-	if m.NotMoved.IsUnknown() {
-		m.NotMoved = stringMapValue(steps.NotMoved, diags)
-	}
-	if m.CompletedAt.IsUnknown() {
-		switch {
-		case len(res.Recreated) > 0 || prior == nil:
-			m.CompletedAt = now
-		default:
-			m.CompletedAt = prior.CompletedAt
-		}
-	}
-	if m.DNSMovedAt.IsUnknown() {
-		switch {
-		case !res.DNSMovedAt.IsZero():
-			m.DNSMovedAt = types.StringValue(res.DNSMovedAt.Format(time.RFC3339))
-		case prior != nil:
-			m.DNSMovedAt = prior.DNSMovedAt
-		default:
-			m.DNSMovedAt = types.StringNull()
-		}
-	}
-}
-
-// addNotMoved warns about the planned moves that no longer hold.
-func addNotMoved(diags *diag.Diagnostics, notMoved map[string]string) {
-	if len(notMoved) == 0 {
-		return
-	}
-	var lines []string
-	for _, k := range slices.Sorted(maps.Keys(notMoved)) {
-		lines = append(lines, fmt.Sprintf("- %s: %s", k, notMoved[k]))
-	}
-	diags.AddWarning("Planned Moves That No Longer Hold Were Not Made",
-		fmt.Sprintf("%d of the planned moves no longer hold in the cluster and were left alone (listed in not_moved):\n%s\n"+
-			"The next plan shows what is still to move.", len(notMoved), strings.Join(lines, "\n")))
-}
-
 // Read sets moves, restore and first to the converged value, empty: only the data source
 // computes what is outstanding, so it shows as a diff.
 func (r *serviceRecreationResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {

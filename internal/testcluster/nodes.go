@@ -1,5 +1,5 @@
 // The cluster's kwok nodes: creating them with their pod ranges, replacing them (the pod-CIDR
-// change of the write-ups), and reading their readiness.
+// change of the write-ups), and reading their readiness; and waiting for the pods kwok runs on them.
 package testcluster
 
 import (
@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -109,4 +110,30 @@ func notReady(n corev1.Node) bool {
 	return !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
 		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
 	})
+}
+
+// WaitPodIPs waits until exactly want pods match the selector in namespace, each Running with
+// an IP.
+func (c *Cluster) WaitPodIPs(ctx context.Context, namespace, selector string, want int) ([]corev1.Pod, error) {
+	return c.WaitPods(ctx, namespace, selector, want, func(p corev1.Pod) bool {
+		return p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning
+	})
+}
+
+// WaitPods waits until exactly want pods (not terminating) match the selector in namespace and
+// every one satisfies done.
+func (c *Cluster) WaitPods(ctx context.Context, namespace, selector string, want int, done func(corev1.Pod) bool) ([]corev1.Pod, error) {
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried until the deadline
+		}
+		pods = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+		return len(pods) == want && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return !done(p) }), nil
+	})
+	if err != nil {
+		return pods, fmt.Errorf("waiting for %d pods %q in %s: %w", want, selector, namespace, err)
+	}
+	return pods, nil
 }
