@@ -215,6 +215,7 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 		newCalicoIPPoolsDataSource,
 		newPodAllocationsDataSource,
 		newNetworkOverlapsDataSource,
+		newPreflightDataSource,
 		newLoadBalancersDataSource,
 		newServiceMovesDataSource,
 		newWorkloadRestartsDataSource,

@@ -1,0 +1,289 @@
+// k8scidr_preflight: the hazards outside the Services and pools themselves that break a
+// migration (a tool pinning the old ClusterIP, DNS bound to the old IP, pods pinned to the old
+// pool, policies naming the old ranges, fail-closed admission), found before anything moves.
+// Reading is here; the checks are pure over a PreflightSnapshot (preflight_checks.go).
+package k8sops
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Severities of a preflight finding.
+const (
+	// SeverityBlocker: starting the migration with it breaks something (a stalled roll, a
+	// Service put back at its old IP); fix it first.
+	SeverityBlocker = "blocker"
+	// SeverityWarning: the migration works, but something outside it needs a step of its own.
+	SeverityWarning = "warning"
+	// SeverityInfo: worth knowing, nothing to do.
+	SeverityInfo = "info"
+)
+
+// Preflight check ids: stable, documented on the data source's page.
+const (
+	CheckClusterIPPinned     = "cluster_ip_pinned"
+	CheckDNSPinned           = "dns_pinned"
+	CheckPodsPinnedToOldPool = "pods_pinned_to_old_pool"
+	CheckPoolPlacement       = "pool_placement"
+	CheckKubeProxyCIDR       = "kube_proxy_cluster_cidr"
+	CheckPolicyOldRange      = "policy_names_old_range"
+	CheckAdmissionPolicy     = "admission_policy"
+	CheckWebhookFailClosed   = "webhook_fail_closed"
+	CheckDisruptionBudget    = "disruption_budget"
+	CheckRolloutStuck        = "rollout_stuck"
+	CheckRangeOverlap        = "range_overlap"
+	CheckUnread              = "check_unread"
+)
+
+// ObjectRef names the object a finding is about; Namespace is "" for cluster-scoped ones.
+type ObjectRef struct {
+	Kind, Namespace, Name string
+}
+
+// PreflightFinding is one hazard: how bad, which check, which object, what will happen, what to do.
+type PreflightFinding struct {
+	Severity, Check string
+	Object          ObjectRef
+	Detail, Fix     string
+}
+
+// PreflightRanges are the migration's ranges.
+type PreflightRanges struct {
+	OldService, NewService, OldPod, NewPod []netip.Prefix
+	Reserved                               []NamedRange
+}
+
+// PreflightSnapshot is what the checks read. Items a read could not get are nil, with the
+// reason among Unread.
+type PreflightSnapshot struct {
+	FieldManager         string // the provider's own: its writes pin nothing
+	Services             []corev1.Service
+	Pods                 []corev1.Pod
+	Namespaces           []corev1.Namespace
+	Nodes                []corev1.Node
+	Deployments          []appsv1.Deployment
+	StatefulSets         []appsv1.StatefulSet
+	DaemonSets           []appsv1.DaemonSet
+	ConfigMaps           map[string]*corev1.ConfigMap // kube-system, by name, those that exist
+	NetworkPolicies      []networkingv1.NetworkPolicy
+	CalicoPolicies       []unstructured.Unstructured // NetworkPolicy and GlobalNetworkPolicy
+	BGPConfigurations    []unstructured.Unstructured
+	Pools                []IPPool
+	ValidatingWebhooks   []admissionv1.ValidatingWebhookConfiguration
+	MutatingWebhooks     []admissionv1.MutatingWebhookConfiguration
+	AdmissionPolicies    []admissionv1.ValidatingAdmissionPolicy
+	PodDisruptionBudgets []policyv1.PodDisruptionBudget
+	Ranges               []NamedRange // GatherRanges
+	Unread               []PreflightFinding
+}
+
+// preflightConfigMaps are the kube-system ConfigMaps the checks read where they exist.
+var preflightConfigMaps = []string{KubeletConfigMap, "kube-proxy", "node-local-dns", "calico-config"}
+
+// Preflight reads the cluster and runs every check.
+func Preflight(ctx context.Context, c *Client, r PreflightRanges) ([]PreflightFinding, error) {
+	snap, err := ReadPreflight(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return CheckPreflight(snap, r), nil
+}
+
+// ReadPreflight reads what the checks need: one paginated list per kind. A kind the
+// credentials may not list, or the cluster does not serve, is left out with an Unread finding
+// (not served: nothing to check); any other error fails the read.
+func ReadPreflight(ctx context.Context, c *Client) (PreflightSnapshot, error) {
+	s := PreflightSnapshot{FieldManager: c.FieldManager, ConfigMaps: map[string]*corev1.ConfigMap{}}
+	k := c.Kube
+	reads := []struct {
+		what, checks string
+		read         func() error
+	}{
+		{"services", "cluster_ip_pinned, dns_pinned", func() error {
+			return eachItem(ctx, listPages(k.CoreV1().Services("").List), collect(&s.Services))
+		}},
+		{"pods", "pods_pinned_to_old_pool, pool_placement, disruption_budget", func() error {
+			return eachItem(ctx, listPages(k.CoreV1().Pods("").List), collect(&s.Pods))
+		}},
+		{"namespaces", "pods_pinned_to_old_pool", func() error {
+			return eachItem(ctx, listPages(k.CoreV1().Namespaces().List), collect(&s.Namespaces))
+		}},
+		{"nodes", "pool_placement", func() error {
+			return eachItem(ctx, listPages(k.CoreV1().Nodes().List), collect(&s.Nodes))
+		}},
+		{"deployments.apps", "pods_pinned_to_old_pool, rollout_stuck", func() error {
+			return eachItem(ctx, listPages(k.AppsV1().Deployments("").List), collect(&s.Deployments))
+		}},
+		{"statefulsets.apps", "pods_pinned_to_old_pool", func() error {
+			return eachItem(ctx, listPages(k.AppsV1().StatefulSets("").List), collect(&s.StatefulSets))
+		}},
+		{"daemonsets.apps", "pods_pinned_to_old_pool, dns_pinned", func() error {
+			return eachItem(ctx, listPages(k.AppsV1().DaemonSets("").List), collect(&s.DaemonSets))
+		}},
+		{"networkpolicies.networking.k8s.io", "policy_names_old_range", func() error {
+			return eachItem(ctx, listPages(k.NetworkingV1().NetworkPolicies("").List), collect(&s.NetworkPolicies))
+		}},
+		{"validatingwebhookconfigurations.admissionregistration.k8s.io", "webhook_fail_closed", func() error {
+			return eachItem(ctx, listPages(k.AdmissionregistrationV1().ValidatingWebhookConfigurations().List), collect(&s.ValidatingWebhooks))
+		}},
+		{"mutatingwebhookconfigurations.admissionregistration.k8s.io", "webhook_fail_closed", func() error {
+			return eachItem(ctx, listPages(k.AdmissionregistrationV1().MutatingWebhookConfigurations().List), collect(&s.MutatingWebhooks))
+		}},
+		{"validatingadmissionpolicies.admissionregistration.k8s.io", "admission_policy", func() error {
+			return eachItem(ctx, listPages(k.AdmissionregistrationV1().ValidatingAdmissionPolicies().List), collect(&s.AdmissionPolicies))
+		}},
+		{"poddisruptionbudgets.policy", "disruption_budget", func() error {
+			return eachItem(ctx, listPages(k.PolicyV1().PodDisruptionBudgets("").List), collect(&s.PodDisruptionBudgets))
+		}},
+		{"configmaps (kube-system: " + fmt.Sprint(preflightConfigMaps) + ")", "dns_pinned, kube_proxy_cluster_cidr, pods_pinned_to_old_pool", func() error {
+			for _, name := range preflightConfigMaps {
+				cm, err := k.CoreV1().ConfigMaps("kube-system").Get(ctx, name, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+				case err != nil:
+					return err
+				default:
+					s.ConfigMaps[name] = cm
+				}
+			}
+			return nil
+		}},
+		{"node, pod, Service and Calico ranges", "range_overlap", func() (err error) {
+			s.Ranges, err = GatherRanges(ctx, c)
+			return err
+		}},
+	}
+	for _, rd := range reads {
+		if err := s.tolerate(rd.what, rd.checks, rd.read()); err != nil {
+			return s, err
+		}
+	}
+	return s, s.readCalico(ctx, c)
+}
+
+// readCalico reads pools, policies and BGP configuration from the group serving the pools.
+func (s *PreflightSnapshot) readCalico(ctx context.Context, c *Client) error {
+	api, err := Calico(ctx, c)
+	switch {
+	case errors.Is(err, ErrNoCalico):
+		return nil
+	case err != nil:
+		return s.tolerate("Calico API", "pods_pinned_to_old_pool, pool_placement", err)
+	}
+	if err := s.tolerate("ippools", "pods_pinned_to_old_pool, pool_placement", func() (err error) {
+		s.Pools, err = api.ListIPPools(ctx)
+		return err
+	}()); err != nil {
+		return err
+	}
+	gv := mustGV(api.Group)
+	for _, res := range []string{"networkpolicies", "globalnetworkpolicies", "bgpconfigurations"} {
+		dst := &s.CalicoPolicies
+		if res == "bgpconfigurations" {
+			dst = &s.BGPConfigurations
+		}
+		err := eachItem(ctx, listPages(c.Dynamic.Resource(gv.WithResource(res)).List), func(u *unstructured.Unstructured) error {
+			*dst = append(*dst, *u)
+			return nil
+		})
+		if err := s.tolerate(res+"."+gv.Group, "policy_names_old_range", err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tolerate turns a refused or unserved read into an Unread finding and passes other errors on.
+func (s *PreflightSnapshot) tolerate(what, checks string, err error) error {
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		s.Unread = append(s.Unread, PreflightFinding{Severity: SeverityWarning, Check: CheckUnread, Object: ObjectRef{Kind: what},
+			Detail: fmt.Sprintf("Could not read %s (%v), so %s did not run fully.", what, err, checks),
+			Fix:    "Grant the read on " + what + " (get/list, as in examples/rbac/k8scidr-plan.yaml) to the plan's credentials."})
+		return nil
+	default:
+		return fmt.Errorf("reading %s: %w", what, err)
+	}
+}
+
+// collect appends each listed item to dst.
+func collect[T any](dst *[]T) func(*T) error {
+	return func(v *T) error {
+		*dst = append(*dst, *v)
+		return nil
+	}
+}
+
+// SortFindings orders findings by severity (blockers first), check, then object.
+func SortFindings(f []PreflightFinding) {
+	rank := map[string]int{SeverityBlocker: 0, SeverityWarning: 1, SeverityInfo: 2}
+	slices.SortStableFunc(f, func(a, b PreflightFinding) int {
+		return cmp.Or(cmp.Compare(rank[a.Severity], rank[b.Severity]), cmp.Compare(a.Check, b.Check),
+			cmp.Compare(a.Object.Kind, b.Object.Kind), cmp.Compare(a.Object.Namespace, b.Object.Namespace),
+			cmp.Compare(a.Object.Name, b.Object.Name), cmp.Compare(a.Detail, b.Detail))
+	})
+}
+
+// CountSeverity counts the findings of one severity.
+func CountSeverity(f []PreflightFinding, severity string) int {
+	n := 0
+	for _, x := range f {
+		if x.Severity == severity {
+			n++
+		}
+	}
+	return n
+}
+
+// Validate finds the static mistakes in the ranges, before the cluster is read: a new range
+// that overlaps a range being left, the other kind's ranges, or a reserved range.
+func (r PreflightRanges) Validate() []Finding {
+	type set struct {
+		attr   string
+		what   string
+		ranges []netip.Prefix
+	}
+	sets := []set{{"old_service_cidrs", "old Service range", r.OldService}, {"new_service_cidrs", "new Service range", r.NewService},
+		{"old_pod_cidrs", "old pod range", r.OldPod}, {"new_pod_cidrs", "new pod range", r.NewPod}}
+	var out []Finding
+	for _, n := range []set{sets[1], sets[3]} {
+		for i, p := range n.ranges {
+			var clash []string
+			for _, o := range sets {
+				for _, q := range o.ranges {
+					if o.attr != n.attr && q.Overlaps(p) {
+						clash = append(clash, fmt.Sprintf("the %s %s", o.what, q))
+					}
+				}
+			}
+			for _, q := range r.Reserved {
+				if q.CIDR.Overlaps(p) {
+					clash = append(clash, fmt.Sprintf("the reserved range %s (%s)", q.Name, q.CIDR))
+				}
+			}
+			if len(clash) > 0 {
+				out = append(out, Finding{At(n.attr).Index(i), "New Range Overlaps",
+					fmt.Sprintf("%s overlaps %s: a new range must be apart from the ranges being left, from the other kind's "+
+						"ranges and from reserved ranges. Choose another range.", p, strings.Join(clash, ", "))})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,195 @@
+// Data source k8scidr_preflight: every hazard in the cluster that would break the migration of
+// the given ranges, with a blocker count for a precondition.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+var (
+	_ datasource.DataSourceWithConfigure      = (*preflightDataSource)(nil)
+	_ datasource.DataSourceWithValidateConfig = (*preflightDataSource)(nil)
+)
+
+type preflightDataSource struct {
+	data *providerData
+}
+
+func newPreflightDataSource() datasource.DataSource { return &preflightDataSource{} }
+
+func (d *preflightDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_preflight"
+}
+
+// preflightRangeAttrs are the migration's ranges, by attribute.
+var preflightRangeAttrs = []struct{ name, desc string }{
+	{"old_service_cidrs", "The Service ranges Services move out of, e.g. `[\"100.64.0.0/13\"]`."},
+	{"new_service_cidrs", "The Service ranges they move into."},
+	{"old_pod_cidrs", "The pod ranges (Calico pools) pods move out of."},
+	{"new_pod_cidrs", "The pod ranges they move into."},
+}
+
+func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	attrs := map[string]schema.Attribute{
+		"reserved": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`.",
+			Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
+		"findings": schema.ListNestedAttribute{Computed: true,
+			MarkdownDescription: "Every hazard found, blockers first, then by check and object.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"severity": str("`blocker` (fix it before the first apply), `warning` (needs a step of its own) or `info`."),
+				"check":    str("The check's stable id (see the table above)."),
+				"object": schema.SingleNestedAttribute{Computed: true, MarkdownDescription: "The object it is about.",
+					Attributes: map[string]schema.Attribute{
+						"kind":      str("Its kind, e.g. `Service`, `Deployment`, `IPPool`; for `check_unread`, what could not be read."),
+						"namespace": str("Its namespace; empty for cluster-scoped objects."),
+						"name":      str("Its name."),
+					}},
+				"detail": str("What will happen."),
+				"fix":    str("What to do."),
+			}}},
+		"blockers": schema.Int64Attribute{Computed: true, MarkdownDescription: "The number of `blocker` findings: gate the first stage on `blockers == 0`."},
+		"warnings": schema.Int64Attribute{Computed: true, MarkdownDescription: "The number of `warning` findings."},
+	}
+	for _, a := range preflightRangeAttrs {
+		attrs[a.name] = schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: a.desc,
+			Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator())}}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Finds, before anything moves, what in the cluster would break the migration of the given ranges: " +
+			"tools that apply a Service's old ClusterIP again, DNS settings bound to the old DNS IP, pods pinned to the old " +
+			"Calico pool, kube-controller-manager's and kube-proxy's cluster CIDR, policies and BGP advertisements naming the " +
+			"old ranges, fail-closed admission, disruption budgets over bare pods, stuck rollouts, and ranges that collide. " +
+			"Give it variables or locals only, so it is read at plan.",
+		Attributes: attrs,
+	}
+}
+
+func (d *preflightDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig reports ranges that cannot describe a migration, before the cluster is read.
+func (d *preflightDataSource) ValidateConfig(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
+	var m preflightModel
+	if resp.Diagnostics.Append(req.Config.Get(ctx, &m)...); resp.Diagnostics.HasError() {
+		return
+	}
+	if r, ok := m.ranges(ctx, &resp.Diagnostics); ok {
+		addFindings(&resp.Diagnostics, r.Validate(), true)
+	}
+}
+
+func (d *preflightDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m preflightModel
+	if resp.Diagnostics.Append(req.Config.Get(ctx, &m)...); resp.Diagnostics.HasError() {
+		return
+	}
+	r, ok := m.ranges(ctx, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	client, diags := d.data.Client()
+	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
+		return
+	}
+	findings, err := k8sops.Preflight(ctx, client, r)
+	if err != nil {
+		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
+		return
+	}
+	m.Findings = make([]preflightFindingModel, 0, len(findings))
+	for _, f := range findings {
+		m.Findings = append(m.Findings, preflightFindingModel{Severity: types.StringValue(f.Severity), Check: types.StringValue(f.Check),
+			Object: objectRefModel{Kind: types.StringValue(f.Object.Kind), Namespace: types.StringValue(f.Object.Namespace),
+				Name: types.StringValue(f.Object.Name)},
+			Detail: types.StringValue(f.Detail), Fix: types.StringValue(f.Fix)})
+	}
+	m.Blockers = types.Int64Value(int64(k8sops.CountSeverity(findings, k8sops.SeverityBlocker)))
+	m.Warnings = types.Int64Value(int64(k8sops.CountSeverity(findings, k8sops.SeverityWarning)))
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// ranges parses the configured ranges; false while any is unknown (validation waits) or invalid
+// (the schema validators said why).
+func (m *preflightModel) ranges(ctx context.Context, diags *diag.Diagnostics) (k8sops.PreflightRanges, bool) {
+	var r k8sops.PreflightRanges
+	ok := true
+	parse := func(attr string, l types.List) []netip.Prefix {
+		if !fullyKnown(l) {
+			ok = false
+			return nil
+		}
+		var out []netip.Prefix
+		for i, s := range stringList(ctx, l, diags) {
+			p, err := k8sops.ParseCIDR(s)
+			if err != nil {
+				diags.AddAttributeError(path.Root(attr).AtListIndex(i), "Invalid CIDR", apiErrorText(err)+".")
+				ok = false
+				continue
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	r.OldService, r.NewService = parse("old_service_cidrs", m.OldServiceCIDRs), parse("new_service_cidrs", m.NewServiceCIDRs)
+	r.OldPod, r.NewPod = parse("old_pod_cidrs", m.OldPodCIDRs), parse("new_pod_cidrs", m.NewPodCIDRs)
+	if !fullyKnown(m.Reserved) {
+		return r, false
+	}
+	var reserved map[string]string
+	diags.Append(m.Reserved.ElementsAs(ctx, &reserved, false)...)
+	for _, name := range slices.Sorted(maps.Keys(reserved)) {
+		p, err := k8sops.ParseCIDR(reserved[name])
+		if err != nil {
+			diags.AddAttributeError(path.Root("reserved").AtMapKey(name), "Invalid CIDR", fmt.Sprintf("%s.", apiErrorText(err)))
+			ok = false
+			continue
+		}
+		r.Reserved = append(r.Reserved, k8sops.NamedRange{Kind: k8sops.RangeReserved, Name: name, CIDR: p})
+	}
+	return r, ok && !diags.HasError()
+}
+
+type preflightModel struct {
+	OldServiceCIDRs types.List              `tfsdk:"old_service_cidrs"`
+	NewServiceCIDRs types.List              `tfsdk:"new_service_cidrs"`
+	OldPodCIDRs     types.List              `tfsdk:"old_pod_cidrs"`
+	NewPodCIDRs     types.List              `tfsdk:"new_pod_cidrs"`
+	Reserved        types.Map               `tfsdk:"reserved"`
+	Findings        []preflightFindingModel `tfsdk:"findings"`
+	Blockers        types.Int64             `tfsdk:"blockers"`
+	Warnings        types.Int64             `tfsdk:"warnings"`
+}
+
+type preflightFindingModel struct {
+	Severity types.String   `tfsdk:"severity"`
+	Check    types.String   `tfsdk:"check"`
+	Object   objectRefModel `tfsdk:"object"`
+	Detail   types.String   `tfsdk:"detail"`
+	Fix      types.String   `tfsdk:"fix"`
+}
+
+type objectRefModel struct {
+	Kind      types.String `tfsdk:"kind"`
+	Namespace types.String `tfsdk:"namespace"`
+	Name      types.String `tfsdk:"name"`
+}

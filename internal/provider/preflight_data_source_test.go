@@ -1,0 +1,241 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// preflightHCL is the data source for the calicoEnv cluster's migration: Services out of the
+// default 100.64.0.0/13 to 172.24.0.0/15, pods out of the installer's pool to newPod.
+func preflightHCL(e *calicoEnv, newPod string) string {
+	return e.provider() + fmt.Sprintf(`
+data "k8scidr_preflight" "this" {
+  old_service_cidrs = ["100.64.0.0/13"]
+  new_service_cidrs = ["172.24.0.0/15"]
+  old_pod_cidrs     = [%q]
+  new_pod_cidrs     = [%q]
+}
+`, oldPoolCIDR, newPod)
+}
+
+// want is one expected finding: severity, check and object as kind/namespace/name.
+type want struct{ severity, check, object string }
+
+// findingsInclude checks that findings holds each wanted finding, and that blockers counts
+// exactly the wanted blockers (no blocker besides them).
+type findingsInclude struct {
+	addr string
+	want []want
+}
+
+func (c findingsInclude) CheckState(_ context.Context, req statecheck.CheckStateRequest, resp *statecheck.CheckStateResponse) {
+	var got []want
+	var blockers int64
+	for _, r := range req.State.Values.RootModule.Resources {
+		if r.Address != c.addr {
+			continue
+		}
+		for _, f := range r.AttributeValues["findings"].([]any) {
+			m := f.(map[string]any)
+			o := m["object"].(map[string]any)
+			got = append(got, want{m["severity"].(string), m["check"].(string), fmt.Sprintf("%s/%s/%s", o["kind"], o["namespace"], o["name"])})
+		}
+		switch n := r.AttributeValues["blockers"].(type) {
+		case json.Number:
+			blockers, _ = n.Int64()
+		case float64:
+			blockers = int64(n)
+		}
+	}
+	var missing []string
+	nBlockers := 0
+	for _, w := range c.want {
+		if !slices.Contains(got, w) {
+			missing = append(missing, fmt.Sprint(w))
+		}
+		if w.severity == k8sops.SeverityBlocker {
+			nBlockers++
+		}
+	}
+	if len(missing) > 0 || blockers != int64(nBlockers) {
+		resp.Error = fmt.Errorf("missing findings:\n%s\nblockers %v, want %d; all findings:\n%v", strings.Join(missing, "\n"), blockers, nBlockers, got)
+	}
+}
+
+// TestAccPreflightDataSource_hazards: on a clean cluster the preflight finds nothing; with every
+// hazard built on it (each check's), it finds each one, on its object, at its severity.
+func TestAccPreflightDataSource_hazards(t *testing.T) {
+	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
+	const addr = "data.k8scidr_preflight.this"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// A static mistake: reported before the cluster is read.
+				Config:      preflightHCL(e, "172.24.0.0/16"),
+				ExpectError: diagRE("New Range Overlaps", `new_pod_cidrs[0]`, "172.24.0.0/16 overlaps the new Service range 172.24.0.0/15"),
+			},
+			{
+				// The node podCIDRs (100.96.x.0/24) lie inside this new pod range: nothing to report.
+				Config: preflightHCL(e, "100.96.0.0/12"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("findings"), knownvalue.ListExact([]knownvalue.Check{})),
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("blockers"), knownvalue.Int64Exact(0)),
+				},
+			},
+			{
+				PreConfig: func() { buildHazards(t, e) },
+				Config:    preflightHCL(e, "10.20.0.0/16"),
+				ConfigStateChecks: []statecheck.StateCheck{findingsInclude{addr, []want{
+					{"blocker", k8sops.CheckClusterIPPinned, "Service/default/pinned"},
+					{"warning", k8sops.CheckDNSPinned, "Service/kube-system/kube-dns"},
+					{"warning", k8sops.CheckDNSPinned, "ConfigMap/kube-system/kubelet-config"},
+					{"warning", k8sops.CheckDNSPinned, "DaemonSet/kube-system/node-local-dns"},
+					{"blocker", k8sops.CheckPodsPinnedToOldPool, "Deployment/default/pinned"},
+					{"blocker", k8sops.CheckPodsPinnedToOldPool, "Namespace//pinned-ns"},
+					{"warning", k8sops.CheckPoolPlacement, "Pod/kube-system/kube-controller-manager-kwok-node-0"},
+					{"warning", k8sops.CheckPoolPlacement, "IPPool//new"},
+					{"warning", k8sops.CheckPoolPlacement, "Node//kwok-node-0"},
+					{"warning", k8sops.CheckKubeProxyCIDR, "ConfigMap/kube-system/kube-proxy"},
+					{"warning", k8sops.CheckPolicyOldRange, "NetworkPolicy/default/from-old-pods"},
+					{"warning", k8sops.CheckPolicyOldRange, "GlobalNetworkPolicy//to-old-services"},
+					{"warning", k8sops.CheckPolicyOldRange, "BGPConfiguration//default"},
+					{"warning", k8sops.CheckWebhookFailClosed, "ValidatingWebhookConfiguration//pod-guard"},
+					{"blocker", k8sops.CheckWebhookFailClosed, "ValidatingWebhookConfiguration//service-guard"},
+					{"warning", k8sops.CheckAdmissionPolicy, "ValidatingAdmissionPolicy//servicecidr-rules"},
+					{"blocker", k8sops.CheckDisruptionBudget, "PodDisruptionBudget/default/solo"},
+					{"warning", k8sops.CheckRolloutStuck, "Deployment/default/held"},
+					{"blocker", k8sops.CheckRangeOverlap, "ServiceCIDR//stray"},
+				}}},
+			},
+		},
+	})
+}
+
+// buildHazards builds one hazard per check on the cluster. Webhooks match only namespaces
+// labelled k8scidr-preflight=never (none), so they never run.
+func buildHazards(t *testing.T, e *calicoEnv) {
+	t.Helper()
+	ctx := context.Background()
+	kube := e.c.Kube
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := corev1ac.ServicePort().WithName("p").WithPort(80)
+	// cluster_ip_pinned: a GitOps tool applied the clusterIP (server-side apply).
+	must(kube.CoreV1().Services("default").Apply(ctx, corev1ac.Service("pinned", "default").WithSpec(corev1ac.ServiceSpec().
+		WithClusterIP("100.64.7.7").WithSelector(map[string]string{"app": "pinned"}).WithPorts(port)),
+		metav1.ApplyOptions{FieldManager: "argocd-controller"}))
+	// dns_pinned: kOps' CoreDNS addon, kubeadm's kubelet-config, NodeLocal DNSCache.
+	dns := ipService("kube-dns", "ClusterIP", "100.64.0.10")
+	dns.Labels = map[string]string{"addon.kops.k8s.io/name": "coredns.addons.k8s.io", "k8s-app": "kube-dns"}
+	must(kube.CoreV1().Services("kube-system").Create(ctx, dns, metav1.CreateOptions{}))
+	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k8sops.KubeletConfigMap},
+		Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- 100.64.0.10\n"}}, metav1.CreateOptions{}))
+	nodeCache := podTemplate("node-local-dns")
+	nodeCache.Spec.HostNetwork = true
+	nodeCache.Spec.Containers[0].Args = []string{"-localip", "169.254.20.10,100.64.0.10", "-upstreamsvc", "kube-dns-upstream"}
+	must(kube.AppsV1().DaemonSets("kube-system").Create(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-local-dns"},
+		Spec: appsv1.DaemonSetSpec{Selector: appSelector("node-local-dns"), Template: nodeCache}}, metav1.CreateOptions{}))
+	// pods_pinned_to_old_pool: a template and a namespace naming the old pool.
+	pinned := podTemplate("pinned")
+	pinned.Annotations = map[string]string{"cni.projectcalico.org/ipv4pools": `["` + oldPoolName + `"]`}
+	must(kube.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: appSelector("pinned"), Template: pinned}}, metav1.CreateOptions{}))
+	must(kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pinned-ns",
+		Annotations: map[string]string{"cni.projectcalico.org/ipv4pools": `["` + oldPoolCIDR + `"]`}}}, metav1.CreateOptions{}))
+	// pool_placement: kube-controller-manager's mirror pod on the old cluster CIDR, a new pool
+	// with other encapsulation; the nodes' podCIDRs lie outside the new range.
+	kcm := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-kwok-node-0", Labels: map[string]string{"component": "kube-controller-manager"}},
+		Spec: corev1.PodSpec{NodeName: "kwok-node-0", HostNetwork: true, Containers: []corev1.Container{{Name: "kube-controller-manager", Image: "kcm:1",
+			Command: []string{"kube-controller-manager", "--cluster-cidr=" + oldPoolCIDR, "--allocate-node-cidrs=true"}}}}}
+	must(kube.CoreV1().Pods("kube-system").Create(ctx, kcm, metav1.CreateOptions{}))
+	if err := e.c.CreateCalicoPool(ctx, e.group, "new", map[string]any{"cidr": "10.20.0.0/16", "blockSize": int64(26),
+		"ipipMode": "Never", "vxlanMode": "Always", "natOutgoing": true, "nodeSelector": "!all()"}); err != nil {
+		t.Fatal(err)
+	}
+	// kube_proxy_cluster_cidr: kubeadm's kube-proxy configuration on the old pod range.
+	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
+		Data: map[string]string{"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclusterCIDR: " + oldPoolCIDR + "\n"}}, metav1.CreateOptions{}))
+	// policy_names_old_range: a NetworkPolicy, a Calico policy and BGP advertisements.
+	must(kube.NetworkingV1().NetworkPolicies("default").Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "from-old-pods"},
+		Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: oldPoolCIDR}}}}}}}, metav1.CreateOptions{}))
+	calico := func(resource, name string, spec map[string]any) {
+		gvr := schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: resource}
+		kind := map[string]string{"globalnetworkpolicies": "GlobalNetworkPolicy", "bgpconfigurations": "BGPConfiguration"}[resource]
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": kind,
+			"metadata": map[string]any{"name": name}, "spec": spec}}
+		dyn, err := dynamic.NewForConfig(e.c.RESTConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}))
+	}
+	calico("globalnetworkpolicies", "to-old-services", map[string]any{"egress": []any{
+		map[string]any{"action": "Allow", "destination": map[string]any{"nets": []any{"100.64.0.0/13"}}}}})
+	calico("bgpconfigurations", "default", map[string]any{"serviceClusterIPs": []any{map[string]any{"cidr": "100.64.0.0/13"}}})
+	// webhook_fail_closed: fail-closed on pod creates; on Service creates with its backend among
+	// the Services to move (blocker). admission_policy: one on ServiceCIDRs.
+	never := &metav1.LabelSelector{MatchLabels: map[string]string{"k8scidr-preflight": "never"}}
+	hook := func(name, resource string, client admissionv1.WebhookClientConfig) {
+		must(kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Webhooks: []admissionv1.ValidatingWebhook{{Name: name + ".example.com",
+				ClientConfig: client, NamespaceSelector: never, SideEffects: ptr.To(admissionv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+				Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{resource}}}}}}}, metav1.CreateOptions{}))
+	}
+	hook("pod-guard", "pods", admissionv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:9/validate")})
+	must(kube.CoreV1().Services("default").Create(ctx, ipService("guard", "ClusterIP", "100.64.9.9"), metav1.CreateOptions{}))
+	hook("service-guard", "services", admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: "default", Name: "guard", Port: ptr.To[int32](80)}})
+	must(kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "servicecidr-rules"}, Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+				Operations: []admissionv1.OperationType{admissionv1.Create}, Rule: admissionv1.Rule{APIGroups: []string{"networking.k8s.io"},
+					APIVersions: []string{"*"}, Resources: []string{"servicecidrs"}}}}}},
+			Validations: []admissionv1.Validation{{Expression: "true"}}}}, metav1.CreateOptions{}))
+	// disruption_budget: a bare pod in the old pool under a budget allowing no disruption.
+	solo := podTemplate("solo")
+	must(kube.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Labels: solo.Labels}, Spec: solo.Spec}, metav1.CreateOptions{}))
+	e.waitPods("solo", 1)
+	must(kube.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "solo"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: appSelector("solo")}}, metav1.CreateOptions{}))
+	// rollout_stuck: a paused Deployment.
+	must(kube.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "held"},
+		Spec: appsv1.DeploymentSpec{Paused: true, Replicas: ptr.To[int32](0), Selector: appSelector("held"), Template: podTemplate("held")}}, metav1.CreateOptions{}))
+	// range_overlap: a ServiceCIDR inside the new pod range.
+	if err := createRange(kube, "stray", "10.20.5.0/24"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appSelector(app string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+}
