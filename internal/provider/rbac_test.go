@@ -43,6 +43,19 @@ data "k8scidr_network_overlaps" "this" {}
 data "k8scidr_load_balancers" "this" {}
 data "k8scidr_calico_ippools" "all" {}
 
+data "k8scidr_preflight" "this" {
+  old_service_cidrs = ["100.64.0.0/13"]
+  new_service_cidrs = ["172.24.0.0/15"]
+  old_pod_cidrs     = ["10.10.0.0/18"]
+  new_pod_cidrs     = ["10.20.0.0/16"]
+  lifecycle {
+    postcondition {
+      condition     = length([for f in self.findings : f if f.check == "check_unread"]) == 0
+      error_message = join("\n", [for f in self.findings : f.detail if f.check == "check_unread"])
+    }
+  }
+}
+
 resource "k8scidr_service_cidr" "new" {
   name  = "new"
   cidrs = ["172.24.0.0/15"]
