@@ -71,6 +71,27 @@ locals {
   dns_bridge = var.stage < 3
 }
 
+# ---- Preflight -------------------------------------------------------------------------------
+
+# Everything outside the Services and pools that would break the move — a tool that applies the
+# old ClusterIP again, DNS pinned to the old IP, pods pinned to the old pool, policies naming the
+# old ranges, fail-closed webhooks — read at plan from variables only. The first resource refuses
+# to apply while a blocker remains; warnings show in every plan through the check below.
+data "k8scidr_preflight" "migration" {
+  old_service_cidrs = [var.service_cidrs.old]
+  new_service_cidrs = [var.service_cidrs.new]
+  old_pod_cidrs     = [var.pod_cidrs.old]
+  new_pod_cidrs     = [var.pod_cidrs.new]
+  reserved          = local.reserved
+}
+
+check "preflight_warnings" {
+  assert {
+    condition     = data.k8scidr_preflight.migration.warnings == 0
+    error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings : "${f.check} ${f.object.kind} ${f.object.namespace}/${f.object.name}: ${f.detail} Fix: ${f.fix}" if f.severity == "warning"])
+  }
+}
+
 # Where things stand: every range of the cluster against the reserved ones.
 data "k8scidr_network_overlaps" "now" {
   reserved   = local.reserved
@@ -86,6 +107,14 @@ resource "k8scidr_service_cidr" "new" {
 
   # The moved Services hold it: on destroy, leave it Terminating instead of waiting.
   wait_for_deletion = false
+
+  lifecycle {
+    precondition {
+      condition = data.k8scidr_preflight.migration.blockers == 0
+      error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings :
+      "${f.check} ${f.object.kind} ${f.object.namespace}/${f.object.name}: ${f.detail} Fix: ${f.fix}" if f.severity == "blocker"])
+    }
+  }
 }
 
 # LoadBalancer Services keep their ClusterIPs (their cloud load balancers point at them), and the

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
@@ -121,6 +123,21 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dns.Stop()
+	// The preflight gate: a workload pinned to the old pool is a blocker, and the plan refuses
+	// to start the migration, naming it; once it is fixed the plan goes ahead.
+	pinned := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0),
+		Selector: appSelector("pinned"), Template: podTemplate("pinned")}}
+	pinned.Spec.Template.Annotations = map[string]string{"cni.projectcalico.org/ipv4pools": `["default-ipv4-ippool"]`}
+	if _, err := kube.AppsV1().Deployments("app-0").Create(ctx, pinned, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.run("plan", "-input=false", "-var=stage=1"); err == nil || !diagRE("Resource precondition failed",
+		"pods_pinned_to_old_pool Deployment app-0/pinned", "Calico gives these pods no address").MatchString(out) {
+		t.Fatalf("stage 1 planned with a blocker: %v\n%s", err, out)
+	}
+	if err := kube.AppsV1().Deployments("app-0").Delete(ctx, "pinned", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	begin := time.Now()
 	// Stage 1, with a planned Service deleted and one created in the old range before the apply.
 	w.planFile("-input=false", "-var=stage=1")
