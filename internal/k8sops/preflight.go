@@ -95,62 +95,68 @@ type PreflightSnapshot struct {
 // preflightConfigMaps are the kube-system ConfigMaps the checks read where they exist.
 var preflightConfigMaps = []string{KubeletConfigMap, "kube-proxy", "node-local-dns", "calico-config"}
 
-// Preflight reads the cluster and runs every check.
-func Preflight(ctx context.Context, c *Client, r PreflightRanges) ([]PreflightFinding, error) {
-	snap, err := ReadPreflight(ctx, c)
+// Preflight reads the cluster and runs the given checks (nil: every check), for the data
+// source and for the resources, which show their stage's checks as plan warnings.
+func Preflight(ctx context.Context, c *Client, r PreflightRanges, checks []string) ([]PreflightFinding, error) {
+	snap, err := ReadPreflight(ctx, c, checks)
 	if err != nil {
 		return nil, err
 	}
-	return CheckPreflight(snap, r), nil
+	found := CheckPreflight(snap, r)
+	if checks != nil {
+		found = slices.DeleteFunc(found, func(f PreflightFinding) bool { return f.Check != CheckUnread && !slices.Contains(checks, f.Check) })
+	}
+	return found, nil
 }
 
-// ReadPreflight reads what the checks need: one paginated list per kind. A kind the
+// ReadPreflight reads what the checks need (nil: every check): one paginated list per kind. A kind the
 // credentials may not list, or the cluster does not serve, is left out with an Unread finding
 // (not served: nothing to check); any other error fails the read.
-func ReadPreflight(ctx context.Context, c *Client) (PreflightSnapshot, error) {
+func ReadPreflight(ctx context.Context, c *Client, checks []string) (PreflightSnapshot, error) {
 	s := PreflightSnapshot{FieldManager: c.FieldManager, ConfigMaps: map[string]*corev1.ConfigMap{}}
 	k := c.Kube
 	reads := []struct {
-		what, checks string
-		read         func() error
+		what   string
+		checks []string
+		read   func() error
 	}{
-		{"services", "cluster_ip_pinned, dns_pinned", func() error {
+		{"services", []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed}, func() error {
 			return eachItem(ctx, listPages(k.CoreV1().Services("").List), collect(&s.Services))
 		}},
-		{"pods", "pods_pinned_to_old_pool, pool_placement, disruption_budget", func() error {
+		{"pods", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR, CheckDisruptionBudget}, func() error {
 			return eachItem(ctx, listPages(k.CoreV1().Pods("").List), collect(&s.Pods))
 		}},
-		{"namespaces", "pods_pinned_to_old_pool", func() error {
+		{"namespaces", []string{CheckPodsPinnedToOldPool}, func() error {
 			return eachItem(ctx, listPages(k.CoreV1().Namespaces().List), collect(&s.Namespaces))
 		}},
-		{"nodes", "pool_placement", func() error {
+		{"nodes", []string{CheckPoolPlacement}, func() error {
 			return eachItem(ctx, listPages(k.CoreV1().Nodes().List), collect(&s.Nodes))
 		}},
-		{"deployments.apps", "pods_pinned_to_old_pool, rollout_stuck", func() error {
+		{"deployments.apps", []string{CheckPodsPinnedToOldPool, CheckRolloutStuck}, func() error {
 			return eachItem(ctx, listPages(k.AppsV1().Deployments("").List), collect(&s.Deployments))
 		}},
-		{"statefulsets.apps", "pods_pinned_to_old_pool", func() error {
+		{"statefulsets.apps", []string{CheckPodsPinnedToOldPool}, func() error {
 			return eachItem(ctx, listPages(k.AppsV1().StatefulSets("").List), collect(&s.StatefulSets))
 		}},
-		{"daemonsets.apps", "pods_pinned_to_old_pool, dns_pinned", func() error {
+		{"daemonsets.apps", []string{CheckPodsPinnedToOldPool, CheckDNSPinned}, func() error {
 			return eachItem(ctx, listPages(k.AppsV1().DaemonSets("").List), collect(&s.DaemonSets))
 		}},
-		{"networkpolicies.networking.k8s.io", "policy_names_old_range", func() error {
+		{"networkpolicies.networking.k8s.io", []string{CheckPolicyOldRange}, func() error {
 			return eachItem(ctx, listPages(k.NetworkingV1().NetworkPolicies("").List), collect(&s.NetworkPolicies))
 		}},
-		{"validatingwebhookconfigurations.admissionregistration.k8s.io", "webhook_fail_closed", func() error {
+		{"validatingwebhookconfigurations.admissionregistration.k8s.io", []string{CheckWebhookFailClosed}, func() error {
 			return eachItem(ctx, listPages(k.AdmissionregistrationV1().ValidatingWebhookConfigurations().List), collect(&s.ValidatingWebhooks))
 		}},
-		{"mutatingwebhookconfigurations.admissionregistration.k8s.io", "webhook_fail_closed", func() error {
+		{"mutatingwebhookconfigurations.admissionregistration.k8s.io", []string{CheckWebhookFailClosed}, func() error {
 			return eachItem(ctx, listPages(k.AdmissionregistrationV1().MutatingWebhookConfigurations().List), collect(&s.MutatingWebhooks))
 		}},
-		{"validatingadmissionpolicies.admissionregistration.k8s.io", "admission_policy", func() error {
+		{"validatingadmissionpolicies.admissionregistration.k8s.io", []string{CheckAdmissionPolicy}, func() error {
 			return eachItem(ctx, listPages(k.AdmissionregistrationV1().ValidatingAdmissionPolicies().List), collect(&s.AdmissionPolicies))
 		}},
-		{"poddisruptionbudgets.policy", "disruption_budget", func() error {
+		{"poddisruptionbudgets.policy", []string{CheckDisruptionBudget}, func() error {
 			return eachItem(ctx, listPages(k.PolicyV1().PodDisruptionBudgets("").List), collect(&s.PodDisruptionBudgets))
 		}},
-		{"configmaps (kube-system: " + fmt.Sprint(preflightConfigMaps) + ")", "dns_pinned, kube_proxy_cluster_cidr, pods_pinned_to_old_pool", func() error {
+		{"configmaps (kube-system: " + fmt.Sprint(preflightConfigMaps) + ")", []string{CheckDNSPinned, CheckKubeProxyCIDR, CheckPodsPinnedToOldPool}, func() error {
 			for _, name := range preflightConfigMaps {
 				cm, err := k.CoreV1().ConfigMaps("kube-system").Get(ctx, name, metav1.GetOptions{})
 				switch {
@@ -163,17 +169,28 @@ func ReadPreflight(ctx context.Context, c *Client) (PreflightSnapshot, error) {
 			}
 			return nil
 		}},
-		{"node, pod, Service and Calico ranges", "range_overlap", func() (err error) {
+		{"node, pod, Service and Calico ranges", []string{CheckRangeOverlap}, func() (err error) {
 			s.Ranges, err = GatherRanges(ctx, c)
 			return err
 		}},
 	}
 	for _, rd := range reads {
+		if !needed(checks, rd.checks...) {
+			continue
+		}
 		if err := s.tolerate(rd.what, rd.checks, rd.read()); err != nil {
 			return s, err
 		}
 	}
+	if !needed(checks, CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckPolicyOldRange) {
+		return s, nil
+	}
 	return s, s.readCalico(ctx, c)
+}
+
+// needed reports whether any of these checks is among those to run (nil: all).
+func needed(run []string, these ...string) bool {
+	return run == nil || slices.ContainsFunc(these, func(c string) bool { return slices.Contains(run, c) })
 }
 
 // readCalico reads pools, policies and BGP configuration from the group serving the pools.
@@ -183,9 +200,9 @@ func (s *PreflightSnapshot) readCalico(ctx context.Context, c *Client) error {
 	case errors.Is(err, ErrNoCalico):
 		return nil
 	case err != nil:
-		return s.tolerate("Calico API", "pods_pinned_to_old_pool, pool_placement", err)
+		return s.tolerate("Calico API", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement}, err)
 	}
-	if err := s.tolerate("ippools", "pods_pinned_to_old_pool, pool_placement", func() (err error) {
+	if err := s.tolerate("ippools", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement}, func() (err error) {
 		s.Pools, err = api.ListIPPools(ctx)
 		return err
 	}()); err != nil {
@@ -201,7 +218,7 @@ func (s *PreflightSnapshot) readCalico(ctx context.Context, c *Client) error {
 			*dst = append(*dst, *u)
 			return nil
 		})
-		if err := s.tolerate(res+"."+gv.Group, "policy_names_old_range", err); err != nil {
+		if err := s.tolerate(res+"."+gv.Group, []string{CheckPolicyOldRange}, err); err != nil {
 			return err
 		}
 	}
@@ -209,13 +226,13 @@ func (s *PreflightSnapshot) readCalico(ctx context.Context, c *Client) error {
 }
 
 // tolerate turns a refused or unserved read into an Unread finding and passes other errors on.
-func (s *PreflightSnapshot) tolerate(what, checks string, err error) error {
+func (s *PreflightSnapshot) tolerate(what string, checks []string, err error) error {
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsForbidden(err):
 		s.Unread = append(s.Unread, PreflightFinding{Severity: SeverityWarning, Check: CheckUnread, Object: ObjectRef{Kind: what},
-			Detail: fmt.Sprintf("Could not read %s (%v), so %s did not run fully.", what, err, checks),
+			Detail: fmt.Sprintf("Could not read %s (%v), so %s did not run fully.", what, err, strings.Join(checks, ", ")),
 			Fix:    "Grant the read on " + what + " (get/list, as in examples/rbac/k8scidr-plan.yaml) to the plan's credentials."})
 		return nil
 	default:

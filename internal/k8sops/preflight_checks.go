@@ -28,18 +28,6 @@ func CheckPreflight(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	return out
 }
 
-// Stage subsets: the checks each resource shows as plan warnings.
-var (
-	ServiceStageChecks = []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed, CheckAdmissionPolicy}
-	PoolStageChecks    = []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR}
-	RollStageChecks    = []string{CheckPodsPinnedToOldPool, CheckDisruptionBudget, CheckRolloutStuck}
-)
-
-// OnlyChecks keeps the findings of the given checks.
-func OnlyChecks(f []PreflightFinding, checks []string) []PreflightFinding {
-	return slices.DeleteFunc(slices.Clone(f), func(x PreflightFinding) bool { return !slices.Contains(checks, x.Check) })
-}
-
 // containsAddr reports whether ip lies in one of the prefixes.
 func containsAddr(ranges []netip.Prefix, ip netip.Addr) bool {
 	return slices.ContainsFunc(ranges, func(p netip.Prefix) bool { return p.Contains(ip) })
@@ -91,7 +79,7 @@ func clusterIPPinners(svc *corev1.Service, own string) []string {
 		var f struct {
 			Spec map[string]json.RawMessage `json:"f:spec"`
 		}
-		if json.Unmarshal(e.FieldsV1.Raw, &f) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &f) != nil {
 			continue
 		}
 		if _, ip := f.Spec["f:clusterIP"]; ip || f.Spec["f:clusterIPs"] != nil {

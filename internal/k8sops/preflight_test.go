@@ -46,8 +46,8 @@ func oldPool() IPPool {
 		Settings: PoolSettings{CIDR: "100.96.0.0/11", IPIPMode: "Always", VXLANMode: "Never", NATOutgoing: true}}
 }
 
-func withPod(ns, name, ip string, ann map[string]string, controller string) corev1.Pod {
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann, Labels: map[string]string{"app": name}},
+func withPod(name, ip string, ann map[string]string, controller string) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, Annotations: ann, Labels: map[string]string{"app": name}},
 		Status: corev1.PodStatus{PodIP: ip}}
 	if controller != "" {
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: controller, Name: "x", Controller: ptr.To(true)}}
@@ -55,9 +55,9 @@ func withPod(ns, name, ip string, ann map[string]string, controller string) core
 	return p
 }
 
-func webhookConfig(name string, failure admissionv1.FailurePolicyType, svc *admissionv1.ServiceReference, resources ...string) admissionv1.ValidatingWebhookConfiguration {
-	return admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionv1.ValidatingWebhook{{Name: name + ".example.com", FailurePolicy: &failure,
+func webhookConfig(failure admissionv1.FailurePolicyType, svc *admissionv1.ServiceReference, resources ...string) admissionv1.ValidatingWebhookConfiguration {
+	return admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "guard"},
+		Webhooks: []admissionv1.ValidatingWebhook{{Name: "guard.example.com", FailurePolicy: &failure,
 			ClientConfig: admissionv1.WebhookClientConfig{Service: svc},
 			Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
 				Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: resources}}}}}}
@@ -153,8 +153,8 @@ func TestCheckPreflight(t *testing.T) {
 			PreflightSnapshot{Namespaces: []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "app",
 				Annotations: map[string]string{annIPv4Pools: `["172.16.0.0/13"]`}}}}},
 			CheckPodsPinnedToOldPool, SeverityBlocker, "Namespace//app"},
-		{"bare pod with a fixed address", PreflightSnapshot{Pods: []corev1.Pod{withPod("app", "fixed", "100.96.0.9", map[string]string{annIPAddrs: `["100.96.0.9"]`}, "")}},
-			PreflightSnapshot{Pods: []corev1.Pod{withPod("app", "fixed", "100.96.0.9", map[string]string{annIPAddrs: `["100.96.0.9"]`}, "ReplicaSet")}},
+		{"bare pod with a fixed address", PreflightSnapshot{Pods: []corev1.Pod{withPod("fixed", "100.96.0.9", map[string]string{annIPAddrs: `["100.96.0.9"]`}, "")}},
+			PreflightSnapshot{Pods: []corev1.Pod{withPod("fixed", "100.96.0.9", map[string]string{annIPAddrs: `["100.96.0.9"]`}, "ReplicaSet")}},
 			CheckPodsPinnedToOldPool, SeverityBlocker, "Pod/app/fixed"},
 		{"CNI config pool list", PreflightSnapshot{Pools: []IPPool{oldPool()}, ConfigMaps: kubeSystemConfigMap("calico-config", "cni_network_config",
 			`{"ipam": {"type": "calico-ipam", "ipv4_pools": ["default-ipv4-ippool"]}, "mtu": __CNI_MTU__}`)},
@@ -181,18 +181,18 @@ func TestCheckPreflight(t *testing.T) {
 			CheckPolicyOldRange, SeverityWarning, "GlobalNetworkPolicy//egress"},
 		{"BGP serviceClusterIPs", PreflightSnapshot{BGPConfigurations: []unstructured.Unstructured{bgp}}, PreflightSnapshot{},
 			CheckPolicyOldRange, SeverityWarning, "BGPConfiguration//default"},
-		{"fail-closed webhook on pods", PreflightSnapshot{ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig("guard", admissionv1.Fail, nil, "pods")}},
-			PreflightSnapshot{ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig("guard", admissionv1.Ignore, nil, "pods")}},
+		{"fail-closed webhook on pods", PreflightSnapshot{ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, nil, "pods")}},
+			PreflightSnapshot{ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Ignore, nil, "pods")}},
 			CheckWebhookFailClosed, SeverityWarning, "ValidatingWebhookConfiguration//guard"},
 		{"webhook whose backend moves", PreflightSnapshot{Services: []corev1.Service{pfService("hooks", "guard", "100.64.3.3")},
-			ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig("guard", admissionv1.Fail, svcRef, "services")}},
+			ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "services")}},
 			PreflightSnapshot{Services: []corev1.Service{pfService("hooks", "guard", "100.64.3.3")},
-				ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig("guard", admissionv1.Fail, svcRef, "configmaps")}},
+				ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "configmaps")}},
 			CheckWebhookFailClosed, SeverityBlocker, "ValidatingWebhookConfiguration//guard"},
 		{"admission policy on ServiceCIDRs", PreflightSnapshot{AdmissionPolicies: []admissionv1.ValidatingAdmissionPolicy{vap}},
 			PreflightSnapshot{AdmissionPolicies: []admissionv1.ValidatingAdmissionPolicy{ownVAP}}, CheckAdmissionPolicy, SeverityWarning, "ValidatingAdmissionPolicy//svc-rules"},
-		{"budget over a bare pod", PreflightSnapshot{PodDisruptionBudgets: []policyv1.PodDisruptionBudget{pdb}, Pods: []corev1.Pod{withPod("app", "solo", "100.96.0.7", nil, "")}},
-			PreflightSnapshot{PodDisruptionBudgets: []policyv1.PodDisruptionBudget{pdbRoom}, Pods: []corev1.Pod{withPod("app", "solo", "100.96.0.7", nil, "")}},
+		{"budget over a bare pod", PreflightSnapshot{PodDisruptionBudgets: []policyv1.PodDisruptionBudget{pdb}, Pods: []corev1.Pod{withPod("solo", "100.96.0.7", nil, "")}},
+			PreflightSnapshot{PodDisruptionBudgets: []policyv1.PodDisruptionBudget{pdbRoom}, Pods: []corev1.Pod{withPod("solo", "100.96.0.7", nil, "")}},
 			CheckDisruptionBudget, SeverityBlocker, "PodDisruptionBudget/app/solo"},
 		{"paused Deployment", PreflightSnapshot{Deployments: []appsv1.Deployment{{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "held"}, Spec: appsv1.DeploymentSpec{Paused: true}}}},
 			PreflightSnapshot{Deployments: []appsv1.Deployment{{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "held"}}}},
@@ -212,7 +212,7 @@ func TestCheckPreflight(t *testing.T) {
 	id := func(f PreflightFinding) string { return f.Object.Kind + "/" + f.Object.Namespace + "/" + f.Object.Name }
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := OnlyChecks(CheckPreflight(c.hazard, preflightRanges), []string{c.check})
+			got := onlyChecks(CheckPreflight(c.hazard, preflightRanges), []string{c.check})
 			if !slices.ContainsFunc(got, func(f PreflightFinding) bool { return f.Severity == c.severity && id(f) == c.objID }) {
 				t.Fatalf("hazard: findings %v, want a %s %s on %s", got, c.severity, c.check, c.objID)
 			}
@@ -221,7 +221,7 @@ func TestCheckPreflight(t *testing.T) {
 					t.Errorf("finding %+v: detail and fix must be sentences", f)
 				}
 			}
-			if clean := OnlyChecks(CheckPreflight(c.fixed, preflightRanges), []string{c.check}); slices.ContainsFunc(clean,
+			if clean := onlyChecks(CheckPreflight(c.fixed, preflightRanges), []string{c.check}); slices.ContainsFunc(clean,
 				func(f PreflightFinding) bool { return id(f) == c.objID }) {
 				t.Fatalf("fixed: findings %v, want none on %s", clean, c.objID)
 			}
@@ -276,4 +276,9 @@ func TestPreflightRangesValidate(t *testing.T) {
 		!strings.Contains(got[1].Detail, "the old Service range 100.64.0.0/13") {
 		t.Fatalf("findings:\n%s", strings.Join(paths, "\n"))
 	}
+}
+
+// onlyChecks keeps the findings of the given checks.
+func onlyChecks(f []PreflightFinding, checks []string) []PreflightFinding {
+	return slices.DeleteFunc(slices.Clone(f), func(x PreflightFinding) bool { return !slices.Contains(checks, x.Check) })
 }

@@ -2,6 +2,8 @@
 package provider
 
 import (
+	"fmt"
+
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
@@ -60,4 +62,22 @@ func pathOf(p k8sops.Path) path.Path {
 		}
 	}
 	return out
+}
+
+// warnHazards shows a stage's preflight findings as plan warnings. A read that fails is a
+// warning too: the hazards are advice, and the plan goes on.
+func warnHazards(found []k8sops.PreflightFinding, err error, diags *diag.Diagnostics) {
+	if err != nil {
+		diags.AddWarning("Migration Hazards Not Checked", "The plan could not run this stage's preflight checks: "+apiErrorText(err)+
+			". data.k8scidr_preflight lists every hazard.")
+		return
+	}
+	for _, f := range found {
+		obj := f.Object.Kind + " " + f.Object.Name
+		if f.Object.Namespace != "" {
+			obj = f.Object.Kind + " " + f.Object.Namespace + "/" + f.Object.Name
+		}
+		// One summary per object: Terraform folds warnings with equal summaries into one.
+		diags.AddWarning(fmt.Sprintf("Migration Hazard: %s on %s", f.Check, obj), fmt.Sprintf("%s (%s). Fix: %s", f.Detail, f.Severity, f.Fix))
+	}
 }

@@ -111,7 +111,7 @@ func (d *preflightDataSource) Read(ctx context.Context, req datasource.ReadReque
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	findings, err := k8sops.Preflight(ctx, client, r)
+	findings, err := k8sops.Preflight(ctx, client, r, nil)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return

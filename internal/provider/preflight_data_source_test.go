@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -238,4 +239,137 @@ func buildHazards(t *testing.T, e *calicoEnv) {
 
 func appSelector(app string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+}
+
+// planWarnings runs terraform plan -json and returns each warning as "summary\ndetail".
+func planWarnings(t *testing.T, w *cliWorkspace) []string {
+	t.Helper()
+	out, err := w.run("plan", "-json", "-input=false")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var warnings []string
+	for _, line := range strings.Split(out, "\n") {
+		var msg struct {
+			Type       string `json:"type"`
+			Diagnostic struct {
+				Severity, Summary, Detail string
+			} `json:"diagnostic"`
+		}
+		if json.Unmarshal([]byte(line), &msg) == nil && msg.Type == "diagnostic" && msg.Diagnostic.Severity == "warning" {
+			warnings = append(warnings, msg.Diagnostic.Summary+"\n"+msg.Diagnostic.Detail)
+		}
+	}
+	return warnings
+}
+
+// TestAccPreflight_stageWarnings: each resource's plan shows its stage's hazards as warnings,
+// one per object (the CLI folds equal summaries): the recreation a Service whose clusterIP a
+// GitOps tool applies, the new pool kube-proxy's clusterCIDR, disabling the old pool and the
+// roll a workload pinned to it, the roll a paused Deployment it includes. Before the
+// hazards exist, none of those warnings shows.
+func TestAccPreflight_stageWarnings(t *testing.T) {
+	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
+	ctx := context.Background()
+	kube := e.c.Kube
+	e.deployment("web", 1)
+	w := newCLIWorkspace(t, e.provider()+fmt.Sprintf(`
+data "k8scidr_service_moves" "this" {
+  target_cidrs = ["172.24.0.0/15"]
+}
+
+resource "k8scidr_service_cidr" "new" {
+  name  = "new"
+  cidrs = ["172.24.0.0/15"]
+}
+
+resource "k8scidr_service_recreation" "this" {
+  target_cidrs = k8scidr_service_cidr.new.cidrs
+  moves        = data.k8scidr_service_moves.this.moves
+  restore      = data.k8scidr_service_moves.this.restore
+  first        = data.k8scidr_service_moves.this.first_moves
+  dns_service  = data.k8scidr_service_moves.this.dns_service
+}
+
+resource "k8scidr_calico_ippool" "new" {
+  name = "new"
+  cidr = "10.20.0.0/16"
+}
+
+import {
+  to = k8scidr_calico_ippool.old
+  id = %[1]q
+}
+
+resource "k8scidr_calico_ippool" "old" {
+  name         = %[1]q
+  cidr         = %[2]q
+  ipip_mode    = "Always"
+  nat_outgoing = true
+  disabled     = true
+}
+
+data "k8scidr_workload_restarts" "pods" {
+  pod_cidrs = [%[2]q]
+}
+
+resource "k8scidr_workload_roll" "pods" {
+  workloads = data.k8scidr_workload_restarts.pods.workloads
+  pod_cidrs = [%[2]q]
+  include   = ["default/deployment/held"]
+}
+`, oldPoolName, oldPoolCIDR))
+	hazards := []string{
+		"Migration Hazard: cluster_ip_pinned on Service default/pinned\n",
+		"Migration Hazard: kube_proxy_cluster_cidr on ConfigMap kube-system/kube-proxy\n",
+		"Migration Hazard: pods_pinned_to_old_pool on Deployment default/pinned\n",
+		"Migration Hazard: rollout_stuck on Deployment default/held\n",
+	}
+	for _, warning := range planWarnings(t, w) {
+		for _, h := range hazards {
+			if strings.HasPrefix(warning, h) {
+				t.Errorf("before the hazards exist, the plan warns:\n%s", warning)
+			}
+		}
+	}
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := corev1ac.ServicePort().WithName("p").WithPort(80)
+	must(kube.CoreV1().Services("default").Apply(ctx, corev1ac.Service("pinned", "default").WithSpec(corev1ac.ServiceSpec().
+		WithClusterIP("100.64.7.7").WithSelector(map[string]string{"app": "web"}).WithPorts(port)),
+		metav1.ApplyOptions{FieldManager: "argocd-controller"}))
+	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
+		Data: map[string]string{"config.conf": "clusterCIDR: " + oldPoolCIDR + "\n"}}, metav1.CreateOptions{}))
+	for name, paused := range map[string]bool{"pinned": false, "held": true} {
+		tmpl := podTemplate(name)
+		if !paused {
+			tmpl.Annotations = map[string]string{"cni.projectcalico.org/ipv4pools": `["` + oldPoolName + `"]`}
+		}
+		must(kube.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: appSelector(name), Template: tmpl}}, metav1.CreateOptions{}))
+		e.waitPods(name, 1)
+	}
+	// Paused once its pod runs (the data source lists paused Deployments as unmanaged; this one is
+	// included by hand), so a restart would not move it.
+	must(kube.AppsV1().Deployments("default").Patch(ctx, "held", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{}))
+	warnings := planWarnings(t, w)
+	count := func(h string) int {
+		n := 0
+		for _, warning := range warnings {
+			if strings.HasPrefix(warning, h) {
+				n++
+			}
+		}
+		return n
+	}
+	// The pinned template: from disabling the old pool and from the roll.
+	for h, want := range map[string]int{hazards[0]: 1, hazards[1]: 1, hazards[2]: 2, hazards[3]: 1} {
+		if got := count(h); got != want {
+			t.Errorf("%q: %d warnings, want %d; all warnings:\n%s", h, got, want, strings.Join(warnings, "\n---\n"))
+		}
+	}
 }

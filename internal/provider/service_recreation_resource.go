@@ -221,6 +221,10 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if work || creating || !plan.DNSBridge.Equal(state.DNSBridge) {
 		r.warnNotReady(ctx, &plan, p, &resp.Diagnostics)
 	}
+	if work && r.data != nil && r.data.client != nil {
+		found, err := k8sops.RecreationHazards(ctx, r.data.client, p)
+		warnHazards(found, err, &resp.Diagnostics)
+	}
 }
 
 // checkJournalChange refuses a change of journal_namespace or journal_group while the old

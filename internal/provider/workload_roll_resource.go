@@ -157,6 +157,10 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	r.warnMissing(ctx, p.Include, &resp.Diagnostics)
+	if (len(p.Workloads) > 0 || len(p.Include) > 0) && r.data != nil && r.data.client != nil {
+		found, err := k8sops.RollHazards(ctx, r.data.client, p)
+		warnHazards(found, err, &resp.Diagnostics)
+	}
 }
 
 // warnMissing warns about newly included workloads that do not exist: probably a typo.
