@@ -88,7 +88,7 @@ data "k8scidr_preflight" "migration" {
 check "preflight_warnings" {
   assert {
     condition     = data.k8scidr_preflight.migration.warnings == 0
-    error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings : "${f.check} ${f.object.kind} ${f.object.namespace}/${f.object.name}: ${f.detail} Fix: ${f.fix}" if f.severity == "warning"])
+    error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings : "${f.summary}: ${f.detail} Fix: ${f.fix}" if f.severity == "warning"])
   }
 }
 
@@ -112,7 +112,7 @@ resource "k8scidr_service_cidr" "new" {
     precondition {
       condition = data.k8scidr_preflight.migration.blockers == 0
       error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings :
-      "${f.check} ${f.object.kind} ${f.object.namespace}/${f.object.name}: ${f.detail} Fix: ${f.fix}" if f.severity == "blocker"])
+      "${f.summary}: ${f.detail} Fix: ${f.fix}" if f.severity == "blocker"])
     }
   }
 }

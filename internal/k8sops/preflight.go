@@ -62,6 +62,17 @@ type PreflightFinding struct {
 	Detail, Fix     string
 }
 
+// String names the object: Kind namespace/name, or Kind name when cluster-scoped.
+func (o ObjectRef) String() string {
+	if o.Namespace == "" {
+		return o.Kind + " " + o.Name
+	}
+	return o.Kind + " " + o.Namespace + "/" + o.Name
+}
+
+// Summary is the finding in a line: its check and its object.
+func (f PreflightFinding) Summary() string { return f.Check + " on " + f.Object.String() }
+
 // PreflightRanges are the migration's ranges.
 type PreflightRanges struct {
 	OldService, NewService, OldPod, NewPod []netip.Prefix

@@ -73,11 +73,7 @@ func warnHazards(found []k8sops.PreflightFinding, err error, diags *diag.Diagnos
 		return
 	}
 	for _, f := range found {
-		obj := f.Object.Kind + " " + f.Object.Name
-		if f.Object.Namespace != "" {
-			obj = f.Object.Kind + " " + f.Object.Namespace + "/" + f.Object.Name
-		}
 		// One summary per object: Terraform folds warnings with equal summaries into one.
-		diags.AddWarning(fmt.Sprintf("Migration Hazard: %s on %s", f.Check, obj), fmt.Sprintf("%s (%s). Fix: %s", f.Detail, f.Severity, f.Fix))
+		diags.AddWarning("Migration Hazard: "+f.Summary(), fmt.Sprintf("%s (%s). Fix: %s", f.Detail, f.Severity, f.Fix))
 	}
 }

@@ -132,7 +132,7 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := w.run("plan", "-input=false", "-var=stage=1"); err == nil || !diagRE("Resource precondition failed",
-		"pods_pinned_to_old_pool Deployment app-0/pinned", "Calico gives these pods no address").MatchString(out) {
+		"pods_pinned_to_old_pool on Deployment app-0/pinned", "Calico gives these pods no address").MatchString(out) {
 		t.Fatalf("stage 1 planned with a blocker: %v\n%s", err, out)
 	}
 	if err := kube.AppsV1().Deployments("app-0").Delete(ctx, "pinned", metav1.DeleteOptions{}); err != nil {

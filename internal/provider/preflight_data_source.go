@@ -63,8 +63,9 @@ func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 						"namespace": str("Its namespace; empty for cluster-scoped objects."),
 						"name":      str("Its name."),
 					}},
-				"detail": str("What will happen."),
-				"fix":    str("What to do."),
+				"summary": str("`<check> on <Kind> <namespace>/<name>`, for messages."),
+				"detail":  str("What will happen."),
+				"fix":     str("What to do."),
 			}}},
 		"blockers": schema.Int64Attribute{Computed: true, MarkdownDescription: "The number of `blocker` findings: gate the first stage on `blockers == 0`."},
 		"warnings": schema.Int64Attribute{Computed: true, MarkdownDescription: "The number of `warning` findings."},
@@ -121,7 +122,7 @@ func (d *preflightDataSource) Read(ctx context.Context, req datasource.ReadReque
 		m.Findings = append(m.Findings, preflightFindingModel{Severity: types.StringValue(f.Severity), Check: types.StringValue(f.Check),
 			Object: objectRefModel{Kind: types.StringValue(f.Object.Kind), Namespace: types.StringValue(f.Object.Namespace),
 				Name: types.StringValue(f.Object.Name)},
-			Detail: types.StringValue(f.Detail), Fix: types.StringValue(f.Fix)})
+			Summary: types.StringValue(f.Summary()), Detail: types.StringValue(f.Detail), Fix: types.StringValue(f.Fix)})
 	}
 	m.Blockers = types.Int64Value(int64(k8sops.CountSeverity(findings, k8sops.SeverityBlocker)))
 	m.Warnings = types.Int64Value(int64(k8sops.CountSeverity(findings, k8sops.SeverityWarning)))
@@ -184,6 +185,7 @@ type preflightFindingModel struct {
 	Severity types.String   `tfsdk:"severity"`
 	Check    types.String   `tfsdk:"check"`
 	Object   objectRefModel `tfsdk:"object"`
+	Summary  types.String   `tfsdk:"summary"`
 	Detail   types.String   `tfsdk:"detail"`
 	Fix      types.String   `tfsdk:"fix"`
 }

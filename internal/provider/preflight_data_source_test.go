@@ -51,6 +51,7 @@ type want struct{ severity, check, object string }
 type findingsInclude struct {
 	addr string
 	want []want
+	logf func(string, ...any)
 }
 
 func (c findingsInclude) CheckState(_ context.Context, req statecheck.CheckStateRequest, resp *statecheck.CheckStateResponse) {
@@ -81,6 +82,9 @@ func (c findingsInclude) CheckState(_ context.Context, req statecheck.CheckState
 		if w.severity == k8sops.SeverityBlocker {
 			nBlockers++
 		}
+	}
+	for _, g := range got {
+		c.logf("finding: %s %s %s", g.severity, g.check, g.object)
 	}
 	if len(missing) > 0 || blockers != int64(nBlockers) {
 		resp.Error = fmt.Errorf("missing findings:\n%s\nblockers %v, want %d; all findings:\n%v", strings.Join(missing, "\n"), blockers, nBlockers, got)
@@ -131,7 +135,7 @@ func TestAccPreflightDataSource_hazards(t *testing.T) {
 					{"blocker", k8sops.CheckDisruptionBudget, "PodDisruptionBudget/default/solo"},
 					{"warning", k8sops.CheckRolloutStuck, "Deployment/default/held"},
 					{"blocker", k8sops.CheckRangeOverlap, "ServiceCIDR//stray"},
-				}}},
+				}, t.Logf}},
 			},
 		},
 	})

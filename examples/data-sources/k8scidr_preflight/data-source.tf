@@ -18,11 +18,11 @@ resource "k8scidr_service_cidr" "new" {
     precondition {
       condition = data.k8scidr_preflight.migration.blockers == 0
       error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings :
-      "${f.check} ${f.object.kind} ${f.object.namespace}/${f.object.name}: ${f.detail} Fix: ${f.fix}" if f.severity == "blocker"])
+      "${f.summary}: ${f.detail} Fix: ${f.fix}" if f.severity == "blocker"])
     }
   }
 }
 
 output "preflight_warnings" {
-  value = [for f in data.k8scidr_preflight.migration.findings : "${f.check} ${f.object.kind} ${f.object.namespace}/${f.object.name}" if f.severity == "warning"]
+  value = [for f in data.k8scidr_preflight.migration.findings : f.summary if f.severity == "warning"]
 }
