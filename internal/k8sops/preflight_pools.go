@@ -194,27 +194,11 @@ func checkPoolPlacement(s PreflightSnapshot, r PreflightRanges) []PreflightFindi
 	}
 	oldPools, newPools := poolsIn(s.Pools, r.OldPod), poolsIn(s.Pools, r.NewPod)
 	for _, np := range newPools {
-		for _, op := range oldPools {
-			if np.Name == op.Name {
-				continue
-			}
-			var diffs []string
-			a, b := np.Settings, op.Settings
-			if a.IPIPMode != b.IPIPMode {
-				diffs = append(diffs, fmt.Sprintf("ipipMode %s (old: %s)", a.IPIPMode, b.IPIPMode))
-			}
-			if a.VXLANMode != b.VXLANMode {
-				diffs = append(diffs, fmt.Sprintf("vxlanMode %s (old: %s)", a.VXLANMode, b.VXLANMode))
-			}
-			if a.NATOutgoing != b.NATOutgoing {
-				diffs = append(diffs, fmt.Sprintf("natOutgoing %t (old: %t)", a.NATOutgoing, b.NATOutgoing))
-			}
-			if len(diffs) > 0 {
-				out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckPoolPlacement, Object: ObjectRef{"IPPool", "", np.Name},
-					Detail: fmt.Sprintf("The new pool differs from %s in %s: moved pods reach other nodes and the outside "+
-						"differently from the pods still in the old pool.", op.Name, strings.Join(diffs, ", ")),
-					Fix: "Give the new pool the old pool's encapsulation and natOutgoing unless the change is intended."})
-			}
+		if diffs := PoolDifferences(np.Settings, np.Name, oldPools); len(diffs) > 0 {
+			out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckPoolPlacement, Object: ObjectRef{"IPPool", "", np.Name},
+				Detail: fmt.Sprintf("Its encapsulation or NAT differs from the pools pods leave: %s. Moved pods reach other nodes "+
+					"and the outside differently from the pods still in the old pool.", strings.Join(diffs, "; ")),
+				Fix: "Give the new pool the old pool's encapsulation and natOutgoing unless the change is intended."})
 		}
 	}
 	if allocates {

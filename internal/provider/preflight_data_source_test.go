@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -147,17 +148,9 @@ func buildHazards(t *testing.T, e *calicoEnv) {
 	t.Helper()
 	ctx := context.Background()
 	kube := e.c.Kube
-	must := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	port := corev1ac.ServicePort().WithName("p").WithPort(80)
+	must := mustOK(t)
 	// cluster_ip_pinned: a GitOps tool applied the clusterIP (server-side apply).
-	must(kube.CoreV1().Services("default").Apply(ctx, corev1ac.Service("pinned", "default").WithSpec(corev1ac.ServiceSpec().
-		WithClusterIP("100.64.7.7").WithSelector(map[string]string{"app": "pinned"}).WithPorts(port)),
-		metav1.ApplyOptions{FieldManager: "argocd-controller"}))
+	pinnedService(t, kube, "pinned")
 	// dns_pinned: kOps' CoreDNS addon, kubeadm's kubelet-config, NodeLocal DNSCache.
 	dns := ipService("kube-dns", "ClusterIP", "100.64.0.10")
 	dns.Labels = map[string]string{"addon.kops.k8s.io/name": "coredns.addons.k8s.io", "k8s-app": "kube-dns"}
@@ -336,16 +329,8 @@ resource "k8scidr_workload_roll" "pods" {
 			}
 		}
 	}
-	must := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	port := corev1ac.ServicePort().WithName("p").WithPort(80)
-	must(kube.CoreV1().Services("default").Apply(ctx, corev1ac.Service("pinned", "default").WithSpec(corev1ac.ServiceSpec().
-		WithClusterIP("100.64.7.7").WithSelector(map[string]string{"app": "web"}).WithPorts(port)),
-		metav1.ApplyOptions{FieldManager: "argocd-controller"}))
+	must := mustOK(t)
+	pinnedService(t, kube, "web")
 	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
 		Data: map[string]string{"config.conf": "clusterCIDR: " + oldPoolCIDR + "\n"}}, metav1.CreateOptions{}))
 	for name, paused := range map[string]bool{"pinned": false, "held": true} {
@@ -376,4 +361,24 @@ resource "k8scidr_workload_roll" "pods" {
 			t.Errorf("%q: %d warnings, want %d; all warnings:\n%s", h, got, want, strings.Join(warnings, "\n---\n"))
 		}
 	}
+}
+
+// mustOK fails the test on a create's error.
+func mustOK(t *testing.T) func(any, error) {
+	return func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pinnedService is default/pinned at 100.64.7.7, its clusterIP applied by Argo CD (server-side
+// apply), selecting app.
+func pinnedService(t *testing.T, kube kubernetes.Interface, app string) {
+	t.Helper()
+	port := corev1ac.ServicePort().WithName("p").WithPort(80)
+	mustOK(t)(kube.CoreV1().Services("default").Apply(context.Background(), corev1ac.Service("pinned", "default").WithSpec(corev1ac.ServiceSpec().
+		WithClusterIP("100.64.7.7").WithSelector(map[string]string{"app": app}).WithPorts(port)),
+		metav1.ApplyOptions{FieldManager: "argocd-controller"}))
 }
