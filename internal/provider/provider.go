@@ -58,13 +58,12 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			"config_path": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: "Path to the kubeconfig file. Environment: `KUBE_CONFIG_PATH`. No kubeconfig is read unless named here or in `config_paths`.",
-				Validators:          []validator.String{stringvalidator.ConflictsWith(path.MatchRoot("config_paths"))},
 			},
 			"config_paths": schema.ListAttribute{
-				ElementType:         types.StringType,
-				Optional:            true,
-				MarkdownDescription: "Paths to kubeconfig files, merged as `KUBECONFIG` would be. Environment: `KUBE_CONFIG_PATHS` (separated like `PATH`).",
-				Validators:          []validator.List{listvalidator.SizeAtLeast(1)},
+				ElementType: types.StringType,
+				Optional:    true,
+				MarkdownDescription: "Paths to kubeconfig files, merged as `KUBECONFIG` would be. Environment: `KUBE_CONFIG_PATHS` (separated like `PATH`). " +
+					"An empty list is the same as leaving it unset, as in `hashicorp/kubernetes`; a non-empty list conflicts with `config_path`.",
 			},
 			"config_context":           str("Context to use from the kubeconfig. Environment: `KUBE_CTX`.", false),
 			"config_context_auth_info": str("User (auth info) to use from the kubeconfig. Environment: `KUBE_CTX_AUTH_INFO`.", false),
@@ -107,6 +106,15 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			},
 		},
 		Blocks: map[string]schema.Block{
+			// Accepted as in hashicorp/kubernetes v2, so that its provider blocks work unchanged.
+			"experiments": schema.ListNestedBlock{
+				MarkdownDescription: "Accepted so that a `hashicorp/kubernetes` provider block can be copied unchanged; it has no effect here.",
+				Validators:          []validator.List{listvalidator.SizeAtMost(1)},
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
+					"manifest_resource": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "`hashicorp/kubernetes`' switch for its `kubernetes_manifest` resource; no effect here."},
+				}},
+			},
 			// A list of at most one, as in hashicorp/kubernetes, so that its required attributes
 			// are required only when the block is written.
 			"exec": schema.ListNestedBlock{
@@ -145,6 +153,10 @@ func (p *k8scidrProvider) ValidateConfig(ctx context.Context, req provider.Valid
 		if _, err := k8sops.ParseHost(m.Host.ValueString(), false); err != nil {
 			addConfigError(&resp.Diagnostics, err)
 		}
+	}
+	if !m.ConfigPath.IsNull() && len(m.ConfigPaths.Elements()) > 0 {
+		resp.Diagnostics.AddAttributeError(path.Root("config_paths"), "Invalid Attribute Combination",
+			"config_path and a non-empty config_paths cannot both be set: name one kubeconfig in config_path, or all of them in config_paths.")
 	}
 	if len(m.Exec) == 1 && m.Exec[0].APIVersion.ValueString() == "client.authentication.k8s.io/v1alpha1" {
 		resp.Diagnostics.AddAttributeWarning(path.Root("exec").AtListIndex(0).AtName("api_version"), "Deprecated Exec API Version",
@@ -333,6 +345,9 @@ type providerModel struct {
 	IgnoreAnnotations     types.List    `tfsdk:"ignore_annotations"`
 	IgnoreLabels          types.List    `tfsdk:"ignore_labels"`
 	Exec                  []execModel   `tfsdk:"exec"`
+	Experiments           []struct {
+		ManifestResource types.Bool `tfsdk:"manifest_resource"`
+	} `tfsdk:"experiments"`
 }
 
 type execModel struct {

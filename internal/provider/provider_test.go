@@ -163,6 +163,18 @@ func TestAccProvider_connectionSettings(t *testing.T) {
 		"config_paths": fmt.Sprintf(`provider "k8scidr" {
   config_paths = [%q]
 }`, c.Kubeconfig),
+		"kubeconfig user through the oidc auth-provider plugin": fmt.Sprintf(`provider "k8scidr" {
+  config_path    = %q
+  config_context = %q
+}`, c.Kubeconfig, testcluster.ContextOIDC),
+		"hashicorp/kubernetes v2 block: experiments, an empty config_paths": fmt.Sprintf(`provider "k8scidr" {
+  config_path    = %q
+  config_paths   = []
+  config_context = %q
+  experiments {
+    manifest_resource = true
+  }
+}`, c.Kubeconfig, testcluster.ContextToken),
 		"host, token and CA": fmt.Sprintf(`provider "k8scidr" {
   host                   = %q
   token                  = %q

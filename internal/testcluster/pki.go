@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -27,6 +28,7 @@ type pki struct {
 	adminCert, adminKey   []byte
 	serviceAccountKey     []byte
 	token                 string
+	oidcToken             string
 }
 
 func newPKI() (*pki, error) {
@@ -61,6 +63,7 @@ func newPKI() (*pki, error) {
 		adminCert: pemBlock("CERTIFICATE", admin), adminKey: keyPEM(adminKey),
 		serviceAccountKey: pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)),
 		token:             hex.EncodeToString(tok),
+		oidcToken:         oidcShapedToken(hex.EncodeToString(tok[:8])),
 	}, nil
 }
 
@@ -115,7 +118,7 @@ func (p *pki) writeFiles(dir string) (map[string]string, error) {
 		"server.crt": p.serverCert,
 		"server.key": p.serverKey,
 		"sa.key":     p.serviceAccountKey,
-		"tokens.csv": []byte(fmt.Sprintf("%s,admin,admin-uid,system:masters\n", p.token)),
+		"tokens.csv": []byte(fmt.Sprintf("%s,admin,admin-uid,system:masters\n%s,oidc-admin,oidc-uid,system:masters\n", p.token, p.oidcToken)),
 	}
 	paths := map[string]string{}
 	for name, data := range files {
@@ -132,10 +135,20 @@ func (p *pki) writeFiles(dir string) (map[string]string, error) {
 const (
 	ContextToken = "k8scidr-test"      // bearer token user
 	ContextCert  = "k8scidr-test-cert" // client certificate user
+	ContextOIDC  = "k8scidr-test-oidc" // kubeconfig auth-provider oidc user
 )
 
-// kubeconfig has two contexts on the same cluster: one authenticating with the token (the
-// current context) and one with the client certificate.
+// oidcShapedToken is a JWT-shaped static token: the oidc auth-provider plugin sends an unexpired
+// id-token as it is, and the apiserver's token file accepts it, so a kubeconfig with an oidc user
+// works without an identity provider.
+func oidcShapedToken(nonce string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	payload := fmt.Sprintf(`{"iss":"https://127.0.0.1:1","sub":"oidc-admin","nonce":%q,"exp":%d}`, nonce, time.Now().AddDate(10, 0, 0).Unix())
+	return enc([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc([]byte(payload)) + ".k8scidr"
+}
+
+// kubeconfig has three contexts on the same cluster: one authenticating with the token (the
+// current context), one with the client certificate, one through the oidc auth-provider.
 func (p *pki) kubeconfig(server string) *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["k8scidr-test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: p.caCert}
@@ -143,6 +156,9 @@ func (p *pki) kubeconfig(server string) *clientcmdapi.Config {
 	cfg.AuthInfos["admin-cert"] = &clientcmdapi.AuthInfo{ClientCertificateData: p.adminCert, ClientKeyData: p.adminKey}
 	cfg.Contexts[ContextToken] = &clientcmdapi.Context{Cluster: "k8scidr-test", AuthInfo: "admin"}
 	cfg.Contexts[ContextCert] = &clientcmdapi.Context{Cluster: "k8scidr-test", AuthInfo: "admin-cert"}
+	cfg.AuthInfos["admin-oidc"] = &clientcmdapi.AuthInfo{AuthProvider: &clientcmdapi.AuthProviderConfig{Name: "oidc",
+		Config: map[string]string{"id-token": p.oidcToken, "client-id": "k8scidr-test", "idp-issuer-url": "https://127.0.0.1:1"}}}
+	cfg.Contexts[ContextOIDC] = &clientcmdapi.Context{Cluster: "k8scidr-test", AuthInfo: "admin-oidc"}
 	cfg.CurrentContext = ContextToken
 	return cfg
 }
