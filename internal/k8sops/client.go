@@ -2,6 +2,7 @@
 package k8sops
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -27,6 +28,7 @@ type Client struct {
 	// QPS is the client's rate limit (0: none known); executors size their concurrency to it.
 	QPS float32
 
+	trace  *func(context.Context, APIRequest)
 	capsMu sync.Mutex
 	caps   *Capabilities
 }
@@ -55,6 +57,8 @@ func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, 
 		cfg.WarningHandlerWithContext = contextWarnings{}
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return retryHints{rt} })
+	trace := new(func(context.Context, APIRequest))
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return apiTrace{rt, trace} })
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
@@ -77,5 +81,6 @@ func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, 
 		FieldManager:   fieldManager,
 		CalicoAPIGroup: calicoAPIGroup,
 		QPS:            cfg.QPS,
+		trace:          trace,
 	}, nil
 }

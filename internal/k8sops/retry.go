@@ -34,6 +34,7 @@ var refusedBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, S
 func (t retryHints) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := refusedBackoff
 	for {
+		countAttempt(req.Context())
 		resp, err := t.next.RoundTrip(req)
 		replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 		if err != nil && utilnet.IsConnectionRefused(err) && replayable && b.Steps > 1 {

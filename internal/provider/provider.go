@@ -201,6 +201,14 @@ func (p *k8scidrProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.AddError("Kubernetes Client Not Built", apiErrorText(err))
 		return
 	}
+	// TF_LOG=DEBUG (or TF_LOG_PROVIDER): one line per API request, never a header or a body.
+	data.client.TraceRequests(func(ctx context.Context, r k8sops.APIRequest) {
+		fields := map[string]any{"verb": r.Verb, "path": r.Path, "status": r.Status, "duration_ms": r.Duration.Milliseconds(), "retries": r.Retries}
+		if r.Err != "" {
+			fields["error"] = r.Err
+		}
+		tflog.Debug(ctx, "Kubernetes API request", fields)
+	})
 	tflog.Debug(ctx, "configured Kubernetes client", map[string]any{"host": cfg.Host, "qps": cfg.QPS, "burst": cfg.Burst})
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -12,7 +13,7 @@ import (
 // through a whole workflow (plan, apply, refresh, plan, destroy of a resource and data
 // sources), once with each kind of credential, and greps the log, terraform's and the
 // provider's, for the token, the client key and an exec plugin's environment. The plan output
-// must show them as sensitive too.
+// must show them as sensitive too. The log holds the API trace, one line per request.
 func TestAccSecrets_notInTraceLogs(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -67,6 +68,14 @@ resource "k8scidr_service_cidr" "this" {
 			// settings, so a secret logged the same way would be found.
 			if !strings.Contains(string(logText), "provider.terraform-provider-k8scidr") || !strings.Contains(string(logText), c.Host) {
 				t.Fatalf("the TRACE log (%d bytes) lacks the provider's lines or the API server address: the grep would prove nothing", len(logText))
+			}
+			// The API trace: one line per request with verb, path, status, duration and retries
+			// (fields in any order); creating the ServiceCIDR is among them.
+			want := []string{"Kubernetes API request: ", " verb=POST", " path=/apis/networking.k8s.io/v1/servicecidrs ", " status=201", " retries=0", " duration_ms="}
+			if !slices.ContainsFunc(strings.Split(string(logText), "\n"), func(line string) bool {
+				return !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(line+" ", w) })
+			}) {
+				t.Errorf("the log has no API trace line holding %q", want)
 			}
 			for what, secret := range secrets {
 				if i := strings.Index(string(logText), secret); i >= 0 {
