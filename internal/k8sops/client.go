@@ -25,6 +25,8 @@ type Client struct {
 	FieldManager string
 	// CalicoAPIGroup is the configured preference: CalicoAuto or one of the Calico groups.
 	CalicoAPIGroup string
+	// Host is the API server address.
+	Host string
 	// QPS is the client's rate limit (0: none known); executors size their concurrency to it.
 	QPS float32
 
@@ -81,6 +83,7 @@ func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, 
 		FieldManager:   fieldManager,
 		CalicoAPIGroup: calicoAPIGroup,
 		QPS:            cfg.QPS,
+		Host:           cfg.Host,
 		trace:          trace,
 	}, nil
 }

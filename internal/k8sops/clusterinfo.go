@@ -22,6 +22,9 @@ type ClusterInfo struct {
 	// CalicoWarning explains why a configured Calico group cannot be used.
 	CalicoWarning string
 	NodeCount     int
+	// ID is the cluster's identity: the UID of its kube-system namespace, which lives as long as
+	// the cluster. Server is the API server address the provider reached.
+	ID, Server string
 	// DefaultServiceCIDRs holds the cidrs of the "kubernetes" ServiceCIDR; nil when the cluster
 	// serves no ServiceCIDR API or the object does not exist.
 	DefaultServiceCIDRs []string
@@ -36,6 +39,10 @@ func ReadClusterInfo(ctx context.Context, c *Client) (ClusterInfo, error) {
 	info := ClusterInfo{Capabilities: caps}
 	if info.CalicoAPIGroup, err = caps.CalicoAPIGroup(c.CalicoAPIGroup); err != nil {
 		info.CalicoWarning = err.Error()
+	}
+	info.Server = c.Host
+	if info.ID, err = ClusterID(ctx, c); err != nil {
+		return info, err
 	}
 	if info.NodeCount, err = countNodes(ctx, c); err != nil {
 		return info, err
@@ -75,4 +82,35 @@ func serviceCIDRRanges(ctx context.Context, c *Client, caps Capabilities, name s
 		return nil, fmt.Errorf("reading spec.cidrs of ServiceCIDR %q: %w", name, err)
 	}
 	return cidrs, nil
+}
+
+// ClusterID is the UID of the cluster's kube-system namespace: it identifies the cluster
+// whatever address or credentials reach it.
+func ClusterID(ctx context.Context, c *Client) (string, error) {
+	ns, err := c.Kube.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading namespace kube-system (the cluster's identity): %w", err)
+	}
+	return string(ns.UID), nil
+}
+
+// WrongClusterError reports a cluster other than the one the configuration names.
+type WrongClusterError struct{ Want, Got, Server string }
+
+func (e WrongClusterError) Error() string {
+	return fmt.Sprintf("the provider reached the cluster at %s, whose cluster_id (the kube-system namespace's UID) is %s, "+
+		"not the configured %s: it reads and writes nothing there. Check the kubeconfig context or host, or correct cluster_id",
+		e.Server, e.Got, e.Want)
+}
+
+// CheckClusterID confirms that the client reaches the cluster with the given identity.
+func CheckClusterID(ctx context.Context, c *Client, want string) error {
+	got, err := ClusterID(ctx, c)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return WrongClusterError{Want: want, Got: got, Server: c.Host}
+	}
+	return nil
 }

@@ -32,6 +32,10 @@ func (d *clusterInfoDataSource) Schema(_ context.Context, _ datasource.SchemaReq
 				MarkdownDescription: "Served ServiceCIDR API (`networking.k8s.io/v1`, `v1beta1` or `v1alpha1`); null when none is served."},
 			"calico_api_group": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "Calico API group the provider uses (`projectcalico.org/v3` or `crd.projectcalico.org/v1`, per `calico_api_group`); null without Calico."},
+			"cluster_id": schema.StringAttribute{Computed: true, MarkdownDescription: "The cluster's identity: the UID of its " +
+				"`kube-system` namespace, stable for the cluster's life whatever address or credentials reach it. Put it in the " +
+				"provider's `cluster_id` to make every operation refuse any other cluster."},
+			"server":     schema.StringAttribute{Computed: true, MarkdownDescription: "The API server address the provider reached."},
 			"node_count": schema.Int64Attribute{Computed: true, MarkdownDescription: "Number of nodes."},
 			"default_service_cidrs": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "CIDRs of the apiserver's default `kubernetes` ServiceCIDR (from `--service-cluster-ip-range`); null when it does not exist."},
@@ -61,6 +65,8 @@ func (d *clusterInfoDataSource) Read(ctx context.Context, _ datasource.ReadReque
 		ServiceCIDRAPIVersion: nullableString(info.ServiceCIDRVersion),
 		CalicoAPIGroup:        nullableString(info.CalicoAPIGroup),
 		NodeCount:             types.Int64Value(int64(info.NodeCount)),
+		ClusterID:             types.StringValue(info.ID),
+		Server:                types.StringValue(info.Server),
 		DefaultServiceCIDRs:   types.ListNull(types.StringType),
 	}
 	if info.DefaultServiceCIDRs != nil {
@@ -75,5 +81,7 @@ type clusterInfoModel struct {
 	ServiceCIDRAPIVersion types.String `tfsdk:"service_cidr_api_version"`
 	CalicoAPIGroup        types.String `tfsdk:"calico_api_group"`
 	NodeCount             types.Int64  `tfsdk:"node_count"`
+	ClusterID             types.String `tfsdk:"cluster_id"`
+	Server                types.String `tfsdk:"server"`
 	DefaultServiceCIDRs   types.List   `tfsdk:"default_service_cidrs"`
 }

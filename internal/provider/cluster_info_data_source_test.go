@@ -31,11 +31,17 @@ func TestAccClusterInfoDataSource_basic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubeSystem, err := testAccCluster.Kube.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: testAccProviderConfig() + clusterInfoConfig,
 			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("cluster_id"), knownvalue.StringExact(string(kubeSystem.UID))),
+				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server"), knownvalue.StringExact(testAccCluster.RESTConfig.Host)),
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("server_version"), knownvalue.StringRegexp(regexp.MustCompile(`^v`+regexp.QuoteMeta(testcluster.NewestRelease)+`\.\d+$`))),
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("service_cidr_api_version"), knownvalue.StringExact("networking.k8s.io/v1")),
 				statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("calico_api_group"), knownvalue.Null()),
@@ -139,4 +145,47 @@ func installCRD(t *testing.T, dyn dynamic.Interface, group, version, kind, plura
 	if err != nil {
 		t.Fatalf("CRD %s.%s not established: %v", plural, group, err)
 	}
+}
+
+// TestAccProvider_clusterID: with cluster_id naming another cluster every operation fails with a
+// diagnostic on cluster_id, and nothing is created; with this cluster's identity it proceeds.
+func TestAccProvider_clusterID(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	kube := testAccCluster.Kube
+	kubeSystem, err := kube.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(id string) string {
+		return fmt.Sprintf("provider \"k8scidr\" {\n  config_path = %q\n  cluster_id  = %q\n}\n", testAccCluster.Kubeconfig, id) + `
+resource "k8scidr_service_cidr" "guarded" {
+  name  = "cluster-id-guarded"
+  cidrs = ["172.31.240.0/24"]
+}
+`
+	}
+	other := "2f1c9a3e-0000-4000-8000-000000000000"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config(other),
+				ExpectError: diagRE("Wrong Cluster", "cluster_id", "whose cluster_id (the kube-system namespace's UID) is "+string(kubeSystem.UID),
+					"not the configured "+other, "reads and writes nothing there"),
+			},
+			{
+				PreConfig: func() {
+					if _, err := kube.NetworkingV1().ServiceCIDRs().Get(context.Background(), "cluster-id-guarded", metav1.GetOptions{}); err == nil {
+						t.Fatal("the ServiceCIDR exists after the refused run: the wrong-cluster guard touched the cluster")
+					}
+				},
+				Config: config(string(kubeSystem.UID)),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("k8scidr_service_cidr.guarded", tfjsonpath.New("cidrs"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("172.31.240.0/24")})),
+				},
+			},
+		},
+	})
 }

@@ -99,6 +99,13 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			},
 			"ignore_annotations": compatibilityList("ignore_annotations"),
 			"ignore_labels":      compatibilityList("ignore_labels"),
+			"cluster_id": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "The only cluster this configuration may touch: `k8scidr_cluster_info`'s `cluster_id` (the UID " +
+					"of the cluster's `kube-system` namespace). Set, the provider confirms the identity before any read or write " +
+					"and fails, touching nothing, on any other cluster (a wrong kubeconfig context, a CI runner's own cluster). " +
+					"Environment: `K8SCIDR_CLUSTER_ID`. Default: not checked.",
+			},
 			"field_manager": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: fmt.Sprintf("Field manager name written to `managedFields`. Default `%s`.", k8sops.DefaultFieldManager),
@@ -200,6 +207,15 @@ func (p *k8scidrProvider) Configure(ctx context.Context, req provider.ConfigureR
 	if err != nil {
 		resp.Diagnostics.AddError("Kubernetes Client Not Built", apiErrorText(err))
 		return
+	}
+	if want := stringOr(m.ClusterID, os.Getenv("K8SCIDR_CLUSTER_ID")); want != "" {
+		if err := k8sops.CheckClusterID(ctx, data.client, want); err != nil {
+			data.client, data.err = nil, err
+			if wrong := (k8sops.WrongClusterError{}); errors.As(err, &wrong) {
+				resp.Diagnostics.AddAttributeError(path.Root("cluster_id"), "Wrong Cluster", err.Error()+".")
+			}
+			return
+		}
 	}
 	// TF_LOG=DEBUG (or TF_LOG_PROVIDER): one line per API request, never a header or a body.
 	data.client.TraceRequests(func(ctx context.Context, r k8sops.APIRequest) {
@@ -350,6 +366,7 @@ type providerModel struct {
 	Burst                 types.Int64   `tfsdk:"burst"`
 	CalicoAPIGroup        types.String  `tfsdk:"calico_api_group"`
 	FieldManager          types.String  `tfsdk:"field_manager"`
+	ClusterID             types.String  `tfsdk:"cluster_id"`
 	IgnoreAnnotations     types.List    `tfsdk:"ignore_annotations"`
 	IgnoreLabels          types.List    `tfsdk:"ignore_labels"`
 	Exec                  []execModel   `tfsdk:"exec"`
