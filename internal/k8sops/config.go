@@ -47,6 +47,10 @@ type ConnectionConfig struct {
 	Exec                  *ExecConfig
 	QPS                   float32
 	Burst                 int
+
+	// InCluster is set by RESTConfig when nothing named a cluster and client-go fell back to the
+	// service account of the pod the provider runs in.
+	InCluster bool
 }
 
 // ExecConfig is a client-go credential plugin.
@@ -124,7 +128,10 @@ func (c *ConnectionConfig) RESTConfig() (*rest.Config, error) {
 	if err := checkKubeconfigNames(cc, overrides); err != nil {
 		return nil, err
 	}
+	named := loader.ExplicitPath != "" || len(loader.Precedence) > 0 || c.Host != ""
 	cfg, err := cc.ClientConfig()
+	// Nothing named a cluster, yet a configuration came: client-go's in-cluster fallback.
+	c.InCluster = err == nil && !named
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
 			return nil, ErrNoConfiguration

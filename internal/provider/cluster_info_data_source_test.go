@@ -3,6 +3,10 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -188,4 +192,57 @@ resource "k8scidr_service_cidr" "guarded" {
 			},
 		},
 	})
+}
+
+// TestAccProvider_inClusterWarning runs terraform as a pod would run it: in a private mount
+// namespace holding the service-account files at their fixed path, KUBERNETES_SERVICE_HOST and
+// _PORT set, and an empty provider block. client-go then falls back to the in-cluster
+// configuration: the plan works and warns which cluster it reached; with cluster_id naming that
+// cluster the warning goes.
+func TestAccProvider_inClusterWarning(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and unshare(1) to give terraform a private mount namespace with the service-account files")
+	}
+	c := testAccCluster
+	kubeSystem, err := c.Kube.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := t.TempDir()
+	for name, data := range map[string][]byte{"token": []byte(c.Token), "ca.crt": c.CACert} {
+		if err := os.WriteFile(filepath.Join(sa, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, err := url.Parse(c.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /var/run is the pod's: a tmpfs of this namespace only, holding the service-account files.
+	const script = `mount -t tmpfs k8scidr-sa /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && ` +
+		`cp "$SA_DIR"/token "$SA_DIR"/ca.crt /run/secrets/kubernetes.io/serviceaccount/ && exec "$@"`
+	plan := func(provider string) string {
+		t.Helper()
+		w := newCLIWorkspace(t, provider+clusterInfoConfig)
+		cmd := w.command([]string{"SA_DIR=" + sa, "KUBERNETES_SERVICE_HOST=" + host.Hostname(), "KUBERNETES_SERVICE_PORT=" + host.Port()},
+			"plan", "-no-color")
+		cmd.Args = append([]string{unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh"}, cmd.Args...)
+		cmd.Path = unshare
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("plan in the pod-like namespace: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	out := plan("provider \"k8scidr\" {}\n")
+	if !diagRE("Warning: In-Cluster Credentials Used", "service account of the pod", "reached the cluster at "+c.Host,
+		"cluster_id "+string(kubeSystem.UID)).MatchString(out) {
+		t.Errorf("an empty provider block in a pod: no warning naming the cluster reached:\n%s", out)
+	}
+	if out := plan(fmt.Sprintf("provider \"k8scidr\" {\n  cluster_id = %q\n}\n", kubeSystem.UID)); strings.Contains(out, "In-Cluster Credentials Used") {
+		t.Errorf("with cluster_id naming the cluster, the plan still warns:\n%s", out)
+	}
 }

@@ -208,7 +208,18 @@ func (p *k8scidrProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.AddError("Kubernetes Client Not Built", apiErrorText(err))
 		return
 	}
-	if want := stringOr(m.ClusterID, os.Getenv("K8SCIDR_CLUSTER_ID")); want != "" {
+	want := stringOr(m.ClusterID, os.Getenv("K8SCIDR_CLUSTER_ID"))
+	if conn.InCluster && want == "" {
+		id, err := k8sops.ClusterID(ctx, data.client)
+		if err != nil {
+			id = "unknown: " + apiErrorText(err)
+		}
+		resp.Diagnostics.AddWarning("In-Cluster Credentials Used",
+			fmt.Sprintf("The provider block names no cluster (no kubeconfig, no host), so the provider uses the service account "+
+				"of the pod it runs in and reached the cluster at %s (cluster_id %s). If that is the cluster to migrate, set "+
+				"cluster_id = %q in the provider block to say so; otherwise name the cluster with config_path or host.", cfg.Host, id, id))
+	}
+	if want != "" {
 		if err := k8sops.CheckClusterID(ctx, data.client, want); err != nil {
 			data.client, data.err = nil, err
 			if wrong := (k8sops.WrongClusterError{}); errors.As(err, &wrong) {
