@@ -37,7 +37,7 @@ func (f *kopsNetworkingFunction) Definition(_ context.Context, _ function.Defini
 			"`kops.k8s.io/v1alpha2` fragment to paste. It fails, naming the argument, when the ranges do not fit " +
 			"together as kOps requires: both inside `non_masquerade_cidr`, apart from each other, of one IP family, " +
 			"the Service range between /12 and /28 (IPv6 /64 to /124) and the pod range at least a /24 (IPv6 /112). " +
-			"For write-up 001: `provider::k8scidr::kops_networking(\"172.24.0.0/15\", \"172.16.0.0/13\", \"172.16.0.0/12\")`.",
+			"For a kOps cluster moving off the default ranges: `provider::k8scidr::kops_networking(\"172.24.0.0/15\", \"172.16.0.0/13\", \"172.16.0.0/12\")`.",
 		Parameters: []function.Parameter{
 			function.StringParameter{Name: "service_cidr", MarkdownDescription: "The new Service range."},
 			function.StringParameter{Name: "pod_cidr", MarkdownDescription: "The new pod range (the Calico pool)."},

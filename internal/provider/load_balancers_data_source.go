@@ -32,7 +32,7 @@ func (d *loadBalancersDataSource) Schema(_ context.Context, _ datasource.SchemaR
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Every Service of type LoadBalancer, keyed `namespace/name`, with its ClusterIPs, the " +
 			"ingress hostnames and IPs its load balancer reports (`status.loadBalancer`), its `externalTrafficPolicy`, " +
-			"and whether each ClusterIP is covered by a Ready ServiceCIDR. An uncovered ClusterIP is write-up 000's " +
+			"and whether each ClusterIP is covered by a Ready ServiceCIDR. An uncovered ClusterIP is the apiserver's " +
 			"`ClusterIPOutOfRange`: keep a range for it (`k8scidr_service_allocations.covering_cidrs`) or recreate the " +
 			"Service. Use `for_each` over `load_balancers` to keep DNS records pointing at the ingress when LoadBalancer " +
 			"Services are recreated on purpose (`include_load_balancers`): a recreated Service gets a new load balancer.",

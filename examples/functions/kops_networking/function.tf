@@ -1,4 +1,4 @@
-# The kOps cluster spec after write-up 001's move (Calico IPAM): paste `yaml` into
+# The kOps cluster spec after moving off kOps' default ranges (Calico IPAM): paste `yaml` into
 # `kops edit cluster`, then roll the cluster.
 output "kops_spec" {
   value = provider::k8scidr::kops_networking("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12").yaml
