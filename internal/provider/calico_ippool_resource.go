@@ -141,7 +141,7 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				Computed: true, MarkdownDescription: "IPAM blocks inside the pool, as of the last refresh.",
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
 			},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": timeoutsAttribute(ctx, calicoPoolWriteTimeout, calicoPoolWriteTimeout, calicoPoolDrainTimeout),
 		},
 	}
 }

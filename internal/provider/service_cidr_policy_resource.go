@@ -89,7 +89,7 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 				MarkdownDescription: "Whether the policy and binding in the cluster are what this resource writes. A hand " +
 					"edit reads as false, the plan shows the change back to true, and apply rewrites both.",
 			},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": timeoutsAttribute(ctx, serviceCIDRPolicyTimeout, serviceCIDRPolicyTimeout, serviceCIDRPolicyTimeout),
 		},
 	}
 }

@@ -144,7 +144,7 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 			"dns_moved_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time this resource moved the cluster DNS Service; null until it has. Pods started " +
 					"before it may still resolve through the old IP (see `k8scidr_workload_restarts.started_before`)."},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true}),
+			"timeouts": timeoutsAttribute(ctx, serviceRecreationTimeout, serviceRecreationTimeout, 0),
 		},
 	}
 }

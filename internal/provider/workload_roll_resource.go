@@ -87,7 +87,7 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 					"could no longer be, with the reason."},
 			"completed_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time the last apply that rolled something finished."},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true}),
+			"timeouts": timeoutsAttribute(ctx, workloadRollTimeout, workloadRollTimeout, 0),
 		},
 	}
 }

@@ -1,0 +1,5 @@
+# Terraform 1.5 and later: the same import as a block, planned and reviewed like any change.
+import {
+  to = k8scidr_calico_ippool.old
+  id = "default-ipv4-ippool"
+}

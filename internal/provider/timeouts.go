@@ -1,0 +1,33 @@
+// The timeouts block of every resource, each operation's default stated in its description.
+package provider
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+)
+
+// timeoutsAttribute is the timeouts block for the operations with a non-zero default.
+func timeoutsAttribute(ctx context.Context, create, update, del time.Duration) schema.Attribute {
+	desc := func(op string, d time.Duration) string {
+		if d == 0 {
+			return ""
+		}
+		return "How long the " + op + " may take, as a duration (`30s`, `1h30m`). Default `" + shortDuration(d) + "`."
+	}
+	return timeouts.Attributes(ctx, timeouts.Opts{
+		Create: create > 0, Update: update > 0, Delete: del > 0,
+		CreateDescription: desc("create", create), UpdateDescription: desc("update", update), DeleteDescription: desc("delete", del),
+	})
+}
+
+// shortDuration writes whole minutes as 5m rather than 5m0s.
+func shortDuration(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	}
+	return d.String()
+}
