@@ -170,11 +170,18 @@ func readKubeletConfig(ctx context.Context, c *Client) (dns []string, written ti
 			written = e.Time.Time
 		}
 	}
+	dns, err = kubeletClusterDNS(cm)
+	if err != nil {
+		return nil, written, fmt.Sprintf("its kubelet key is not a KubeletConfiguration: %v", err), nil
+	}
+	return dns, written, "", nil
+}
+
+// kubeletClusterDNS is clusterDNS of kubeadm's kubelet-config ConfigMap.
+func kubeletClusterDNS(cm *corev1.ConfigMap) ([]string, error) {
 	var kc struct {
 		ClusterDNS []string `json:"clusterDNS"`
 	}
-	if err := yaml.Unmarshal([]byte(cm.Data["kubelet"]), &kc); err != nil {
-		return nil, written, fmt.Sprintf("its kubelet key is not a KubeletConfiguration: %v", err), nil
-	}
-	return kc.ClusterDNS, written, "", nil
+	err := yaml.Unmarshal([]byte(cm.Data["kubelet"]), &kc)
+	return kc.ClusterDNS, err
 }

@@ -64,8 +64,43 @@ func FindConflicts(ranges []NamedRange) []Conflict {
 // GatherRanges reads the cluster's ranges: node addresses (as /32 and /128) and podCIDRs,
 // ServiceCIDRs, and Calico pools where Calico is served. One paginated list per kind.
 func GatherRanges(ctx context.Context, c *Client) ([]NamedRange, error) {
+	var nodes []corev1.Node
+	if err := eachItem(ctx, listPages(c.Kube.CoreV1().Nodes().List), collect(&nodes)); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	scs, err := servedServiceCIDRs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var pools []IPPool
+	api, err := Calico(ctx, c)
+	switch {
+	case errors.Is(err, ErrNoCalico):
+	case err != nil:
+		return nil, err
+	default:
+		if pools, err = api.ListIPPools(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return RangesOf(nodes, scs, pools), nil
+}
+
+// servedServiceCIDRs lists the ServiceCIDRs; none on clusters that serve no ServiceCIDR API
+// (their only range is the apiserver flag's, not readable here).
+func servedServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
+	caps, err := c.Capabilities()
+	if err != nil || caps.ServiceCIDRVersion == "" {
+		return nil, err
+	}
+	scs, _, err := listServiceCIDRObjects(ctx, c)
+	return scs, err
+}
+
+// RangesOf are the ranges of nodes (addresses and podCIDRs), ServiceCIDRs and Calico pools, sorted.
+func RangesOf(nodes []corev1.Node, scs []ServiceCIDR, pools []IPPool) []NamedRange {
 	var out []NamedRange
-	err := eachItem(ctx, listPages(c.Kube.CoreV1().Nodes().List), func(n *corev1.Node) error {
+	for _, n := range nodes {
 		for _, a := range n.Status.Addresses {
 			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
 				continue
@@ -78,51 +113,22 @@ func GatherRanges(ctx context.Context, c *Client) ([]NamedRange, error) {
 		if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
 			cidrs = []string{n.Spec.PodCIDR}
 		}
-		for _, s := range cidrs {
-			if p, err := netip.ParsePrefix(s); err == nil {
-				out = append(out, NamedRange{RangeNodePodCIDR, n.Name, p.Masked()})
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	caps, err := c.Capabilities()
-	if err != nil {
-		return nil, err
-	}
-	var scs []ServiceCIDR
-	if caps.ServiceCIDRVersion != "" { // older clusters: only the apiserver flag's range, not readable here
-		if scs, _, err = listServiceCIDRObjects(ctx, c); err != nil {
-			return nil, err
+		for _, p := range parsePrefixes(cidrs) {
+			out = append(out, NamedRange{RangeNodePodCIDR, n.Name, p.Masked()})
 		}
 	}
 	for _, sc := range scs {
-		for _, s := range sc.CIDRs {
-			if p, err := netip.ParsePrefix(s); err == nil {
-				out = append(out, NamedRange{RangeServiceCIDR, sc.Name, p.Masked()})
-			}
+		for _, p := range parsePrefixes(sc.CIDRs) {
+			out = append(out, NamedRange{RangeServiceCIDR, sc.Name, p.Masked()})
 		}
 	}
-	api, err := Calico(ctx, c)
-	switch {
-	case errors.Is(err, ErrNoCalico):
-	case err != nil:
-		return nil, err
-	default:
-		pools, err := api.ListIPPools(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range pools {
-			if pfx := p.Prefix(); pfx.IsValid() {
-				out = append(out, NamedRange{RangeCalicoPool, p.Name, pfx.Masked()})
-			}
+	for _, p := range pools {
+		if pfx := p.Prefix(); pfx.IsValid() {
+			out = append(out, NamedRange{RangeCalicoPool, p.Name, pfx.Masked()})
 		}
 	}
 	SortRanges(out)
-	return out, nil
+	return out
 }
 
 // SortRanges orders ranges by kind, name and address.

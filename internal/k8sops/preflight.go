@@ -99,7 +99,7 @@ type PreflightSnapshot struct {
 	MutatingWebhooks     []admissionv1.MutatingWebhookConfiguration
 	AdmissionPolicies    []admissionv1.ValidatingAdmissionPolicy
 	PodDisruptionBudgets []policyv1.PodDisruptionBudget
-	Ranges               []NamedRange // GatherRanges
+	ServiceCIDRs         []ServiceCIDR
 	Unread               []PreflightFinding
 }
 
@@ -140,7 +140,7 @@ func ReadPreflight(ctx context.Context, c *Client, checks []string) (PreflightSn
 		{"namespaces", []string{CheckPodsPinnedToOldPool}, func() error {
 			return eachItem(ctx, listPages(k.CoreV1().Namespaces().List), collect(&s.Namespaces))
 		}},
-		{"nodes", []string{CheckPoolPlacement}, func() error {
+		{"nodes", []string{CheckPoolPlacement, CheckRangeOverlap}, func() error {
 			return eachItem(ctx, listPages(k.CoreV1().Nodes().List), collect(&s.Nodes))
 		}},
 		{"deployments.apps", []string{CheckPodsPinnedToOldPool, CheckRolloutStuck}, func() error {
@@ -180,8 +180,8 @@ func ReadPreflight(ctx context.Context, c *Client, checks []string) (PreflightSn
 			}
 			return nil
 		}},
-		{"node, pod, Service and Calico ranges", []string{CheckRangeOverlap}, func() (err error) {
-			s.Ranges, err = GatherRanges(ctx, c)
+		{"servicecidrs.networking.k8s.io", []string{CheckRangeOverlap}, func() (err error) {
+			s.ServiceCIDRs, err = servedServiceCIDRs(ctx, c)
 			return err
 		}},
 	}
@@ -193,10 +193,10 @@ func ReadPreflight(ctx context.Context, c *Client, checks []string) (PreflightSn
 			return s, err
 		}
 	}
-	if !needed(checks, CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckPolicyOldRange) {
+	if !needed(checks, CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckPolicyOldRange, CheckRangeOverlap) {
 		return s, nil
 	}
-	return s, s.readCalico(ctx, c)
+	return s, s.readCalico(ctx, c, checks)
 }
 
 // needed reports whether any of these checks is among those to run (nil: all).
@@ -204,20 +204,24 @@ func needed(run []string, these ...string) bool {
 	return run == nil || slices.ContainsFunc(these, func(c string) bool { return slices.Contains(run, c) })
 }
 
-// readCalico reads pools, policies and BGP configuration from the group serving the pools.
-func (s *PreflightSnapshot) readCalico(ctx context.Context, c *Client) error {
+// readCalico reads pools and, when the policy check runs, policies and BGP configuration from
+// the group serving the pools.
+func (s *PreflightSnapshot) readCalico(ctx context.Context, c *Client, checks []string) error {
 	api, err := Calico(ctx, c)
 	switch {
 	case errors.Is(err, ErrNoCalico):
 		return nil
 	case err != nil:
-		return s.tolerate("Calico API", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement}, err)
+		return s.tolerate("Calico API", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckRangeOverlap}, err)
 	}
-	if err := s.tolerate("ippools", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement}, func() (err error) {
+	if err := s.tolerate("ippools", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckRangeOverlap}, func() (err error) {
 		s.Pools, err = api.ListIPPools(ctx)
 		return err
 	}()); err != nil {
 		return err
+	}
+	if !needed(checks, CheckPolicyOldRange) {
+		return nil
 	}
 	gv := mustGV(api.Group)
 	for _, res := range []string{"networkpolicies", "globalnetworkpolicies", "bgpconfigurations"} {

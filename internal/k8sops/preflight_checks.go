@@ -12,7 +12,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // CheckPreflight runs every check.
@@ -150,11 +149,8 @@ func checkDNSPinned(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 		}
 	}
 	if cm := s.ConfigMaps[KubeletConfigMap]; cm != nil {
-		var kc struct {
-			ClusterDNS []string `json:"clusterDNS"`
-		}
-		if yaml.Unmarshal([]byte(cm.Data["kubelet"]), &kc) == nil {
-			if old := addrsIn(kc.ClusterDNS, r.OldService); len(old) > 0 {
+		if dns, err := kubeletClusterDNS(cm); err == nil {
+			if old := addrsIn(dns, r.OldService); len(old) > 0 {
 				out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckDNSPinned,
 					Object: ObjectRef{"ConfigMap", "kube-system", KubeletConfigMap},
 					Detail: fmt.Sprintf("The kubelets hand every new pod the DNS server %s, in the old Service range: pods keep "+

@@ -257,7 +257,7 @@ const (
 // checkRangeOverlap folds k8scidr_network_overlaps in: a new range that collides with anything
 // is a blocker; a collision the migration moves off (an old range) is info; others are warnings.
 func checkRangeOverlap(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
-	ranges := slices.Clone(s.Ranges)
+	ranges := RangesOf(s.Nodes, s.ServiceCIDRs, s.Pools)
 	for i, p := range r.NewService {
 		ranges = append(ranges, NamedRange{RangeExtra, fmt.Sprintf("%s %d", newServiceRangeName, i), p})
 	}

@@ -215,7 +215,7 @@ func nodesOutside(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 		if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
 			cidrs = []string{n.Spec.PodCIDR}
 		}
-		if ps := prefixList(strings.Join(cidrs, ",")); len(ps) > 0 && !containedIn(ps, r.NewPod) {
+		if ps := parsePrefixes(cidrs); len(ps) > 0 && !containedIn(ps, r.NewPod) {
 			names = append(names, n.Name+" "+strings.Join(cidrs, ","))
 		}
 	}

@@ -199,14 +199,14 @@ func TestCheckPreflight(t *testing.T) {
 			CheckRolloutStuck, SeverityWarning, "Deployment/app/held"},
 		{"Deployment past its deadline", PreflightSnapshot{Deployments: []appsv1.Deployment{progressing}},
 			PreflightSnapshot{Deployments: []appsv1.Deployment{{ObjectMeta: progressing.ObjectMeta}}}, CheckRolloutStuck, SeverityWarning, "Deployment/app/stuck"},
-		{"new range on a node address", PreflightSnapshot{Ranges: []NamedRange{{RangeNodeAddress, "node-a InternalIP", netip.MustParsePrefix("172.20.1.5/32")}}},
-			PreflightSnapshot{Ranges: []NamedRange{{RangeNodeAddress, "node-a InternalIP", netip.MustParsePrefix("10.0.1.5/32")}}},
+		{"new range on a node address", PreflightSnapshot{Nodes: []corev1.Node{nodeAt("node-a", "172.20.1.5")}},
+			PreflightSnapshot{Nodes: []corev1.Node{nodeAt("node-a", "10.0.1.5")}},
 			CheckRangeOverlap, SeverityBlocker, "Node//node-a"},
-		{"the new pool already made is no collision", PreflightSnapshot{Ranges: []NamedRange{{RangeCalicoPool, "vpn", netip.MustParsePrefix("172.16.0.0/12")}}},
-			PreflightSnapshot{Ranges: []NamedRange{{RangeCalicoPool, "new", netip.MustParsePrefix("172.16.0.0/13")}}},
+		{"the new pool already made is no collision", PreflightSnapshot{Pools: []IPPool{{Name: "vpn", Spec: ipPoolSpec("172.16.0.0/12")}}},
+			PreflightSnapshot{Pools: []IPPool{{Name: "new", Spec: ipPoolSpec("172.16.0.0/13")}}},
 			CheckRangeOverlap, SeverityBlocker, "IPPool//vpn"},
-		{"a ServiceCIDR in the new pod range is one", PreflightSnapshot{Ranges: []NamedRange{{RangeServiceCIDR, "stray", netip.MustParsePrefix("172.16.5.0/24")}}},
-			PreflightSnapshot{Ranges: []NamedRange{{RangeServiceCIDR, "new", netip.MustParsePrefix("172.24.0.0/15")}}},
+		{"a ServiceCIDR in the new pod range is one", PreflightSnapshot{ServiceCIDRs: []ServiceCIDR{{Name: "stray", CIDRs: []string{"172.16.5.0/24"}}}},
+			PreflightSnapshot{ServiceCIDRs: []ServiceCIDR{{Name: "new", CIDRs: []string{"172.24.0.0/15"}}}},
 			CheckRangeOverlap, SeverityBlocker, "ServiceCIDR//stray"},
 	}
 	id := func(f PreflightFinding) string { return f.Object.Kind + "/" + f.Object.Namespace + "/" + f.Object.Name }
@@ -232,10 +232,8 @@ func TestCheckPreflight(t *testing.T) {
 // TestCheckPreflight_overlapSeverities: a collision the migration moves off is info, one it
 // leaves is a warning, and nothing at all when no range overlaps.
 func TestCheckPreflight_overlapSeverities(t *testing.T) {
-	s := PreflightSnapshot{Ranges: []NamedRange{
-		{RangeServiceCIDR, "kubernetes", netip.MustParsePrefix("100.64.0.0/13")},
-		{RangeNodeAddress, "node-a InternalIP", netip.MustParsePrefix("10.1.0.5/32")},
-	}}
+	s := PreflightSnapshot{ServiceCIDRs: []ServiceCIDR{{Name: "kubernetes", CIDRs: []string{"100.64.0.0/13"}}},
+		Nodes: []corev1.Node{nodeAt("node-a", "10.1.0.5")}}
 	r := preflightRanges
 	r.Reserved = append(slices.Clone(r.Reserved), NamedRange{RangeReserved, "vpn", netip.MustParsePrefix("10.0.0.0/8")})
 	got := CheckPreflight(s, r)
@@ -281,4 +279,10 @@ func TestPreflightRangesValidate(t *testing.T) {
 // onlyChecks keeps the findings of the given checks.
 func onlyChecks(f []PreflightFinding, checks []string) []PreflightFinding {
 	return slices.DeleteFunc(slices.Clone(f), func(x PreflightFinding) bool { return !slices.Contains(checks, x.Check) })
+}
+
+// nodeAt is a node with one internal address.
+func nodeAt(name, ip string) corev1.Node {
+	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
 }

@@ -239,16 +239,19 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	errs, warnings := k8sops.CheckPoolAmongOthers(plan.Name.ValueString(), s, pools)
 	addFindings(&resp.Diagnostics, errs, true)
 	addWarnings(&resp.Diagnostics, warnings)
-	if pfx, err := netip.ParsePrefix(s.CIDR); err == nil && creating {
-		plan.Capacity = types.NumberValue(new(big.Float).SetInt(k8sops.PrefixSize(pfx)))
-	}
 	var wasDisabled types.Bool
 	if !creating {
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("disabled"), &wasDisabled)...)
 	}
-	if pfx, err := netip.ParsePrefix(s.CIDR); err == nil && (creating && !s.Disabled || s.Disabled && !wasDisabled.ValueBool()) {
-		found, err := k8sops.PoolHazards(ctx, client, pfx.Masked(), s.Disabled)
-		warnHazards(found, err, &resp.Diagnostics)
+	if pfx, err := netip.ParsePrefix(s.CIDR); err == nil {
+		if creating {
+			plan.Capacity = types.NumberValue(new(big.Float).SetInt(k8sops.PrefixSize(pfx)))
+		}
+		// The stage's hazards: where a new pool sits, or what is pinned to a pool being disabled.
+		if creating && !s.Disabled || s.Disabled && !wasDisabled.ValueBool() {
+			found, err := k8sops.PoolHazards(ctx, client, pfx.Masked(), s.Disabled)
+			warnHazards(found, err, &resp.Diagnostics)
+		}
 	}
 	if owner, ok := k8sops.OperatorOwnsPool(ctx, client, plan.Name.ValueString(), s.CIDR); ok {
 		resp.Diagnostics.AddWarning("Pool Managed by the Tigera Operator",

@@ -3,10 +3,15 @@ package provider
 
 import (
 	"context"
+	"maps"
+	"net/netip"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // stringList is the elements of a list of strings (nil for a null list).
@@ -63,4 +68,41 @@ func valueStrings(vs []types.String) []string {
 		out[i] = v.ValueString()
 	}
 	return out
+}
+
+// cidrList parses a list of CIDRs. Entries that do not parse are left out: the attribute's
+// cidrValidator reports them. ok is false when any was left out or the list is not known yet.
+func cidrList(ctx context.Context, l types.List, diags *diag.Diagnostics) (out []netip.Prefix, ok bool) {
+	if !fullyKnown(l) {
+		return nil, false
+	}
+	ok = true
+	for _, s := range stringList(ctx, l, diags) {
+		p, err := k8sops.ParseCIDR(s)
+		if err != nil {
+			ok = false
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, ok
+}
+
+// namedCIDRs parses a map of CIDRs by name into ranges of one kind, sorted by name, as cidrList does.
+func namedCIDRs(ctx context.Context, kind string, m types.Map, diags *diag.Diagnostics) (out []k8sops.NamedRange, ok bool) {
+	if !fullyKnown(m) {
+		return nil, false
+	}
+	var raw map[string]string
+	diags.Append(m.ElementsAs(ctx, &raw, false)...)
+	ok = true
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		p, err := k8sops.ParseCIDR(raw[name])
+		if err != nil {
+			ok = false
+			continue
+		}
+		out = append(out, k8sops.NamedRange{Kind: kind, Name: name, CIDR: p})
+	}
+	return out, ok
 }

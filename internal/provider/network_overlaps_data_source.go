@@ -4,12 +4,11 @@ package provider
 
 import (
 	"context"
-	"maps"
-	"slices"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -44,9 +43,11 @@ func (d *networkOverlapsDataSource) Schema(_ context.Context, _ datasource.Schem
 			"`conflict_free` fits `check` blocks and `precondition`s.",
 		Attributes: map[string]schema.Attribute{
 			"reserved": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`."},
+				MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`.",
+				Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
 			"extra": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "More ranges to check, by name, e.g. a planned pool or the VPC."},
+				MarkdownDescription: "More ranges to check, by name, e.g. a planned pool or the VPC.",
+				Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
 			"ranges": named("Every range checked, by kind and name."),
 			"conflicts": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Every overlapping pair and the prefix they share.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -66,21 +67,11 @@ func (d *networkOverlapsDataSource) Configure(_ context.Context, req datasource.
 func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m networkOverlapsModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	named := func(attr, kind string, v types.Map) []k8sops.NamedRange {
-		var raw map[string]string
-		resp.Diagnostics.Append(v.ElementsAs(ctx, &raw, false)...)
-		var out []k8sops.NamedRange
-		for _, name := range slices.Sorted(maps.Keys(raw)) {
-			p, err := k8sops.ParseCIDR(raw[name])
-			if err != nil {
-				resp.Diagnostics.AddAttributeError(path.Root(attr).AtMapKey(name), "Invalid CIDR", apiErrorText(err)+".")
-				continue
-			}
-			out = append(out, k8sops.NamedRange{Kind: kind, Name: name, CIDR: p})
-		}
-		return out
+	reserved, okReserved := namedCIDRs(ctx, k8sops.RangeReserved, m.Reserved, &resp.Diagnostics)
+	extra, okExtra := namedCIDRs(ctx, k8sops.RangeExtra, m.Extra, &resp.Diagnostics)
+	if !okReserved || !okExtra || resp.Diagnostics.HasError() {
+		return // the validators said why
 	}
-	reserved, extra := named("reserved", k8sops.RangeReserved, m.Reserved), named("extra", k8sops.RangeExtra, m.Extra)
 	client, diags := d.data.Client()
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return

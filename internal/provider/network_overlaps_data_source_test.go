@@ -27,6 +27,12 @@ func TestAccNetworkOverlapsDataSource_tailscale(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
+			// A bad CIDR is a validate-time error, before the cluster is read (first: the post-test
+			// destroy runs the last step's configuration).
+			{
+				Config:      e.provider() + "data \"k8scidr_network_overlaps\" \"this\" {\n  reserved = { vpn = \"10.0.0.1/8\" }\n}\n",
+				ExpectError: diagRE("Invalid CIDR", `reserved = { vpn = "10.0.0.1/8" }`, "host bits set: use 10.0.0.0/8."),
+			},
 			{
 				Config: e.provider() + `
 data "k8scidr_network_overlaps" "this" {
@@ -63,10 +69,6 @@ check "no_conflicts" {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("conflicts"), knownvalue.ListExact([]knownvalue.Check{})),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("conflict_free"), knownvalue.Bool(true)),
 				},
-			},
-			{
-				Config:      e.provider() + "data \"k8scidr_network_overlaps\" \"this\" {\n  reserved = { vpn = \"10.0.0.1/8\" }\n}\n",
-				ExpectError: diagRE("Invalid CIDR", `reserved = { vpn = "10.0.0.1/8" }`, "host bits set: use 10.0.0.0/8."),
 			},
 		},
 	})

@@ -4,17 +4,13 @@ package provider
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -130,44 +126,21 @@ func (d *preflightDataSource) Read(ctx context.Context, req datasource.ReadReque
 }
 
 // ranges parses the configured ranges; false while any is unknown (validation waits) or invalid
-// (the schema validators said why).
+// (the schema validators say why).
 func (m *preflightModel) ranges(ctx context.Context, diags *diag.Diagnostics) (k8sops.PreflightRanges, bool) {
 	var r k8sops.PreflightRanges
-	ok := true
-	parse := func(attr string, l types.List) []netip.Prefix {
-		if !fullyKnown(l) {
-			ok = false
-			return nil
-		}
-		var out []netip.Prefix
-		for i, s := range stringList(ctx, l, diags) {
-			p, err := k8sops.ParseCIDR(s)
-			if err != nil {
-				diags.AddAttributeError(path.Root(attr).AtListIndex(i), "Invalid CIDR", apiErrorText(err)+".")
-				ok = false
-				continue
-			}
-			out = append(out, p)
-		}
-		return out
+	all := true
+	for _, a := range []struct {
+		dst *[]netip.Prefix
+		l   types.List
+	}{{&r.OldService, m.OldServiceCIDRs}, {&r.NewService, m.NewServiceCIDRs}, {&r.OldPod, m.OldPodCIDRs}, {&r.NewPod, m.NewPodCIDRs}} {
+		var ok bool
+		*a.dst, ok = cidrList(ctx, a.l, diags)
+		all = all && ok
 	}
-	r.OldService, r.NewService = parse("old_service_cidrs", m.OldServiceCIDRs), parse("new_service_cidrs", m.NewServiceCIDRs)
-	r.OldPod, r.NewPod = parse("old_pod_cidrs", m.OldPodCIDRs), parse("new_pod_cidrs", m.NewPodCIDRs)
-	if !fullyKnown(m.Reserved) {
-		return r, false
-	}
-	var reserved map[string]string
-	diags.Append(m.Reserved.ElementsAs(ctx, &reserved, false)...)
-	for _, name := range slices.Sorted(maps.Keys(reserved)) {
-		p, err := k8sops.ParseCIDR(reserved[name])
-		if err != nil {
-			diags.AddAttributeError(path.Root("reserved").AtMapKey(name), "Invalid CIDR", fmt.Sprintf("%s.", apiErrorText(err)))
-			ok = false
-			continue
-		}
-		r.Reserved = append(r.Reserved, k8sops.NamedRange{Kind: k8sops.RangeReserved, Name: name, CIDR: p})
-	}
-	return r, ok && !diags.HasError()
+	var ok bool
+	r.Reserved, ok = namedCIDRs(ctx, k8sops.RangeReserved, m.Reserved, diags)
+	return r, all && ok && !diags.HasError()
 }
 
 type preflightModel struct {
