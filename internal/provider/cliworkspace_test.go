@@ -55,12 +55,16 @@ func (w *cliWorkspace) write(config string) {
 	}
 }
 
-func (w *cliWorkspace) command(extraEnv []string, args ...string) *exec.Cmd {
-	tf := os.Getenv("TF_ACC_TERRAFORM_PATH")
-	if tf == "" {
-		tf = filepath.Join(testcluster.DefaultBinDir(), "terraform")
+// terraformPath is the CLI under test: TF_ACC_TERRAFORM_PATH, else make testbin's terraform.
+func terraformPath() string {
+	if tf := os.Getenv("TF_ACC_TERRAFORM_PATH"); tf != "" {
+		return tf
 	}
-	cmd := exec.Command(tf, append([]string{"-chdir=" + w.dir}, args...)...)
+	return filepath.Join(testcluster.DefaultBinDir(), "terraform")
+}
+
+func (w *cliWorkspace) command(extraEnv []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(terraformPath(), append([]string{"-chdir=" + w.dir}, args...)...)
 	cmd.Env = append(slices.Clone(w.env), extraEnv...)
 	// Its own process group, so terraform and the provider it starts die together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -124,9 +128,8 @@ func (w *cliWorkspace) converged(args ...string) {
 	}
 }
 
-// showJSON is `terraform show -json [file]`, decoded with numbers kept as json.Number, the way
-// knownvalue checks expect them.
-func (w *cliWorkspace) showJSON(file ...string) map[string]any {
+// showRaw is the output of `terraform show -json [file]`.
+func (w *cliWorkspace) showRaw(file ...string) []byte {
 	w.t.Helper()
 	cmd := w.command(nil, append([]string{"show", "-json"}, file...)...)
 	var stdout, stderr bytes.Buffer
@@ -134,7 +137,14 @@ func (w *cliWorkspace) showJSON(file ...string) map[string]any {
 	if err := cmd.Run(); err != nil {
 		w.t.Fatalf("terraform show -json: %v\n%s", err, stderr.String())
 	}
-	dec := json.NewDecoder(&stdout)
+	return stdout.Bytes()
+}
+
+// showJSON is `terraform show -json [file]`, decoded with numbers kept as json.Number, the way
+// knownvalue checks expect them.
+func (w *cliWorkspace) showJSON(file ...string) map[string]any {
+	w.t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(w.showRaw(file...)))
 	dec.UseNumber()
 	var v map[string]any
 	if err := dec.Decode(&v); err != nil {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -78,6 +79,43 @@ func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time
 	}
 }
 
+// migrationWorkspace is a CLI workspace holding examples/migration/main.tf itself (linked, not
+// copied), connected through kubeconfig.
+func migrationWorkspace(t *testing.T, kubeconfig string) *cliWorkspace {
+	t.Helper()
+	w := newCLIWorkspace(t, "")
+	example, err := filepath.Abs("../../examples/migration/main.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(w.dir, "main.tf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(example, filepath.Join(w.dir, "main.tf")); err != nil {
+		t.Fatal(err)
+	}
+	w.env = append(w.env, "KUBE_CONFIG_PATH="+kubeconfig)
+	return w
+}
+
+// pinToOldPool creates a Deployment pinned to the old Calico pool, a preflight blocker; the
+// function returned deletes it.
+func pinToOldPool(t *testing.T, kube kubernetes.Interface) func() {
+	t.Helper()
+	ctx := context.Background()
+	pinned := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0),
+		Selector: appSelector("pinned"), Template: podTemplate("pinned")}}
+	pinned.Spec.Template.Annotations = map[string]string{"cni.projectcalico.org/ipv4pools": `["default-ipv4-ippool"]`}
+	if _, err := kube.AppsV1().Deployments("app-0").Create(ctx, pinned, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := kube.AppsV1().Deployments("app-0").Delete(ctx, "pinned", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestAccMigrationExample runs examples/migration/main.tf itself (linked, not copied) stage by
 // stage under the real terraform CLI and the built provider, with the steps outside the
 // Kubernetes API done between the stages as an operator does them, and checks the end state.
@@ -90,18 +128,7 @@ func TestAccMigrationExample(t *testing.T) {
 	e, seeded, podCount := migrationFixture(t)
 	ctx := context.Background()
 	kube := e.c.Kube
-	w := newCLIWorkspace(t, "")
-	example, err := filepath.Abs("../../examples/migration/main.tf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(w.dir, "main.tf")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(example, filepath.Join(w.dir, "main.tf")); err != nil {
-		t.Fatal(err)
-	}
-	w.env = append(w.env, "KUBE_CONFIG_PATH="+e.c.Kubeconfig)
+	w := migrationWorkspace(t, e.c.Kubeconfig)
 	churn := newClusterChurn(t, kube)
 	// stage plans stage n to a file, lets the cluster change (between), applies the saved plan,
 	// and checks that a refreshing plan is then empty.
@@ -109,6 +136,7 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Helper()
 		v := fmt.Sprintf("-var=stage=%d", n)
 		w.planFile("-input=false", v)
+		checkStageSummary(t, n, w)
 		between()
 		w.applyFile()
 		t.Logf("stage %d applied", n)
@@ -125,19 +153,12 @@ func TestAccMigrationExample(t *testing.T) {
 	defer dns.Stop()
 	// The preflight gate: a workload pinned to the old pool is a blocker, and the plan refuses
 	// to start the migration, naming it; once it is fixed the plan goes ahead.
-	pinned := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "pinned"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0),
-		Selector: appSelector("pinned"), Template: podTemplate("pinned")}}
-	pinned.Spec.Template.Annotations = map[string]string{"cni.projectcalico.org/ipv4pools": `["default-ipv4-ippool"]`}
-	if _, err := kube.AppsV1().Deployments("app-0").Create(ctx, pinned, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	unpin := pinToOldPool(t, kube)
 	if out, err := w.run("plan", "-input=false", "-var=stage=1"); err == nil || !diagRE("Resource precondition failed",
 		"pods_pinned_to_old_pool on Deployment app-0/pinned", "Calico gives these pods no address").MatchString(out) {
 		t.Fatalf("stage 1 planned with a blocker: %v\n%s", err, out)
 	}
-	if err := kube.AppsV1().Deployments("app-0").Delete(ctx, "pinned", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	unpin()
 	begin := time.Now()
 	// Stage 1, with a planned Service deleted and one created in the old range before the apply.
 	w.planFile("-input=false", "-var=stage=1")

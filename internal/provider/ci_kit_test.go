@@ -1,0 +1,207 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/plansummary"
+)
+
+// planSummaryBinary is cmd/k8scidr-plan-summary, built once per test run.
+var planSummaryBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "k8scidr-plan-summary-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "k8scidr-plan-summary")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/k8scidr-plan-summary").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building k8scidr-plan-summary: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// planScript runs examples/ci/plan.sh in the workspace as the CI job does, with the
+// credentials of kubeconfig, and returns the summary it printed.
+func (w *cliWorkspace) planScript(kubeconfig string, args ...string) (string, error) {
+	w.t.Helper()
+	summary, err := planSummaryBinary()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	script, err := filepath.Abs("../../examples/ci/plan.sh")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	cmd.Dir = w.dir
+	cmd.Env = append(w.env, "KUBE_CONFIG_PATH="+kubeconfig, "TERRAFORM="+terraformPath(), "K8SCIDR_PLAN_SUMMARY="+summary)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if stderr.Len() > 0 {
+		w.t.Logf("plan.sh stderr:\n%s", stderr.String())
+	}
+	return stdout.String(), err
+}
+
+// TestAccCIKit is the pull-request flow of examples/ci on examples/migration: plan.sh as the
+// read-only role (a failed plan gives a summary of its errors), the summary comment, then the
+// saved plan applied as the apply role, after which nothing is left to do.
+func TestAccCIKit(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	e, seeded, _ := migrationFixture(t)
+	ctx := context.Background()
+	planKC, err := e.c.ServiceAccountKubeconfig(ctx, planRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyKC, err := e.c.ServiceAccountKubeconfig(ctx, applyRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := migrationWorkspace(t, e.c.Kubeconfig)
+
+	unpin := pinToOldPool(t, e.c.Kube)
+	out, err := w.planScript(planKC)
+	if err == nil {
+		t.Fatalf("plan.sh passed with a preflight blocker:\n%s", out)
+	}
+	for _, want := range []string{"**The plan failed.**", "**Error: Resource precondition failed**",
+		"pods_pinned_to_old_pool on Deployment app-0/pinned"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the failed plan's summary lacks %q:\n%s", want, out)
+		}
+	}
+	unpin()
+
+	out, err = w.planScript(planKC)
+	if err != nil {
+		t.Fatalf("plan.sh: %v\n%s", err, out)
+	}
+	t.Logf("the pull-request comment of examples/migration, stage 1 (%d characters):\n%s", len(out), out)
+	moves := len(seeded.ServiceIPs) - len(seeded.LoadBalancers)
+	if !strings.Contains(out, fmt.Sprintf("### Service moves (%d)\n", moves)) || !strings.Contains(out, "|---|---|---|---|\n| `kube-system/kube-dns` | ClusterIP | 100.64.0.10 | 172.24.0.10 |") {
+		t.Errorf("the summary does not list %d moves, kube-dns first to 172.24.0.10", moves)
+	}
+	for _, lb := range seeded.LoadBalancers {
+		if !regexp.MustCompile("- LoadBalancer: [^\n]*`" + regexp.QuoteMeta(lb) + "`").MatchString(out) {
+			t.Errorf("the LoadBalancer %s is not listed as left alone, with its reason", lb)
+		}
+	}
+	if !strings.Contains(out, "| `k8scidr_service_cidr.new` | create | `services-172-24` `172.24.0.0/15` |") {
+		t.Error("the summary does not show the new Service range")
+	}
+	if strings.Contains(out, "forbidden") || strings.Contains(out, "Not Readable") {
+		t.Error("the plan role lacks a permission the plan of examples/migration uses")
+	}
+	if len(out) > plansummary.DefaultLimit {
+		t.Errorf("summary of %d characters", len(out))
+	}
+
+	// The apply job: the same saved plan, with the apply role's credentials only.
+	cmd := w.command([]string{"KUBE_CONFIG_PATH=" + applyKC}, "apply", "-input=false", "-no-color", "tfplan")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("terraform apply tfplan as the apply role: %v\n%s", err, b)
+	}
+	w.converged("-input=false")
+}
+
+// checkStageSummary checks the pull-request summary of examples/migration's plan of stage n
+// (tfplan) against the plan itself, and logs it.
+func checkStageSummary(t *testing.T, n int, w *cliWorkspace) {
+	t.Helper()
+	plan, err := plansummary.ReadPlan(bytes.NewReader(w.showRaw("tfplan")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := plansummary.Summarize(plan, nil, plansummary.Options{Title: fmt.Sprintf("examples/migration stage %d", n)})
+	t.Logf("summary of stage %d:\n%s", n, s)
+	var want []string
+	switch n {
+	case 2:
+		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.dns[0]", "workloads")))))
+	case 3:
+		want = append(want, "| `k8scidr_service_recreation.services` | update | dns_bridge: `true` → `false`")
+	case 4:
+		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "workloads")))),
+			"| `k8scidr_calico_ippool.new[0]` | create | `pods-172-16` `172.16.0.0/13` |",
+			"| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | import update | `default-ipv4-ippool` `100.96.0.0/11` ",
+			"disabled: `false` → `true`")
+	case 5:
+		want = append(want, "| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | delete |")
+	}
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			t.Errorf("the summary of stage %d lacks %q", n, w)
+		}
+	}
+}
+
+// TestCIKitFiles: the GitHub workflow and the Atlantis configuration are valid YAML that run
+// plan.sh for the plan and apply the saved plan it wrote.
+func TestCIKitFiles(t *testing.T) {
+	var gh struct {
+		Jobs map[string]struct {
+			Environment string
+			Steps       []struct{ Run string }
+		}
+	}
+	read(t, "../../examples/ci/github/k8scidr.yml", &gh)
+	runs := func(job string) string {
+		var all []string
+		for _, s := range gh.Jobs[job].Steps {
+			all = append(all, s.Run)
+		}
+		return strings.Join(all, "\n")
+	}
+	if !strings.Contains(runs("plan"), "examples/ci/plan.sh") || gh.Jobs["plan"].Environment != "k8scidr-plan" {
+		t.Error("the GitHub plan job does not run plan.sh with the plan role's environment")
+	}
+	if !strings.Contains(runs("apply"), "terraform apply -input=false -no-color tfplan") || gh.Jobs["apply"].Environment != "k8scidr-apply" {
+		t.Error("the GitHub apply job does not apply the saved plan with the apply role's environment")
+	}
+	var atlantis struct {
+		Repos []struct {
+			ApplyRequirements []string `json:"apply_requirements"`
+		}
+		Workflows map[string]struct{ Plan, Apply struct{ Steps []any } }
+	}
+	read(t, "../../examples/ci/atlantis/repos.yaml", &atlantis)
+	wf := atlantis.Workflows["k8scidr"]
+	if plan := fmt.Sprint(wf.Plan.Steps); !strings.Contains(plan, "examples/ci/plan.sh") || !strings.Contains(plan, "/etc/k8scidr/plan/kubeconfig") {
+		t.Errorf("the Atlantis plan steps do not run plan.sh with the plan role: %s", plan)
+	}
+	if apply := fmt.Sprint(wf.Apply.Steps); !strings.Contains(apply, "apply]") || !strings.Contains(apply, "/etc/k8scidr/apply/kubeconfig") {
+		t.Errorf("the Atlantis apply steps do not apply with the apply role: %s", apply)
+	}
+	if len(atlantis.Repos) != 1 || strings.Join(atlantis.Repos[0].ApplyRequirements, ",") != "approved,mergeable,undiverged" {
+		t.Errorf("Atlantis applies without approval on an undiverged branch: %+v", atlantis.Repos)
+	}
+	var project struct{ Projects []struct{ Dir, Workflow string } }
+	read(t, "../../examples/ci/atlantis/atlantis.yaml", &project)
+	if len(project.Projects) != 1 || project.Projects[0].Dir != "examples/migration" || project.Projects[0].Workflow != "k8scidr" {
+		t.Errorf("atlantis.yaml does not plan examples/migration with the k8scidr workflow: %+v", project)
+	}
+}
+
+func read(t *testing.T, file string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+}
