@@ -94,8 +94,9 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			},
 			"block_size": schema.Int64Attribute{
 				Optional: true, Computed: true,
-				MarkdownDescription: "Prefix length of the blocks nodes claim: 20–32 for IPv4 (default on create 26), 116–128 for " +
-					"IPv6 (default 122), and not shorter than the pool's. Changing it replaces the pool.",
+				MarkdownDescription: fmt.Sprintf("Prefix length of the blocks nodes claim: 20–32 for IPv4, 116–128 for IPv6, and not "+
+					"shorter than the pool's. Changing it replaces the pool. Default on create: `%d` (IPv4) or `%d` (IPv6).",
+					k8sops.DefaultBlockSize4, k8sops.DefaultBlockSize6),
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown(), int64planmodifier.RequiresReplace()},
 			},
 			"ipip_mode":          ipip,
@@ -115,15 +116,15 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"assignment_mode": assignment,
 			"deletion_policy": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DeleteWaitForDrain),
-				MarkdownDescription: "What destroy does while pods hold addresses in the pool: `wait_for_drain` (default) disables " +
-					"the pool and waits, up to the delete timeout, until no live pod holds one; `refuse_if_allocated` fails at once, " +
+				MarkdownDescription: "What destroy does while pods hold addresses in the pool: `wait_for_drain` disables the pool " +
+					"and waits, up to the delete timeout, until no live pod holds one; `refuse_if_allocated` fails at once, " +
 					"naming them; `force` deletes anyway (their addresses stay in orphaned blocks). Leaked addresses and node " +
-					"tunnel addresses never hold a drain: they are reported.",
+					"tunnel addresses never hold a drain: they are reported. Default `" + k8sops.DeleteWaitForDrain + "`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.DeletionPolicies...)},
 			},
 			"release_leaked": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "On destroy, release addresses whose pod no longer exists (like `calicoctl ipam release`).",
+				MarkdownDescription: "On destroy, release addresses whose pod no longer exists (like `calicoctl ipam release`). Default `false`.",
 			},
 			"api_group": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "The API group/version the pool is managed through.",

@@ -188,7 +188,9 @@ func TestCIKitFiles(t *testing.T) {
 	if len(atlantis.Repos) != 1 || strings.Join(atlantis.Repos[0].ApplyRequirements, ",") != "approved,mergeable,undiverged" {
 		t.Errorf("Atlantis applies without approval on an undiverged branch: %+v", atlantis.Repos)
 	}
-	var project struct{ Projects []struct{ Dir, Workflow string } }
+	var project struct {
+		Projects []struct{ Dir, Workflow string }
+	}
 	read(t, "../../examples/ci/atlantis/atlantis.yaml", &project)
 	if len(project.Projects) != 1 || project.Projects[0].Dir != "examples/migration" || project.Projects[0].Workflow != "k8scidr" {
 		t.Errorf("atlantis.yaml does not plan examples/migration with the k8scidr workflow: %+v", project)

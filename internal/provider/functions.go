@@ -89,7 +89,7 @@ func newCIDRMapOffsetFunction() function.Function {
 			"\"preserve_offset\"` does when nothing else is in the way. Use it for values outside the cluster that must " +
 			"follow kube-dns, e.g. kOps' `kubeDNS.serverIP` or kubelet `clusterDNS`: " +
 			"`provider::k8scidr::cidr_map_offset(\"100.64.0.10\", \"100.64.0.0/13\", \"172.24.0.0/15\")` is `172.24.0.10`. " +
-			"(`dns_service_ips` of the recreation resource gives the IP it actually takes.)",
+			"(`dns_service_ips` of the data source `k8scidr_service_moves` gives the IP it actually takes.)",
 		params: []function.Parameter{str("ip", "The address to map."), str("from_cidr", "The range it is in."), str("to_cidr", "The range it moves to.")},
 		ret:    function.StringReturn{},
 		run:    func(a []string) (string, error) { return k8sops.MapOffset(a[0], a[1], a[2]) },

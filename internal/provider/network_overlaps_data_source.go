@@ -43,10 +43,10 @@ func (d *networkOverlapsDataSource) Schema(_ context.Context, _ datasource.Schem
 			"`conflict_free` fits `check` blocks and `precondition`s.",
 		Attributes: map[string]schema.Attribute{
 			"reserved": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`.",
+				MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`. Unset, nothing is reserved.",
 				Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
 			"extra": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "More ranges to check, by name, e.g. a planned pool or the VPC.",
+				MarkdownDescription: "More ranges to check, by name, e.g. a planned pool or the VPC. Unset, only the cluster's own ranges and `reserved` are checked.",
 				Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
 			"ranges": named("Every range checked, by kind and name."),
 			"conflicts": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Every overlapping pair and the prefix they share.",

@@ -34,9 +34,10 @@ func (d *podAllocationsDataSource) Schema(_ context.Context, _ datasource.Schema
 			"hostNetwork pods are not counted. Read with paginated lists of nodes, pods and ReplicaSets.",
 		Attributes: map[string]schema.Attribute{
 			"cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Ranges to count pods in, e.g. the old and the new pool."},
+				MarkdownDescription: "Ranges to count pods in, e.g. the old and the new pool. Unset, `ranges` is empty and every pod with an address counts under `outside`."},
 			"cluster_cidr": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "The (new) `--cluster-cidr`, one range per family: each node podCIDR is checked against it."},
+				MarkdownDescription: "The (new) `--cluster-cidr`, one range per family: each node podCIDR is checked against it. " +
+					"Unset, no podCIDR is checked and `inside_cluster_cidr` is null."},
 			"ranges": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Pods per range of `cidrs`.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"cidr": schema.StringAttribute{Computed: true, MarkdownDescription: "Range."},

@@ -34,10 +34,10 @@ func (d *preflightDataSource) Metadata(_ context.Context, req datasource.Metadat
 
 // preflightRangeAttrs are the migration's ranges, by attribute.
 var preflightRangeAttrs = []struct{ name, desc string }{
-	{"old_service_cidrs", "The Service ranges Services move out of, e.g. `[\"100.64.0.0/13\"]`."},
-	{"new_service_cidrs", "The Service ranges they move into."},
-	{"old_pod_cidrs", "The pod ranges (Calico pools) pods move out of."},
-	{"new_pod_cidrs", "The pod ranges they move into."},
+	{"old_service_cidrs", "The Service ranges Services move out of, e.g. `[\"100.64.0.0/13\"]`. Unset, nothing is checked against an old Service range."},
+	{"new_service_cidrs", "The Service ranges they move into. Unset, nothing is checked against a new Service range."},
+	{"old_pod_cidrs", "The pod ranges (Calico pools) pods move out of. Unset, nothing is checked against an old pod range."},
+	{"new_pod_cidrs", "The pod ranges they move into. Unset, nothing is checked against a new pod range."},
 }
 
 func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
@@ -46,8 +46,9 @@ func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 	}
 	attrs := map[string]schema.Attribute{
 		"reserved": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-			MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`.",
-			Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
+			MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`. " +
+				"Unset, nothing is reserved: new ranges are checked against the cluster's ranges and each other only.",
+			Validators: []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
 		"findings": schema.ListNestedAttribute{Computed: true,
 			MarkdownDescription: "Every hazard found, blockers first, then by check and object.",
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

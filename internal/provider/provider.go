@@ -56,31 +56,45 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			"so an existing `kubernetes` provider block can be copied unchanged.",
 		Attributes: map[string]schema.Attribute{
 			"config_path": schema.StringAttribute{
-				Optional:            true,
-				MarkdownDescription: "Path to the kubeconfig file. Environment: `KUBE_CONFIG_PATH`. No kubeconfig is read unless named here or in `config_paths`.",
+				Optional: true,
+				MarkdownDescription: "Path to the kubeconfig file. Environment: `KUBE_CONFIG_PATH`. No kubeconfig is read unless named here or in `config_paths`. " +
+					"Unset, `KUBE_CONFIG_PATH` applies, else `config_paths`.",
 			},
 			"config_paths": schema.ListAttribute{
 				ElementType: types.StringType,
 				Optional:    true,
 				MarkdownDescription: "Paths to kubeconfig files, merged as `KUBECONFIG` would be. Environment: `KUBE_CONFIG_PATHS` (separated like `PATH`). " +
-					"An empty list is the same as leaving it unset, as in `hashicorp/kubernetes`; a non-empty list conflicts with `config_path`.",
+					"An empty list is the same as leaving it unset, as in `hashicorp/kubernetes`; a non-empty list conflicts with `config_path`. " +
+					"Unset, `KUBE_CONFIG_PATHS` applies when neither `config_path` nor `KUBE_CONFIG_PATH` names a file.",
 			},
-			"config_context":           str("Context to use from the kubeconfig. Environment: `KUBE_CTX`.", false),
-			"config_context_auth_info": str("User (auth info) to use from the kubeconfig. Environment: `KUBE_CTX_AUTH_INFO`.", false),
-			"config_context_cluster":   str("Cluster to use from the kubeconfig. Environment: `KUBE_CTX_CLUSTER`.", false),
-			"host":                     str("API server address (`https://host:port`). Overrides the kubeconfig. Environment: `KUBE_HOST`.", false),
-			"username":                 str("Username for HTTP basic authentication. Environment: `KUBE_USER`.", false),
-			"password":                 str("Password for HTTP basic authentication. Environment: `KUBE_PASSWORD`.", true),
-			"token":                    str("Bearer token. Environment: `KUBE_TOKEN`.", true),
-			"client_certificate":       str("PEM-encoded client certificate. Environment: `KUBE_CLIENT_CERT_DATA`.", false),
-			"client_key":               str("PEM-encoded client certificate key. Environment: `KUBE_CLIENT_KEY_DATA`.", true),
-			"cluster_ca_certificate":   str("PEM-encoded root certificates for the API server. Environment: `KUBE_CLUSTER_CA_CERT_DATA`.", false),
+			"config_context": str("Context to use from the kubeconfig. Environment: `KUBE_CTX`. Unset, `KUBE_CTX` applies, else the kubeconfig's `current-context`.", false),
+			"config_context_auth_info": str("User (auth info) to use from the kubeconfig. Environment: `KUBE_CTX_AUTH_INFO`. "+
+				"Unset, `KUBE_CTX_AUTH_INFO` applies, else the user the context names.", false),
+			"config_context_cluster": str("Cluster to use from the kubeconfig. Environment: `KUBE_CTX_CLUSTER`. "+
+				"Unset, `KUBE_CTX_CLUSTER` applies, else the cluster the context names.", false),
+			"host": str("API server address (`https://host:port`). Overrides the kubeconfig. Environment: `KUBE_HOST`. "+
+				"Unset, `KUBE_HOST` applies, else the kubeconfig cluster's `server`; with no kubeconfig either, the provider "+
+				"uses the service account of the pod it runs in, if it runs in one.", false),
+			"username": str("Username for HTTP basic authentication. Environment: `KUBE_USER`. Unset, `KUBE_USER` applies, else the kubeconfig user's, if any.", false),
+			"password": str("Password for HTTP basic authentication. Environment: `KUBE_PASSWORD`. Unset, `KUBE_PASSWORD` applies, else the kubeconfig user's, if any.", true),
+			"token":    str("Bearer token. Environment: `KUBE_TOKEN`. Unset, `KUBE_TOKEN` applies, else the kubeconfig user's, if any.", true),
+			"client_certificate": str("PEM-encoded client certificate. Environment: `KUBE_CLIENT_CERT_DATA`. "+
+				"Unset, `KUBE_CLIENT_CERT_DATA` applies, else the kubeconfig user's, if any.", false),
+			"client_key": str("PEM-encoded client certificate key. Environment: `KUBE_CLIENT_KEY_DATA`. "+
+				"Unset, `KUBE_CLIENT_KEY_DATA` applies, else the kubeconfig user's, if any.", true),
+			"cluster_ca_certificate": str("PEM-encoded root certificates for the API server. Environment: `KUBE_CLUSTER_CA_CERT_DATA`. "+
+				"Unset, `KUBE_CLUSTER_CA_CERT_DATA` applies, else the kubeconfig cluster's, else the system's root certificates.", false),
 			"insecure": schema.BoolAttribute{
-				Optional:            true,
-				MarkdownDescription: "Skip verification of the API server's certificate. Environment: `KUBE_INSECURE`.",
+				Optional: true,
+				MarkdownDescription: "Skip verification of the API server's certificate. Environment: `KUBE_INSECURE`. Unset, `KUBE_INSECURE` " +
+					"applies, else the kubeconfig cluster's `insecure-skip-tls-verify` (which `false` here does not turn off), else `false`.",
 			},
-			"tls_server_name": str("Server name for SNI and certificate verification. Environment: `KUBE_TLS_SERVER_NAME`.", false),
-			"proxy_url":       str("URL of the proxy for all API requests. Environment: `KUBE_PROXY_URL`.", false),
+			"tls_server_name": str("Server name for SNI and certificate verification. Environment: `KUBE_TLS_SERVER_NAME`. "+
+				"Unset, `KUBE_TLS_SERVER_NAME` applies, else the kubeconfig cluster's `tls-server-name` (not when `host` is set), "+
+				"else the host name of the server address.", false),
+			"proxy_url": str("URL of the proxy for all API requests. Environment: `KUBE_PROXY_URL`. Unset, `KUBE_PROXY_URL` applies, "+
+				"else the provider process's `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` environment; a kubeconfig cluster's `proxy-url` "+
+				"wins over all three.", false),
 			"qps": schema.Float64Attribute{
 				Optional:            true,
 				MarkdownDescription: fmt.Sprintf("Client-side rate limit, in requests per second. Default `%d`.", k8sops.DefaultQPS),
@@ -93,8 +107,8 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 			},
 			"calico_api_group": schema.StringAttribute{
 				Optional: true,
-				MarkdownDescription: "Calico API group: `auto` (default: `projectcalico.org/v3` when served, else the " +
-					"`crd.projectcalico.org/v1` CRDs), `projectcalico.org/v3` or `crd.projectcalico.org/v1`.",
+				MarkdownDescription: "Calico API group: `auto` (`projectcalico.org/v3` when served, else the `crd.projectcalico.org/v1` " +
+					"CRDs), `projectcalico.org/v3` or `crd.projectcalico.org/v1`. Default `auto`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.CalicoAPIGroups...)},
 			},
 			"ignore_annotations": compatibilityList("ignore_annotations"),
@@ -115,23 +129,27 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 		Blocks: map[string]schema.Block{
 			// Accepted as in hashicorp/kubernetes v2, so that its provider blocks work unchanged.
 			"experiments": schema.ListNestedBlock{
-				MarkdownDescription: "Accepted so that a `hashicorp/kubernetes` provider block can be copied unchanged; it has no effect here.",
-				Validators:          []validator.List{listvalidator.SizeAtMost(1)},
+				MarkdownDescription: "Accepted so that a `hashicorp/kubernetes` provider block can be copied unchanged; it has no effect here. " +
+					"Unset and set behave the same.",
+				Validators: []validator.List{listvalidator.SizeAtMost(1)},
 				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"manifest_resource": schema.BoolAttribute{Optional: true,
-						MarkdownDescription: "`hashicorp/kubernetes`' switch for its `kubernetes_manifest` resource; no effect here."},
+						MarkdownDescription: "`hashicorp/kubernetes`' switch for its `kubernetes_manifest` resource; no effect here. Unset and set behave the same."},
 				}},
 			},
 			// A list of at most one, as in hashicorp/kubernetes, so that its required attributes
 			// are required only when the block is written.
 			"exec": schema.ListNestedBlock{
-				MarkdownDescription: "Credential plugin, as in a kubeconfig `exec` section.",
+				MarkdownDescription: "Credential plugin, as in a kubeconfig `exec` section. Unset, the kubeconfig user's `exec` section applies, if any.",
 				Validators:          []validator.List{listvalidator.SizeAtMost(1)},
 				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "API version of the ExecCredential, e.g. `client.authentication.k8s.io/v1beta1`."},
 					"command":     schema.StringAttribute{Required: true, MarkdownDescription: "Command to run."},
-					"args":        schema.ListAttribute{ElementType: types.StringType, Optional: true, MarkdownDescription: "Arguments."},
-					"env":         schema.MapAttribute{ElementType: types.StringType, Optional: true, Sensitive: true, MarkdownDescription: "Extra environment variables (sensitive: they often carry credentials)."},
+					"args": schema.ListAttribute{ElementType: types.StringType, Optional: true,
+						MarkdownDescription: "Arguments. Unset, the command runs with none."},
+					"env": schema.MapAttribute{ElementType: types.StringType, Optional: true, Sensitive: true,
+						MarkdownDescription: "Extra environment variables (sensitive: they often carry credentials). Unset, the command " +
+							"gets the provider process's environment with nothing added."},
 				}},
 			},
 		},
@@ -145,7 +163,7 @@ func compatibilityList(name string) schema.ListAttribute {
 		ElementType: types.StringType,
 		Optional:    true,
 		MarkdownDescription: fmt.Sprintf("Accepted so that a `hashicorp/kubernetes` provider block can be copied unchanged. "+
-			"This provider manages no labels or annotations that could be ignored, so `%s` has no effect.", name),
+			"This provider manages no labels or annotations that could be ignored, so `%s` has no effect. Unset and set behave the same.", name),
 	}
 }
 

@@ -47,16 +47,17 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 			},
 			"also_keep": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Further Services (`namespace/name`) whose IPs stay where they are.",
+				MarkdownDescription: "Further Services (`namespace/name`) whose IPs stay where they are. Unset, only LoadBalancer " +
+					"Services and, with `dns_bridge`, the DNS bridge and the cluster DNS Service stay.",
 				Validators: []validator.List{listvalidator.ValueStringsAre(stringvalidator.RegexMatches(
 					namespacedNameRegexp, "must be namespace/name"))},
 			},
 			"dns_bridge": schema.BoolAttribute{
 				Optional: true,
-				MarkdownDescription: "Whether the DNS bridge of `k8scidr_service_recreation` stays (default true): its IPs " +
-					"stay, and so do the cluster DNS Service's outside `cidrs`, which the bridge takes when it moves. Set it " +
-					"to the recreation's `dns_bridge` (from the same variable or local), so that switching the bridge off " +
-					"also drops the keep-range created for it.",
+				MarkdownDescription: "Whether the DNS bridge of `k8scidr_service_recreation` stays: its IPs stay, and so do " +
+					"the cluster DNS Service's outside `cidrs`, which the bridge takes when it moves. Set it to the recreation's " +
+					"`dns_bridge` (from the same variable or local), so that switching the bridge off also drops the keep-range " +
+					"created for it. Default `true`.",
 			},
 			"dns_service": schema.StringAttribute{
 				Optional: true, MarkdownDescription: dnsServiceInputDescription + " Give it the moves data source's `dns_service` argument.",

@@ -70,18 +70,18 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 			"allowed_cidrs": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ranges new ServiceCIDRs must lie inside, e.g. the migration's target and keep-ranges. " +
-					"Exactly one of `allowed_cidrs` and `deny_new = true`.",
+					"Exactly one of `allowed_cidrs` and `deny_new = true`. Unset, `deny_new` must be `true`.",
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(cidrValidator())},
 			},
 			"deny_new": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Admit no new ServiceCIDR at all: the cluster keeps only the apiserver's default range.",
+				MarkdownDescription: "Admit no new ServiceCIDR at all: the cluster keeps only the apiserver's default range. Default `false`.",
 			},
 			"validation_actions": schema.SetAttribute{
 				Optional: true, Computed: true, ElementType: types.StringType,
 				Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{types.StringValue(k8sops.ActionDeny)})),
-				MarkdownDescription: "What a violation does: `Deny` (refuse the request; default), `Warn` (admit it and " +
-					"return a warning), `Audit` (record it in the audit log). `Deny` and `Warn` cannot be combined.",
+				MarkdownDescription: "What a violation does: `Deny` (refuse the request), `Warn` (admit it and return a " +
+					"warning), `Audit` (record it in the audit log). `Deny` and `Warn` cannot be combined. Default `[\"Deny\"]`.",
 				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.ValidationActions...))},
 			},
 			"in_sync": schema.BoolAttribute{

@@ -72,7 +72,7 @@ func (r *serviceCIDRResource) Schema(ctx context.Context, _ resource.SchemaReque
 			"wait_for_deletion": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Whether destroy waits until the range is gone. With `false`, destroy returns as soon as " +
-					"the range is Terminating: it then takes no new allocations while the Services in it move.",
+					"the range is Terminating: it then takes no new allocations while the Services in it move. Default `true`.",
 			},
 			"api_version": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "API version the ServiceCIDR is managed through.",

@@ -54,32 +54,33 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				MarkdownDescription: "The new Service range(s), one per IP family, e.g. `[var.service_cidr]`.",
 				Validators:          []validator.List{listvalidator.SizeBetween(1, 2)}},
 			"namespaces":         strSet("Only Services in these namespaces. Default: all.", namespaceName()),
-			"exclude_namespaces": strSet("Never Services in these namespaces.", namespaceName()),
+			"exclude_namespaces": strSet("Never Services in these namespaces. Unset, none is excluded.", namespaceName()),
 			"selector": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Only Services whose labels match this label selector (`kubectl -l` syntax).",
+				MarkdownDescription: "Only Services whose labels match this label selector (`kubectl -l` syntax). Unset, labels do not matter.",
 				Validators:          []validator.String{labelSelectorValidator()}},
-			"exclude": strSet("Services (`namespace/name`) never moved.", nsName),
+			"exclude": strSet("Services (`namespace/name`) never moved. Unset, none is excluded.", nsName),
 			"include_load_balancers": schema.BoolAttribute{Optional: true,
-				MarkdownDescription: "Also move LoadBalancer Services (default false): recreating one replaces its cloud load " +
-					"balancer and address. Keep their IPs valid with a small `k8scidr_service_cidr` instead."},
+				MarkdownDescription: "Also move LoadBalancer Services: recreating one replaces its cloud load balancer and " +
+					"address. Keep their IPs valid with a small `k8scidr_service_cidr` instead. Default `false`."},
 			"include_owned": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "Also move Services owned by a controller (ownerReference with `controller: true`), which " +
-					"could recreate them on its own between delete and create (default false)."},
+					"could recreate them on its own between delete and create. Default `false`."},
 			"first": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Services (`namespace/name`) moved and verified before the rest, in this order, and placed " +
 					"first. Default: the cluster DNS Service (`kube-system/kube-dns`) where it exists. Every Service listed must exist.",
 				Validators: []validator.List{listvalidator.ValueStringsAre(nsName)}},
 			"ip_assignment": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "`preserve_offset` (default): keep each IP's offset in its old range, modulo the target's " +
-					"size (100.64.0.10 in 100.64.0.0/13 → 172.24.0.10 in 172.24.0.0/15), probing forward past taken addresses. " +
-					"`next_free`: the lowest free addresses. Either way never the target's network, broadcast or first (.1) address.",
+				MarkdownDescription: "`preserve_offset`: keep each IP's offset in its old range, modulo the target's size " +
+					"(100.64.0.10 in 100.64.0.0/13 → 172.24.0.10 in 172.24.0.0/15), probing forward past taken addresses. " +
+					"`next_free`: the lowest free addresses. Either way never the target's network, broadcast or first (.1) " +
+					"address. Default `" + k8sops.PreserveOffset + "`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree)}},
 			"journal_namespace": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Namespace of the recreation journal (default `kube-system`): the same as the resource's.",
+				MarkdownDescription: "Namespace of the recreation journal: the same as the resource's. Default `" + k8sops.DefaultJournalNamespace + "`.",
 				Validators:          []validator.String{namespaceName()}},
 			"journal_group": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Whose journal to read (default `default`): the `journal_group` of the " +
-					"`k8scidr_service_recreation` this feeds. Pass it on: `journal_group = data.k8scidr_service_moves.NAME.journal_group`.",
+				MarkdownDescription: "Whose journal to read: the `journal_group` of the `k8scidr_service_recreation` this feeds. " +
+					"Pass it on: `journal_group = data.k8scidr_service_moves.NAME.journal_group`. Default `" + k8sops.DefaultJournalGroup + "`.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(labelValueRegexp,
 					"must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")}},
 			"moves": schema.MapNestedAttribute{Computed: true, MarkdownDescription: movesDescription,

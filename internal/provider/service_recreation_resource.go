@@ -81,25 +81,28 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"new_ips": ipList("spec.clusterIPs after the move."),
 				}}},
 			"restore": schema.MapNestedAttribute{Optional: true,
-				MarkdownDescription: restoreDescription + " Set it to `data.k8scidr_service_moves.<name>.restore`.",
+				MarkdownDescription: restoreDescription + " Set it to `data.k8scidr_service_moves.<name>.restore`. Unset, no " +
+					"entry is restored: what an interrupted apply left stays in the journal for the next plan.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"new_ips": ipList("IPs it has, or is recreated with."),
 					"journal": schema.StringAttribute{Required: true, MarkdownDescription: "Journal ConfigMap holding it."},
 				}}},
 			"first": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: firstDescription + " Set it to `data.k8scidr_service_moves.<name>.first_moves`. If a " +
-					"first move no longer holds at apply, nothing is moved."},
+					"first move no longer holds at apply, nothing is moved. Unset, no Service goes ahead of the others, not even the " +
+					"cluster DNS Service."},
 			"dns_service": schema.StringAttribute{Optional: true,
-				MarkdownDescription: dnsServiceDescription + " Set it to `data.k8scidr_service_moves.<name>.dns_service`."},
+				MarkdownDescription: dnsServiceDescription + " Set it to `data.k8scidr_service_moves.<name>.dns_service`. Unset, " +
+					"no Service is treated as the cluster DNS Service: no DNS bridge is created and `dns_moved_at` stays null."},
 			"dns_bridge": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "When the cluster DNS Service moves, create a bridge Service on its old IP with its selector " +
 					"and ports, so pods and kubelets still using the old resolver keep working. It stays until this is set " +
-					"to false (after kubelets' `clusterDNS` changed and pods restarted). Default true."},
+					"to false (after kubelets' `clusterDNS` changed and pods restarted). Default `true`."},
 			"dns_bridge_force_removal": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "Delete the bridge when `dns_bridge` is false even though running pods may still resolve " +
-					"through it. Without it (default false) the apply refuses, naming them, while a pod that uses the cluster " +
-					"resolver started before the DNS move (or before the last change of kubeadm's `kube-system/kubelet-config`) " +
-					"still runs, or while kubelet-config's `clusterDNS` still names the bridge's IP.",
+					"through it. Without it the apply refuses, naming them, while a pod that uses the cluster resolver started " +
+					"before the DNS move (or before the last change of kubeadm's `kube-system/kubelet-config`) still runs, or " +
+					"while kubelet-config's `clusterDNS` still names the bridge's IP. Default `false`.",
 			},
 			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultDNSBridgeName),
 				MarkdownDescription: "Name of the bridge Service in kube-system. Default `kube-dns-legacy`.",
@@ -107,27 +110,27 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"must be a Service name: a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit)"),
 					stringvalidator.LengthBetween(1, 63)}},
 			"parallelism": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(k8sops.DefaultParallelism),
-				MarkdownDescription: "Most Services in flight at once (default 10). The apply runs fewer while " +
-					"kube-controller-manager is slow to write the new Services' EndpointSlices, steering each Service's " +
-					"downtime (delete to a ready EndpointSlice) to about 150 ms.",
+				MarkdownDescription: fmt.Sprintf("Most Services in flight at once. The apply runs fewer while "+
+					"kube-controller-manager is slow to write the new Services' EndpointSlices, steering each Service's "+
+					"downtime (delete to a ready EndpointSlice) to about 150 ms. Default `%d`.", k8sops.DefaultParallelism),
 				Validators: []validator.Int64{int64validator.Between(1, 200)}},
 			"endpoint_wait": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultEndpointWait),
 				MarkdownDescription: "How long a moved Service that had ready endpoints may wait for kube-controller-manager " +
-					"to write its new EndpointSlice, as a Go duration (default `2m`). Past it the Service is reported, not " +
-					"failed; after 5 moves in a row without one the apply starts no further move and fails, naming them " +
+					"to write its new EndpointSlice, as a Go duration. Past it the Service is reported, not failed; after 5 " +
+					"moves in a row without one the apply starts no further move and fails, naming them " +
 					"(kube-controller-manager is down or stuck, and every further move would be one more Service without " +
-					"endpoints). The next apply moves the rest.",
+					"endpoints). The next apply moves the rest. Default `" + defaultEndpointWait + "`.",
 				Validators: []validator.String{durationBetween(time.Second, time.Hour)}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultJournalNamespace),
 				MarkdownDescription: "Namespace of the journal ConfigMaps (label `k8scidr.io/journal`); the data source's " +
-					"`journal_namespace`. Default `kube-system`.",
+					"`journal_namespace`. Default `" + k8sops.DefaultJournalNamespace + "`.",
 				Validators: []validator.String{namespaceName()}},
 			"journal_group": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Whose journal this is (label `k8scidr.io/journal-group`, default `default`): give each " +
+				MarkdownDescription: "Whose journal this is (label `k8scidr.io/journal-group`): give each " +
 					"`k8scidr_service_recreation` of a cluster its own (e.g. one per namespace group applied side by side), so " +
 					"that none restores, settles or removes another's entries, and the data source's `journal_group` the same " +
 					"value (`journal_group = data.k8scidr_service_moves.NAME.journal_group`). Changing it, or " +
-					"`journal_namespace`, is refused at plan while the old journal still holds entries.",
+					"`journal_namespace`, is refused at plan while the old journal still holds entries. Default `" + k8sops.DefaultJournalGroup + "`.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(labelValueRegexp,
 					"must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")}},
 			"recreated": schema.MapNestedAttribute{Computed: true,

@@ -18,10 +18,16 @@ func timeoutsAttribute(ctx context.Context, create, update, del time.Duration) s
 		}
 		return "How long the " + op + " may take, as a duration (`30s`, `1h30m`). Default `" + shortDuration(d) + "`."
 	}
-	return timeouts.Attributes(ctx, timeouts.Opts{
+	a := timeouts.Attributes(ctx, timeouts.Opts{
 		Create: create > 0, Update: update > 0, Delete: del > 0,
 		CreateDescription: desc("create", create), UpdateDescription: desc("update", update), DeleteDescription: desc("delete", del),
 	})
+	if nested, ok := a.(schema.SingleNestedAttribute); ok {
+		nested.MarkdownDescription = "How long each operation may take before it fails. Unset (or an operation left out), " +
+			"each operation has its own default, listed below."
+		return nested
+	}
+	return a
 }
 
 // shortDuration writes whole minutes as 5m rather than 5m0s.

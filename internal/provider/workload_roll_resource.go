@@ -61,25 +61,25 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "Constant identifier.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"workloads": keyList("Workloads to restart (`namespace/kind/name`; bare pods to evict through the Eviction API " +
-				"as `namespace/pod/name`): `data.k8scidr_workload_restarts.<name>.workloads`."),
+				"as `namespace/pod/name`): `data.k8scidr_workload_restarts.<name>.workloads`. Unset, only `include` is rolled."),
 			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: podCIDRsDescription + " The data source's triggers: at apply a workload none of whose pods " +
-					"matches them any more is not restarted.",
+					"matches them any more is not restarted. Unset, pod addresses are no trigger.",
 				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator())}},
-			"started_before": schema.StringAttribute{Optional: true, MarkdownDescription: startedBeforeDesc + " As `pod_cidrs`.",
+			"started_before": schema.StringAttribute{Optional: true, MarkdownDescription: startedBeforeDesc + " As `pod_cidrs`. Unset, start times are no trigger.",
 				Validators: []validator.String{rfc3339Validator()}},
 			"include": keyList("Workloads (`namespace/kind/name`) rolled whatever their pods, e.g. " +
 				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses: once, by the apply that adds " +
-				"them here (or creates the resource)."),
+				"them here (or creates the resource). Unset, only `workloads` is rolled."),
 			"first": keyList("Workloads (`namespace/kind/name`) rolled and waited for, in this order, before the rest, e.g. " +
-				"`kube-system/deployment/coredns`."),
+				"`kube-system/deployment/coredns`. Unset, none goes ahead: all roll `parallelism` at a time."),
 			"parallelism": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(5),
-				MarkdownDescription: "Concurrent rollouts after `first` (default 5).",
+				MarkdownDescription: "Concurrent rollouts after `first`. Default `5`.",
 				Validators:          []validator.Int64{int64validator.Between(1, 100)}},
 			"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "Wait for each rollout to finish (default true)."},
+				MarkdownDescription: "Wait for each rollout to finish. Default `true`."},
 			"continue_on_error": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Keep rolling the others when a rollout fails; failures are then warnings (default false)."},
+				MarkdownDescription: "Keep rolling the others when a rollout fails; failures are then warnings. Default `false`."},
 			"rolled": schema.MapAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "After apply: each rolled workload and how long its rollout took."},
 			"not_rolled": schema.MapAttribute{Computed: true, ElementType: types.StringType,
