@@ -44,34 +44,36 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("-limit must be at least 1000 and -entries at least 0")
 	}
 	var plan *tfjson.Plan
-	if *planPath != "" {
-		f, err := open(*planPath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if plan, err = plansummary.ReadPlan(f); err != nil {
-			return err
-		}
-	}
 	var diags []plansummary.Diagnostic
-	if *logPath != "" {
-		f, err := open(*logPath)
-		if err != nil {
+	err := readFile(*planPath, func(r io.Reader) (err error) {
+		plan, err = plansummary.ReadPlan(r)
+		return err
+	})
+	if err == nil {
+		err = readFile(*logPath, func(r io.Reader) (err error) {
+			diags, err = plansummary.ReadLog(r)
 			return err
-		}
-		defer f.Close()
-		if diags, err = plansummary.ReadLog(f); err != nil {
-			return err
-		}
+		})
 	}
-	_, err := io.WriteString(out, plansummary.Summarize(plan, diags, o))
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(out, plansummary.Summarize(plan, diags, o))
 	return err
 }
 
-func open(path string) (io.ReadCloser, error) {
-	if path == "-" {
-		return io.NopCloser(os.Stdin), nil
+// readFile hands the file at path (stdin for -) to read; an empty path is not read.
+func readFile(path string, read func(io.Reader) error) error {
+	if path == "" {
+		return nil
 	}
-	return os.Open(path)
+	if path == "-" {
+		return read(os.Stdin)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return read(f)
 }

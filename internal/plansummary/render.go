@@ -74,36 +74,33 @@ func count(n int, plural, singular string) string {
 }
 
 func (f *facts) renderMoves(b *strings.Builder, n int) {
-	if len(f.moves) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "### Service moves (%d)\n\n| Service | Type | Old IPs | New IPs |\n|---|---|---|---|\n", len(f.moves))
-	for _, m := range f.moves[:min(n, len(f.moves))] {
-		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", cell(m.service), cell(m.typ), cell(m.old), cell(m.new))
-	}
-	more(b, len(f.moves), n)
+	table(b, "Service moves", []string{"Service", "Type", "Old IPs", "New IPs"}, f.moves, n, func(m move) []string {
+		return []string{"`" + cell(m.service) + "`", cell(m.typ), cell(m.old), cell(m.new)}
+	})
 }
 
 func (f *facts) renderRestarts(b *strings.Builder, n int) {
-	if len(f.restarts) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "### Workload restarts (%d)\n\n| Workload | Pods matching now |\n|---|---|\n", len(f.restarts))
-	for _, r := range f.restarts[:min(n, len(f.restarts))] {
-		fmt.Fprintf(b, "| `%s` | %d |\n", cell(r.workload), r.pods)
-	}
-	more(b, len(f.restarts), n)
+	table(b, "Workload restarts", []string{"Workload", "Pods matching now"}, f.restarts, n, func(r restart) []string {
+		return []string{"`" + cell(r.workload) + "`", fmt.Sprint(r.pods)}
+	})
 }
 
 func (f *facts) renderChanges(b *strings.Builder, n int) {
-	if len(f.changes) == 0 {
+	table(b, "Resource changes", []string{"Resource", "Action", "What"}, f.changes, n, func(c change) []string {
+		return []string{"`" + cell(c.address) + "`", c.action, cell(c.detail)}
+	})
+}
+
+// table is a Markdown table of the first n rows, under a heading that counts them all.
+func table[T any](b *strings.Builder, heading string, columns []string, rows []T, n int, cells func(T) []string) {
+	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "### Resource changes (%d)\n\n| Resource | Action | What |\n|---|---|---|\n", len(f.changes))
-	for _, c := range f.changes[:min(n, len(f.changes))] {
-		fmt.Fprintf(b, "| `%s` | %s | %s |\n", cell(c.address), c.action, cell(c.detail))
+	fmt.Fprintf(b, "### %s (%d)\n\n| %s |\n|%s\n", heading, len(rows), strings.Join(columns, " | "), strings.Repeat("---|", len(columns)))
+	for _, r := range rows[:min(n, len(rows))] {
+		fmt.Fprintf(b, "| %s |\n", strings.Join(cells(r), " | "))
 	}
-	more(b, len(f.changes), n)
+	more(b, len(rows), n)
 }
 
 // renderSkipped lists what is left alone by reason, the largest group first.
