@@ -26,8 +26,8 @@ const DefaultLimit = 60000
 type Options struct {
 	// Title is the first heading.
 	Title string
-	// Entries is the most entries shown per list; fewer are shown when the summary would
-	// exceed Limit.
+	// Entries is the most entries shown per list (0: 50); fewer are shown when the summary
+	// would exceed Limit.
 	Entries int
 	// Limit is the most characters of the summary.
 	Limit int
@@ -98,7 +98,11 @@ func Summarize(plan *tfjson.Plan, diags []Diagnostic, o Options) string {
 	o.Title = cmp.Or(o.Title, "k8scidr plan")
 	f := collect(plan, diags)
 	var text string
-	for _, n := range []int{cmp.Or(o.Entries, 50), 20, 10, 5, 2, 0} {
+	first := cmp.Or(o.Entries, 50)
+	for _, n := range []int{first, 20, 10, 5, 2, 0} {
+		if n > first {
+			continue
+		}
 		if text = f.render(o.Title, n); len(text) <= o.Limit {
 			return text
 		}

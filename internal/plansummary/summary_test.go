@@ -115,6 +115,9 @@ func TestSummarize_small(t *testing.T) {
 	if !strings.Contains(s, "| `k8scidr_service_recreation.services` | update |  |") {
 		t.Error("the recreation is not among the changes")
 	}
+	if few := summarize(t, planJSON(t, 30, 0, 0), "", Options{Entries: 5}); rows(few, "### Service moves (30)") != 5 || !strings.Contains(few, "… and 25 more") {
+		t.Errorf("Entries 5 does not show 5 of 30 moves:\n%s", few)
+	}
 	if strings.Contains(s, "more") || strings.Contains(s, "k8scidr_service_cidr.new") {
 		t.Error("a short plan's summary cuts a list or shows an unchanged resource")
 	}
