@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,15 +20,7 @@ import (
 
 // planSummaryBinary is cmd/k8scidr-plan-summary, built once per test run.
 var planSummaryBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "k8scidr-plan-summary-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "k8scidr-plan-summary")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/k8scidr-plan-summary").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building k8scidr-plan-summary: %w\n%s", err, out)
-	}
-	return bin, nil
+	return buildBinary("k8scidr-plan-summary", "../../cmd/k8scidr-plan-summary")
 })
 
 // planScript runs examples/ci/plan.sh in the workspace as the CI job does, with the
@@ -44,7 +37,7 @@ func (w *cliWorkspace) planScript(kubeconfig string, args ...string) (string, er
 	}
 	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	cmd.Dir = w.dir
-	cmd.Env = append(w.env, "KUBE_CONFIG_PATH="+kubeconfig, "TERRAFORM="+terraformPath(), "K8SCIDR_PLAN_SUMMARY="+summary)
+	cmd.Env = append(slices.Clone(w.env), "KUBE_CONFIG_PATH="+kubeconfig, "TERRAFORM="+terraformPath(), "K8SCIDR_PLAN_SUMMARY="+summary)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()

@@ -238,15 +238,23 @@ func list(v any) []any {
 }
 
 // providerBinary is the provider built once for every CLI workspace of the test run, with the
-// fault-injection hook the crash, kill and fault suites drive (fault_hook.go).
+// fault-injection hook the crash, kill and fault suites drive (fault_hook.go); it returns the
+// binary's directory.
 var providerBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "k8scidr-provider-")
+	bin, err := buildBinary("terraform-provider-k8scidr", "../..", "-tags", "k8scidr_faults")
+	return filepath.Dir(bin), err
+})
+
+// buildBinary builds the package pkg into a temporary directory as name and returns its path.
+func buildBinary(name, pkg string, flags ...string) (string, error) {
+	dir, err := os.MkdirTemp("", "k8scidr-"+name+"-")
 	if err != nil {
 		return "", err
 	}
-	build := exec.Command("go", "build", "-tags", "k8scidr_faults", "-o", filepath.Join(dir, "terraform-provider-k8scidr"), "../..")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the provider: %w\n%s", err, out)
+	bin := filepath.Join(dir, name)
+	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
-	return dir, nil
-})
+	return bin, nil
+}
