@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 )
 
 // Calico encapsulation modes (ipipMode, vxlanMode).
@@ -26,6 +28,8 @@ type IPPoolSpec struct {
 	BlockSize int // 0: the family's default
 	IPIPMode  string
 	VXLANMode string
+	// AllowedUses as configured; nil: unset.
+	AllowedUses []string
 }
 
 // Default block sizes and their allowed ranges (calicoctl's).
@@ -50,7 +54,7 @@ func DefaultBlockSize(cidr string) int {
 var linkLocal = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10")}
 
 // ValidateIPPool checks a pool as calicoctl would, and against the other pools for overlap.
-// Findings name the attribute: cidr, block_size, ipip_mode or vxlan_mode.
+// Findings name the attribute: cidr, block_size, ipip_mode, vxlan_mode or allowed_uses.
 func ValidateIPPool(pool IPPoolSpec, others []IPPoolSpec) []Finding {
 	var out []Finding
 	add := func(attr, summary, format string, args ...any) {
@@ -64,6 +68,14 @@ func ValidateIPPool(pool IPPoolSpec, others []IPPoolSpec) []Finding {
 	if on(pool.IPIPMode) && on(pool.VXLANMode) {
 		add("vxlan_mode", "Both Encapsulations Enabled", "ipip_mode = %s and vxlan_mode = %s: Calico allows one encapsulation "+
 			"per pool. Set the other to Never.", pool.IPIPMode, pool.VXLANMode)
+	}
+	lb := string(apiv3.IPPoolAllowedUseLoadBalancer)
+	if slices.Contains(pool.AllowedUses, lb) {
+		if others := slices.DeleteFunc(slices.Clone(pool.AllowedUses), func(u string) bool { return u == lb }); len(others) > 0 {
+			add("allowed_uses", "LoadBalancer Pool Shared With Other Uses", "allowed_uses = %v: Calico refuses a pool that gives "+
+				"addresses to LoadBalancer Services and also to %v. Use one pool for LoadBalancer and another for the rest.",
+				pool.AllowedUses, others)
+		}
 	}
 	p, err := netip.ParsePrefix(pool.CIDR)
 	if err != nil {
@@ -138,7 +150,8 @@ func CheckPoolAmongOthers(name string, s PoolSettings, pools []IPPool) (errs, wa
 	for _, p := range pools {
 		others = append(others, IPPoolSpec{Name: p.Name, CIDR: p.Spec.CIDR}) // ValidateIPPool skips name
 	}
-	errs = ValidateIPPool(IPPoolSpec{Name: name, CIDR: s.CIDR, BlockSize: s.BlockSize, IPIPMode: s.IPIPMode, VXLANMode: s.VXLANMode}, others)
+	errs = ValidateIPPool(IPPoolSpec{Name: name, CIDR: s.CIDR, BlockSize: s.BlockSize, IPIPMode: s.IPIPMode, VXLANMode: s.VXLANMode,
+		AllowedUses: s.AllowedUses}, others)
 	if s.Disabled {
 		return errs, nil
 	}

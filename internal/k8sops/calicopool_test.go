@@ -27,6 +27,12 @@ func TestValidateIPPool(t *testing.T) {
 		{"both encapsulations", IPPoolSpec{CIDR: "10.20.0.0/16", IPIPMode: EncapAlways, VXLANMode: EncapCrossSubnet}, "vxlan_mode: Both Encapsulations Enabled"},
 		{"unknown mode", IPPoolSpec{CIDR: "10.20.0.0/16", IPIPMode: "always"}, "ipip_mode: Unknown Encapsulation Mode"},
 		{"ipip on v6", IPPoolSpec{CIDR: "fd00:30::/64", IPIPMode: EncapAlways}, "ipip_mode: IPIP Is IPv4 Only"},
+		{"LoadBalancer alone", IPPoolSpec{CIDR: "10.20.0.0/16", AllowedUses: []string{"LoadBalancer"}}, ""},
+		// calicoctl: "LoadBalancer cannot be used at the same time as: Workload" (found by the calicoctl corpus).
+		{"LoadBalancer with Workload", IPPoolSpec{CIDR: "10.20.0.0/16", AllowedUses: []string{"LoadBalancer", "Workload"}},
+			"allowed_uses: LoadBalancer Pool Shared With Other Uses"},
+		{"LoadBalancer with Tunnel", IPPoolSpec{CIDR: "10.20.0.0/16", AllowedUses: []string{"Tunnel", "LoadBalancer"}},
+			"allowed_uses: LoadBalancer Pool Shared With Other Uses"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

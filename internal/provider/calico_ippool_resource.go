@@ -179,8 +179,12 @@ func (r *calicoIPPoolResource) ValidateConfig(ctx context.Context, req resource.
 		}
 		return ""
 	}
+	var uses []string // unknown elements are the plan's to check
+	if !m.AllowedUses.IsNull() && !m.AllowedUses.IsUnknown() {
+		resp.Diagnostics.Append(m.AllowedUses.ElementsAs(ctx, &uses, true)...)
+	}
 	addFindings(&resp.Diagnostics, k8sops.ValidateIPPool(k8sops.IPPoolSpec{Name: m.Name.ValueString(), CIDR: m.CIDR.ValueString(),
-		BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: mode(m.IPIPMode), VXLANMode: mode(m.VXLANMode)}, nil), true)
+		BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: mode(m.IPIPMode), VXLANMode: mode(m.VXLANMode), AllowedUses: uses}, nil), true)
 }
 
 func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
