@@ -10,6 +10,8 @@
 #   tofu                                                                (tools/testbin/tofu/go.mod)
 #   calico-crds-<release>/: the crd.projectcalico.org/v1 CRDs of Calico releases (CALICO_CRDS
 #     below), copied from the github.com/projectcalico/calico source module, hash-checked
+#   k8scidr-calico-ipam, calicoctl: Calico's IPAM driven like its CNI plugin, and calicoctl, of
+#     the newest release (tools/testbin/calico/go.mod)
 #
 # `testbin.sh 1.29 1.32 …` also builds older control planes of the test matrix
 # (tools/testbin/kube-<release>/go.mod) into bin/k8s-<release>/, with the same etcd and kwok.
@@ -103,6 +105,14 @@ fetch_calico_crds() {
 	chmod 0644 "$out"/*.yaml
 }
 
+# build_calico builds the Calico wrapper module's programs, stamped with the release they are.
+build_calico() {
+	local ld="-s -w -X github.com/projectcalico/calico/pkg/buildinfo.Version=$CALICO_RELEASE"
+	ld="$ld -X github.com/projectcalico/calico/pkg/buildinfo.GitRevision=${CALICO_VERSION##*-}"
+	(cd "$root/tools/testbin/calico" && GOFLAGS= GONOSUMDB=github.com/projectcalico CGO_ENABLED=0 go build -trimpath \
+		-ldflags "$ld" -o "$out/" ./cmd/k8scidr-calico-ipam github.com/projectcalico/calico/calicoctl/calicoctl)
+}
+
 # usable_terraform prints the path of a terraform on PATH whose version is >= 1.TERRAFORM_MIN_MINOR.
 usable_terraform() {
 	local tf version minor
@@ -118,6 +128,10 @@ usable_terraform() {
 KUBE_VERSION=$(module_version "$root/tools/testbin/kube" k8s.io/kubernetes)
 ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/v3)
 TOFU_VERSION=$(module_version "$root/tools/testbin/tofu" github.com/opentofu/opentofu)
+CALICO_VERSION=$(module_version "$root/tools/testbin/calico" github.com/projectcalico/calico)
+CALICO_RELEASE=$(sed -n 's#^require github.com/projectcalico/calico .*// \(v[0-9.]*\)$#\1#p' "$root/tools/testbin/calico/go.mod")
+# The wrapper's own program is part of what is cached: its source hash is in the cache name.
+CALICO_BUILD=$CALICO_RELEASE-$(cd "$root/tools/testbin/calico" && find go.mod go.sum cmd stub -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)
 
 # K8SCIDR_TESTBIN_PART says what to build: "core" is what the acceptance suite on the newest
 # Kubernetes needs (and terraform when none >= 1.8 is on PATH); "extra" the rest (the older
@@ -157,6 +171,7 @@ if want core; then
 		read -r release version sum <<<"$entry"
 		spawn "calico-crds-$release" build_into "calico-crds-$release" "$version" fetch_calico_crds "$version" "$sum"
 	done
+	spawn "calico-$CALICO_BUILD" build_into calico "$CALICO_BUILD" build_calico
 fi
 # The oldest terraform the provider supports is always built: bin/terraform-<version>. It is the
 # suite's terraform too (bin/terraform) unless a newer one is on PATH.
@@ -186,6 +201,8 @@ if want core; then
 	for b in "${KUBE_CONTROL_PLANE[@]}" kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
 	link "$cache/etcd-$ETCD_VERSION/etcd"
 	link "$cache/kwok-$KWOK_VERSION/kwok"
+	link "$cache/calico-$CALICO_BUILD/k8scidr-calico-ipam"
+	link "$cache/calico-$CALICO_BUILD/calicoctl"
 	if [ -n "$path_terraform" ]; then
 		ln -sfn "$path_terraform" "$bin/terraform"
 	else

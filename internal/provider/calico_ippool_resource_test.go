@@ -30,8 +30,9 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
-// calicoEnv is a cluster with Calico's CRDs, the calico-ipam test double, and the pool the
-// installer made: default-ipv4-ippool, 10.10.0.0/18, IPIP Always, NAT on (seed 003's range).
+// calicoEnv is a cluster with Calico's CRDs, Calico's IPAM (the test double for pools in the
+// v3 test CRD), and the pool the installer made: default-ipv4-ippool, 10.10.0.0/18, IPIP
+// Always, NAT on (seed 003's range).
 type calicoEnv struct {
 	t     *testing.T
 	c     *testcluster.Cluster
@@ -46,20 +47,27 @@ const (
 )
 
 // newCalicoEnv starts the cluster. release picks the v1 CRDs' Calico release; group is the
-// API group the provider and the double use for IPPools (the v3 group gets the test CRD).
+// API group the provider and the IPAM use for IPPools (the v3 group gets the test CRD).
 func newCalicoEnv(t *testing.T, release, group string) *calicoEnv {
+	t.Helper()
+	return newCalicoEnvPool(t, release, group, 2, oldPoolCIDR, 26)
+}
+
+// newCalicoEnvPool is newCalicoEnv with that many nodes and the installer's pool on cidr with
+// blockSize.
+func newCalicoEnvPool(t *testing.T, release, group string, nodes int, cidr string, blockSize int64) *calicoEnv {
 	t.Helper()
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	ctx := context.Background()
-	c := startCluster(t, testcluster.Options{Nodes: 2, Calico: release})
+	c := startCluster(t, testcluster.Options{Nodes: nodes, Calico: release})
 	if group == k8sops.CalicoV3Group {
 		if err := c.InstallCalicoV3IPPoolCRD(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// As calico-node writes the default pool: every field explicit, allowedUses where known.
-	spec := map[string]any{"cidr": oldPoolCIDR, "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",
+	spec := map[string]any{"cidr": cidr, "blockSize": blockSize, "ipipMode": "Always", "vxlanMode": "Never",
 		"natOutgoing": true, "nodeSelector": "all()"}
 	if release != testcluster.Calico328 {
 		spec["allowedUses"] = []any{"Workload", "Tunnel"}
@@ -87,8 +95,13 @@ func (e *calicoEnv) provider() string {
 // deployment runs replicas pods labelled app=name in default and waits for their addresses.
 func (e *calicoEnv) deployment(name string, replicas int32) []corev1.Pod {
 	e.t.Helper()
+	return e.waitPods(e.deploymentNoWait(name, replicas), int(replicas))
+}
+
+// testDeployment is replicas pods labelled app=name.
+func testDeployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
+	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
@@ -99,17 +112,13 @@ func (e *calicoEnv) deployment(name string, replicas int32) []corev1.Pod {
 			},
 		},
 	}
-	if _, err := e.c.Kube.AppsV1().Deployments("default").Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-	return e.waitPods(name, int(replicas))
 }
 
 func (e *calicoEnv) waitPods(app string, n int) []corev1.Pod {
 	e.t.Helper()
 	pods, err := e.c.WaitPodIPs(context.Background(), "default", "app="+app, n)
 	if err != nil {
-		e.t.Fatalf("%v (calico-ipam double: %v)", err, e.ipam.Errors())
+		e.t.Fatalf("%v (calico-ipam: %v)", err, e.ipam.Errors())
 	}
 	return pods
 }
@@ -240,7 +249,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 					return fmt.Errorf("after destroy, %s still has blocks %v and affinities %v", cidr, blocks, affs)
 				}
 			}
-			return nil
+			return e.calicoctlClean()
 		},
 		Steps: []resource.TestStep{
 			{
@@ -264,6 +273,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 					})),
 					attrCheck(data, "orphaned_blocks", knownvalue.ListExact([]knownvalue.Check{})),
 				},
+				Check: e.calicoctlAgrees(data),
 			},
 			{
 				// Import the installer's pool by name; only name and cidr are configured.
@@ -320,7 +330,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 					if p, err := e.api.GetIPPool(context.Background(), oldPoolName); err != nil || p != nil {
 						return fmt.Errorf("old pool still there (%v)", err)
 					}
-					return nil
+					return e.calicoctlClean()
 				},
 			},
 			{
@@ -330,6 +340,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 						knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact("new"), "used": knownvalue.Int64Exact(7)}),
 					})),
 				},
+				Check: e.calicoctlAgrees(data),
 			},
 			{
 				// The pods go; the new pool drains too, and CheckDestroy finds no block left.
@@ -345,7 +356,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 		},
 	})
 	if errs := e.ipam.Errors(); len(errs) > 0 {
-		t.Logf("calico-ipam double retried: %v", errs)
+		t.Logf("calico-ipam retried: %v", errs)
 	}
 }
 
@@ -398,7 +409,24 @@ func TestAccCalicoIPPool_allocationClasses(t *testing.T) {
 						"cidr": knownvalue.StringExact(orphan.String()), "node": knownvalue.StringExact(""), "used": knownvalue.Int64Exact(1),
 					})})),
 				},
-				Check: func(*terraform.State) error { return e.blocksMatchDataSource() },
+				Check: resource.ComposeAggregateTestCheckFunc(
+					func(*terraform.State) error { return e.blocksMatchDataSource() },
+					e.calicoctlAgrees(data),
+					// calicoctl's own classification: the leaked address is the one allocated but
+					// unused; the pods' and the node's tunnel address are in use.
+					func(*terraform.State) error {
+						leakedIPs, inUse, err := e.calicoctlLeaks(oldPoolCIDR)
+						if err != nil {
+							return err
+						}
+						wantInUse := []string{tunnel.String(), live[0].Status.PodIP, live[1].Status.PodIP}
+						slices.Sort(wantInUse)
+						if !slices.Equal(leakedIPs, []string{leaked.String()}) || !slices.Equal(inUse, wantInUse) {
+							return fmt.Errorf("calicoctl ipam check: leaked %v, in use %v; the provider: leaked [%s], in use %v", leakedIPs, inUse, leaked, wantInUse)
+						}
+						return nil
+					},
+				),
 			},
 			{
 				// refuse_if_allocated: fails at once, naming the live pods and the other classes; nothing changes.

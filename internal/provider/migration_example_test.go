@@ -36,7 +36,7 @@ func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	}
 	seeded, err := c.Seed(ctx, 2)
 	if err != nil {
-		t.Fatalf("%v (calico-ipam double: %v)", err, ipam.Errors())
+		t.Fatalf("%v (calico-ipam: %v)", err, ipam.Errors())
 	}
 	api, err := k8sops.Calico(ctx, clientFor(c))
 	if err != nil {

@@ -24,7 +24,7 @@ func (e *calicoEnv) waitPodsMoved(app string, n int) {
 		return err == nil && p.Status.Phase == corev1.PodRunning && pfx.Contains(ip)
 	})
 	if err != nil {
-		e.t.Fatalf("%v (calico-ipam double: %v)", err, e.ipam.Errors())
+		e.t.Fatalf("%v (calico-ipam: %v)", err, e.ipam.Errors())
 	}
 }
 

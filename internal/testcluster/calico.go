@@ -32,7 +32,7 @@ const (
 // podReadyStage is the kwok stage that makes a pod Running with its IP.
 const podReadyStage = "pod-ready.yaml"
 
-// calicoRequirement holds a pod in Pending until the calico-ipam double has annotated its
+// calicoRequirement holds a pod in Pending until Calico's IPAM (or its double) has annotated its
 // address (hostNetwork pods need none). The stage takes the IP from the annotation.
 const calicoRequirement = `    - key: '.spec.hostNetwork == true or .metadata.annotations["cni.projectcalico.org/podIPs"] != null'
       operator: 'In'

@@ -1,144 +1,101 @@
-// A TEST DOUBLE of calico-ipam. It is not part of the provider and never runs outside tests and
-// the demo. It behaves like calico-ipam as seen through the Kubernetes API, so a pool migration
-// can be watched end to end on the loopback cluster:
-//
-//   - every new pod on a node (not hostNetwork) gets an address from an enabled pool whose
-//     nodeSelector matches the node and whose allowedUses include Workload: first from a block
-//     affine to the node, else from a newly claimed block (BlockAffinity + IPAMBlock of the
-//     pool's blockSize), else borrowed from any block of an eligible pool;
-//   - the IPAMBlock records it (allocations, unallocated, attributes with handle_id and the
-//     pod, namespace and node), an IPAMHandle counts it, and the pod is annotated
-//     cni.projectcalico.org/podIP(s) — the kwok pod-ready stage then makes that the pod's IP;
-//   - the pod's addresses are released when it is deleted. Disabled pools are never used.
-//
-// IPv4 only; no IPReservations, no strictAffinity, no block garbage collection.
+// Calico's own IPAM in the test cluster: k8scidr-calico-ipam (tools/testbin/calico) runs
+// libcalico-go's IPAM on the Kubernetes datastore, doing around it what Calico's CNI plugin
+// does on a node, so the blocks, affinities, handles and pool choice the provider reads and
+// drains are Calico's, not ours.
 package testcluster
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
-// CalicoIPAM is the running test double of calico-ipam.
-type CalicoIPAM struct {
-	api    *k8sops.CalicoAPI
-	c      *Cluster
-	queue  workqueue.TypedRateLimitingInterface[string]
-	pods   cache.Indexer
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-	mu     sync.Mutex // one assignment at a time, as calico-ipam's host-wide lock does
-
-	errMu  sync.Mutex
-	errors []string
-}
+// CalicoIPAMProgram is the program in BinDir that runs Calico's IPAM (tools/testbin.sh builds it).
+const CalicoIPAMProgram = "k8scidr-calico-ipam"
 
 // podHandlePrefix is the handle prefix the Calico CNI plugin uses for pods (followed by the
-// container ID; the double uses the pod UID).
+// container ID; the pod UID stands in for it).
 const podHandlePrefix = "k8s-pod-network."
 
-// StartCalicoIPAM starts the double. poolGroup is where it reads IPPools (crd.projectcalico.org/v1
-// for a manifest install; projectcalico.org/v3 to exercise the v3 path); IPAM objects are always
-// the v1 CRDs'. The Calico CRDs must be installed (InstallCalicoCRDs) and the cluster started
-// with Options.CalicoIPAM so that pods wait for their address.
+// CalicoIPAM gives pods their addresses from Calico pools: Calico's own IPAM for pools in
+// crd.projectcalico.org/v1, the test double (calicoipam_double.go) for pools in the
+// hand-written projectcalico.org/v3 CRD.
+type CalicoIPAM struct {
+	bin, kubeconfig string
+	proc            *process
+	double          *ipamDouble
+}
+
+// StartCalicoIPAM starts assigning pod addresses. poolGroup is where IPPools live
+// (crd.projectcalico.org/v1 for a manifest install; projectcalico.org/v3 to exercise the v3
+// path through the hand-written CRD). The Calico CRDs must be installed (InstallCalicoCRDs) and
+// the cluster started with Options.Calico so that pods wait for their address.
 func (c *Cluster) StartCalicoIPAM(ctx context.Context, poolGroup string) (*CalicoIPAM, error) {
-	client, err := k8sops.NewClient(c.RESTConfig, "calico-ipam-test-double", poolGroup)
-	if err != nil {
-		return nil, err
-	}
-	api, err := k8sops.Calico(ctx, client)
-	if err != nil {
-		return nil, err
-	}
-	if api.Blocks == nil {
-		return nil, fmt.Errorf("the cluster serves no IPAMBlocks: install the Calico CRDs first")
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ipam := &CalicoIPAM{
-		api: api, c: c, cancel: cancel,
-		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 2*time.Second)),
-	}
-	factory := informers.NewSharedInformerFactory(c.Kube, 0)
-	inf := factory.Core().V1().Pods().Informer()
-	ipam.pods = inf.GetIndexer()
-	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { ipam.enqueuePod(obj) },
-		UpdateFunc: func(_, obj any) { ipam.enqueuePod(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				ipam.queue.Add("release/" + string(p.UID))
-			}
-		},
-	})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	factory.Start(runCtx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		cancel()
-		return nil, fmt.Errorf("the calico-ipam double's pod cache did not sync")
-	}
-	ipam.done.Add(1)
-	go func() {
-		defer ipam.done.Done()
-		for ipam.work(runCtx) {
+	if poolGroup != k8sops.CalicoCRDV1Group {
+		d, err := c.startIPAMDouble(ctx, poolGroup)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	go func() { <-runCtx.Done(); ipam.queue.ShutDown() }()
-	c.stopHooks = append(c.stopHooks, ipam.Stop)
-	return ipam, nil
-}
-
-// Connect describes an already running cluster from its kubeconfig, enough to run the
-// calico-ipam double against it (a detached cluster's double runs in its own process).
-func Connect(kubeconfig string) (*Cluster, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		c.stopHooks = append(c.stopHooks, d.Stop)
+		return &CalicoIPAM{double: d}, nil
+	}
+	bin, err := c.calicoIPAMBin()
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = 100, 200
-	kube, err := kubernetes.NewForConfig(cfg)
+	p, err := c.startCalicoIPAMProcess(ctx, bin, false)
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Kubeconfig: kubeconfig, RESTConfig: cfg, Kube: kube}, nil
+	i := &CalicoIPAM{bin: bin, kubeconfig: c.Kubeconfig, proc: p}
+	c.stopHooks = append(c.stopHooks, i.Stop)
+	return i, nil
 }
 
-// StartCalicoIPAMProcess runs the double as a process of a detached cluster (recorded with the
-// others, so StopDir ends it): bin must be a program whose "calico-ipam" command runs
-// StartCalicoIPAM until SIGTERM, as k8scidr-cluster does.
-func (c *Cluster) StartCalicoIPAMProcess(bin, poolGroup string) error {
-	p, err := startProcess("calico-ipam", bin, []string{"calico-ipam", "-kubeconfig", c.Kubeconfig, "-pool-group", poolGroup},
-		filepath.Join(c.Dir, "logs"), true)
+func (c *Cluster) calicoIPAMBin() (string, error) {
+	bin := filepath.Join(c.BinDir, CalicoIPAMProgram)
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("no %s in %s (run make testbin): %w", CalicoIPAMProgram, c.BinDir, err)
+	}
+	return bin, nil
+}
+
+// startCalicoIPAMProcess starts `bin run` and waits until its pod cache has synced.
+func (c *Cluster) startCalicoIPAMProcess(ctx context.Context, bin string, detached bool) (*process, error) {
+	p, err := startProcess("calico-ipam", bin, []string{"run", "-kubeconfig", c.Kubeconfig}, filepath.Join(c.Dir, "logs"), detached)
+	if err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(logTail(p.Log, 20), "k8scidr-calico-ipam running") {
+		if (!detached && p.exited()) || ctx.Err() != nil {
+			p.stop(time.Second)
+			return nil, fmt.Errorf("%s did not start: %v\n%s", CalicoIPAMProgram, ctx.Err(), logTail(p.Log, 20))
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	return p, nil
+}
+
+// StartCalicoIPAMProcess runs Calico's IPAM as a process of a detached cluster, recorded with
+// the others so that StopDir ends it (make cluster-up).
+func (c *Cluster) StartCalicoIPAMProcess(ctx context.Context) error {
+	bin, err := c.calicoIPAMBin()
+	if err != nil {
+		return err
+	}
+	p, err := c.startCalicoIPAMProcess(ctx, bin, true)
 	if err != nil {
 		return err
 	}
@@ -146,341 +103,61 @@ func (c *Cluster) StartCalicoIPAMProcess(bin, poolGroup string) error {
 	return c.writeState()
 }
 
-// Stop ends the double and waits for its worker.
+// Stop ends the IPAM.
 func (i *CalicoIPAM) Stop() {
-	i.cancel()
-	factoryWait := make(chan struct{})
-	go func() { i.done.Wait(); close(factoryWait) }()
-	select {
-	case <-factoryWait:
-	case <-time.After(10 * time.Second):
-	}
-}
-
-// Errors returns what the double failed to do (each failure is retried; tests can assert none).
-func (i *CalicoIPAM) Errors() []string {
-	i.errMu.Lock()
-	defer i.errMu.Unlock()
-	return slices.Clone(i.errors)
-}
-
-func (i *CalicoIPAM) enqueuePod(obj any) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok || p.Spec.NodeName == "" || p.Spec.HostNetwork || p.DeletionTimestamp != nil || p.Annotations[k8sops.AnnotationPodIP] != "" {
+	if i.double != nil {
+		i.double.Stop()
 		return
 	}
-	key, err := cache.MetaNamespaceKeyFunc(p)
-	if err == nil {
-		i.queue.Add("assign/" + key)
-	}
+	i.proc.stop(5 * time.Second)
 }
 
-func (i *CalicoIPAM) work(ctx context.Context) bool {
-	item, shutdown := i.queue.Get()
-	if shutdown {
-		return false
+// Errors returns what the IPAM failed to do (each failure is retried; tests can assert none).
+func (i *CalicoIPAM) Errors() []string {
+	if i.double != nil {
+		return i.double.Errors()
 	}
-	defer i.queue.Done(item)
-	var err error
-	switch kind, key, _ := strings.Cut(item, "/"); kind {
-	case "assign":
-		err = i.assignPod(ctx, key)
-	case "release":
-		i.mu.Lock()
-		err = i.api.ReleaseHandle(ctx, podHandlePrefix+key)
-		i.mu.Unlock()
+	data, _ := os.ReadFile(i.proc.Log)
+	var errs []string
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "error: "); ok {
+			errs = append(errs, strings.TrimSpace(rest))
+		}
 	}
-	if err != nil && ctx.Err() == nil {
-		i.errMu.Lock()
-		i.errors = append(i.errors, fmt.Sprintf("%s: %v", item, err))
-		i.errMu.Unlock()
-		i.queue.AddRateLimited(item)
-		return true
+	if i.proc.exited() {
+		errs = append(errs, CalicoIPAMProgram+" exited: "+logTail(i.proc.Log, 5))
 	}
-	i.queue.Forget(item)
-	return true
+	return errs
 }
 
-func (i *CalicoIPAM) assignPod(ctx context.Context, key string) error {
-	obj, exists, err := i.pods.GetByKey(key)
-	if err != nil || !exists {
-		return err
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return fmt.Errorf("unexpected %T in the pod cache", obj)
-	}
-	if pod.DeletionTimestamp != nil || pod.Annotations[k8sops.AnnotationPodIP] != "" {
-		return nil
-	}
-	if _, err := i.c.Kube.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return nil // bound to a node that is gone: no CNI will ever run for it
-	}
-	handle := podHandlePrefix + string(pod.UID)
-	ip, err := i.assign(ctx, handle, pod.Spec.NodeName, apiv3.IPPoolAllowedUseWorkload,
-		map[string]string{k8sops.AttrNamespace: pod.Namespace, k8sops.AttrPod: pod.Name, k8sops.AttrNode: pod.Spec.NodeName,
-			"timestamp": time.Now().UTC().Format(time.RFC3339)})
-	if err != nil {
-		return err
-	}
-	cidr := netip.PrefixFrom(ip, ip.BitLen()).String()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, k8sops.AnnotationPodIP, cidr, k8sops.AnnotationPodIPs, cidr)
-	_, err = i.c.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch),
-		metav1.PatchOptions{FieldManager: "calico-ipam-test-double"})
-	if apierrors.IsNotFound(err) {
-		i.mu.Lock()
-		defer i.mu.Unlock()
-		return i.api.ReleaseHandle(ctx, handle) // the pod went meanwhile: CNI DEL
-	}
-	return err
-}
-
-// AssignTunnel gives a node a tunnel address from an eligible pool, as calico-node does at
-// start (handle ipip-tunnel-addr-<node> or vxlan-tunnel-addr-<node>).
+// AssignTunnel gives a node a tunnel address from an eligible pool and records it on the node,
+// as calico-node does at start (handle ipip-tunnel-addr-<node> or vxlan-tunnel-addr-<node>,
+// annotation projectcalico.org/IPv4IPIPTunnelAddr or IPv4VXLANTunnelAddr).
 func (i *CalicoIPAM) AssignTunnel(ctx context.Context, node, encap string) (netip.Addr, error) {
-	return i.assign(ctx, encap+"-tunnel-addr-"+node, node, apiv3.IPPoolAllowedUseTunnel,
-		map[string]string{k8sops.AttrNode: node, "type": encap + "TunnelAddress"})
+	if i.double != nil {
+		return i.double.AssignTunnel(ctx, node, encap)
+	}
+	return i.assign(ctx, "-handle", encap+"-tunnel-addr-"+node, "-node", node, "-use", "Tunnel", "-attr", "type="+encap+"TunnelAddress",
+		"-node-annotation", "projectcalico.org/IPv4"+strings.ToUpper(encap)+"TunnelAddr")
 }
 
 // AssignLeaked records an allocation for a pod that does not exist, as a lost CNI DEL leaves
 // behind.
 func (i *CalicoIPAM) AssignLeaked(ctx context.Context, namespace, pod, node string) (netip.Addr, error) {
-	return i.assign(ctx, podHandlePrefix+"leaked-"+namespace+"-"+pod, node, apiv3.IPPoolAllowedUseWorkload,
-		map[string]string{k8sops.AttrNamespace: namespace, k8sops.AttrPod: pod, k8sops.AttrNode: node})
+	if i.double != nil {
+		return i.double.AssignLeaked(ctx, namespace, pod, node)
+	}
+	return i.assign(ctx, "-handle", podHandlePrefix+"leaked-"+namespace+"-"+pod, "-node", node,
+		"-attr", k8sops.AttrNamespace+"="+namespace, "-attr", k8sops.AttrPod+"="+pod)
 }
 
-// assign picks an address for handle on node and records it.
-func (i *CalicoIPAM) assign(ctx context.Context, handle, nodeName string, use apiv3.IPPoolAllowedUse, attrs map[string]string) (netip.Addr, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	node, err := i.c.Kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+func (i *CalicoIPAM) assign(ctx context.Context, args ...string) (netip.Addr, error) {
+	out, err := exec.CommandContext(ctx, i.bin, append([]string{"assign", "-kubeconfig", i.kubeconfig}, args...)...).Output()
 	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return netip.Addr{}, fmt.Errorf("%s assign %v: %s", CalicoIPAMProgram, args, strings.TrimSpace(string(ee.Stderr)))
+		}
 		return netip.Addr{}, err
 	}
-	pools, err := i.api.ListIPPools(ctx)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	pools = slices.DeleteFunc(pools, func(p k8sops.IPPool) bool { return !eligible(p, node.Labels, use) })
-	if len(pools) == 0 {
-		return netip.Addr{}, fmt.Errorf("no enabled IPv4 IPPool for %s on node %s", use, nodeName)
-	}
-	inPools := func(p netip.Prefix) bool {
-		return slices.ContainsFunc(pools, func(pool k8sops.IPPool) bool { return pool.Prefix().Contains(p.Addr()) })
-	}
-	blocks, err := i.api.ListBlocks(ctx)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	// 1. A block affine to the node with room.
-	for _, b := range blocks {
-		if b.Node == nodeName && inPools(b.CIDR) && len(b.Spec.Unallocated) > 0 {
-			if ip, ok, err := i.allocate(ctx, b.Name, handle, attrs); err != nil || ok {
-				return ip, err
-			}
-		}
-	}
-	// 2. Claim a new block.
-	taken := map[netip.Prefix]bool{}
-	for _, b := range blocks {
-		taken[b.CIDR] = true
-	}
-	for _, p := range pools {
-		for cidr := range blocksOf(p.Prefix(), p.Settings.BlockSize) {
-			if taken[cidr] {
-				continue
-			}
-			if claimed, err := i.claim(ctx, cidr, nodeName); err != nil {
-				return netip.Addr{}, err
-			} else if !claimed {
-				continue
-			}
-			if ip, ok, err := i.allocate(ctx, k8sops.BlockName(cidr), handle, attrs); err != nil || ok {
-				return ip, err
-			}
-		}
-	}
-	// 3. Borrow from any block of an eligible pool.
-	for _, b := range blocks {
-		if inPools(b.CIDR) && len(b.Spec.Unallocated) > 0 {
-			if ip, ok, err := i.allocate(ctx, b.Name, handle, attrs); err != nil || ok {
-				return ip, err
-			}
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("the eligible IPPools are full for node %s", nodeName)
-}
-
-// eligible is calico-ipam's pool choice: enabled, IPv4 here, automatic assignment, the use
-// allowed, and the nodeSelector matching the node.
-func eligible(p k8sops.IPPool, labels map[string]string, use apiv3.IPPoolAllowedUse) bool {
-	if p.Spec.Disabled || !p.Prefix().IsValid() || !p.Prefix().Addr().Is4() {
-		return false
-	}
-	if p.Spec.AssignmentMode != nil && *p.Spec.AssignmentMode == apiv3.Manual {
-		return false
-	}
-	if len(p.Spec.AllowedUses) > 0 && !slices.Contains(p.Spec.AllowedUses, use) {
-		return false
-	}
-	return selectorMatches(p.Spec.NodeSelector, labels)
-}
-
-// selectorMatches evaluates the subset of Calico's selector syntax the tests use: all(), !all(),
-// has(k), k == 'v', k != 'v', joined by &&.
-func selectorMatches(sel string, labels map[string]string) bool {
-	for _, term := range strings.Split(sel, "&&") {
-		term = strings.TrimSpace(term)
-		unquote := func(s string) string { return strings.Trim(strings.TrimSpace(s), `'"`) }
-		switch {
-		case term == "" || term == "all()":
-		case term == "!all()":
-			return false
-		case strings.HasPrefix(term, "has(") && strings.HasSuffix(term, ")"):
-			if _, ok := labels[strings.TrimSpace(term[4:len(term)-1])]; !ok {
-				return false
-			}
-		case strings.Contains(term, "!="):
-			k, v, _ := strings.Cut(term, "!=")
-			if labels[strings.TrimSpace(k)] == unquote(v) {
-				return false
-			}
-		case strings.Contains(term, "=="):
-			k, v, _ := strings.Cut(term, "==")
-			if labels[strings.TrimSpace(k)] != unquote(v) {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// blocksOf yields the IPv4 blocks of size bits inside pool, in address order.
-func blocksOf(pool netip.Prefix, bits int) func(func(netip.Prefix) bool) {
-	return func(yield func(netip.Prefix) bool) {
-		if !pool.Addr().Is4() || bits < pool.Bits() || bits > 32 {
-			return
-		}
-		base := pool.Masked().Addr().As4()
-		start := binary.BigEndian.Uint32(base[:])
-		step := uint64(1) << (32 - bits)
-		for off := uint64(0); off < uint64(1)<<(32-pool.Bits()); off += step {
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], start+uint32(off))
-			if !yield(netip.PrefixFrom(netip.AddrFrom4(a), bits)) {
-				return
-			}
-		}
-	}
-}
-
-// claim creates the node's BlockAffinity and the empty IPAMBlock; false when another claim won.
-func (i *CalicoIPAM) claim(ctx context.Context, cidr netip.Prefix, node string) (bool, error) {
-	size := 1 << (32 - cidr.Bits())
-	spec := apiv3.IPAMBlockSpec{
-		CIDR: cidr.String(), Affinity: ptr.To("host:" + node),
-		Allocations: make([]*int, size), Unallocated: make([]int, size), Attributes: []apiv3.AllocationAttribute{},
-		SequenceNumberForAllocation: map[string]uint64{},
-	}
-	for n := range spec.Unallocated {
-		spec.Unallocated[n] = n
-	}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
-	if err != nil {
-		return false, err
-	}
-	ipamGV := i.api.IPAMGroup
-	block := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": ipamGV, "kind": "IPAMBlock", "metadata": map[string]any{"name": k8sops.BlockName(cidr)}, "spec": raw,
-	}}
-	if _, err := i.api.Blocks.Create(ctx, block, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		return false, nil
-	} else if err != nil {
-		return false, fmt.Errorf("creating IPAMBlock %s: %w", cidr, err)
-	}
-	var deleted any = "false" // a string in the v1 CRD, for old releases' sake
-	if !strings.HasPrefix(ipamGV, "crd.") {
-		deleted = false
-	}
-	aff := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": ipamGV, "kind": "BlockAffinity", "metadata": map[string]any{"name": node + "-" + k8sops.BlockName(cidr)},
-		"spec": map[string]any{"state": "confirmed", "node": node, "cidr": cidr.String(), "deleted": deleted, "type": "host"},
-	}}
-	if _, err := i.api.Affinities.Create(ctx, aff, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, fmt.Errorf("creating BlockAffinity for %s: %w", cidr, err)
-	}
-	return true, nil
-}
-
-// allocate takes the block's first unallocated ordinal for handle; false when the block is full.
-func (i *CalicoIPAM) allocate(ctx context.Context, blockName, handle string, attrs map[string]string) (netip.Addr, bool, error) {
-	var ip netip.Addr
-	var cidr string
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ip = netip.Addr{}
-		u, err := i.api.Blocks.Get(ctx, blockName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var spec apiv3.IPAMBlockSpec
-		raw, _, _ := unstructured.NestedMap(u.Object, "spec")
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
-			return err
-		}
-		if spec.Deleted || len(spec.Unallocated) == 0 {
-			return nil
-		}
-		ord := spec.Unallocated[0]
-		spec.Unallocated = spec.Unallocated[1:]
-		spec.Attributes = append(spec.Attributes, apiv3.AllocationAttribute{HandleID: ptr.To(handle), ActiveOwnerAttrs: attrs})
-		spec.Allocations[ord] = ptr.To(len(spec.Attributes) - 1)
-		spec.SequenceNumber++
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
-		if err != nil {
-			return err
-		}
-		u.Object["spec"] = m
-		if _, err := i.api.Blocks.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		pfx := netip.MustParsePrefix(spec.CIDR).Masked()
-		a := pfx.Addr().As4()
-		binary.BigEndian.PutUint32(a[:], binary.BigEndian.Uint32(a[:])+uint32(ord))
-		ip, cidr = netip.AddrFrom4(a), pfx.String()
-		return nil
-	})
-	if err != nil || !ip.IsValid() {
-		return ip, false, err
-	}
-	return ip, true, i.countHandle(ctx, handle, cidr)
-}
-
-// countHandle adds one address in cidr to the handle's IPAMHandle.
-func (i *CalicoIPAM) countHandle(ctx context.Context, handle, cidr string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		name := strings.ToLower(handle)
-		u, err := i.api.Handles.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			u = &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": i.api.IPAMGroup, "kind": "IPAMHandle", "metadata": map[string]any{"name": name},
-				"spec": map[string]any{"handleID": handle, "block": map[string]any{cidr: int64(1)}, "deleted": false},
-			}}
-			_, err = i.api.Handles.Create(ctx, u, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(schema.GroupResource{Group: "crd.projectcalico.org", Resource: "ipamhandles"}, name, err)
-			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		n, _, _ := unstructured.NestedInt64(u.Object, "spec", "block", cidr)
-		if err := unstructured.SetNestedField(u.Object, n+1, "spec", "block", cidr); err != nil {
-			return err
-		}
-		_, err = i.api.Handles.Update(ctx, u, metav1.UpdateOptions{})
-		return err
-	})
+	return netip.ParseAddr(strings.TrimSpace(string(out)))
 }

@@ -29,8 +29,8 @@ func deployment(name string, replicas int32) *appsv1.Deployment {
 	}
 }
 
-// The calico-ipam double hands out addresses from enabled pools only, records them in IPAM
-// blocks the way calico-ipam does, and releases them when the pods go.
+// Calico's IPAM, as the test cluster runs it, hands out addresses from enabled pools only,
+// records them in IPAM blocks with the pods' attributes, and releases them when the pods go.
 func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 	requireBinaries(t)
 	ctx := context.Background()

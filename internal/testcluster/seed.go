@@ -31,7 +31,7 @@ type Seeded struct {
 // group of ten Services a Deployment with its ClusterIP Services, a NodePort, a headless Service
 // with a StatefulSet, an ExternalName, a selector-less Service, and every fourth group a
 // LoadBalancer, plus two Deployments without Services; and a DaemonSet. It waits until every pod has an address. The Calico CRDs and
-// the calico-ipam double must be running (Options.Calico, StartCalicoIPAM).
+// Calico's IPAM must be running (Options.Calico, StartCalicoIPAM).
 func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 	s := &Seeded{ServiceIPs: map[string]string{}, Workloads: map[string]int{}}
 	pool := map[string]any{"cidr": "100.96.0.0/11", "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",

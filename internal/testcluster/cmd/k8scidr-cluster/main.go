@@ -5,8 +5,8 @@
 //
 // With `up -calico v3.31 -calico-pool CIDR`, the cluster gets that Calico release's CRDs, the
 // installer's default-ipv4-ippool on CIDR (IPIP Always, NAT on, as calico-node creates it), and
-// the calico-ipam test double, run by this program's `calico-ipam` command as one of the
-// cluster's processes.
+// Calico's own IPAM (k8scidr-calico-ipam, built by tools/testbin.sh) as one of the cluster's
+// processes.
 package main
 
 import (
@@ -14,10 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
@@ -31,10 +29,8 @@ func main() {
 	dir := fset.String("dir", ".cluster", "work directory of the cluster")
 	nodes := fset.Int("nodes", 2, "number of fake nodes")
 	serviceCIDRs := fset.String("service-cidrs", "100.64.0.0/13", "--service-cluster-ip-range, comma-separated")
-	calico := fset.String("calico", "", "Calico release whose CRDs to install, with the calico-ipam test double (e.g. v3.31)")
+	calico := fset.String("calico", "", "Calico release whose CRDs to install, with Calico's IPAM (e.g. v3.31)")
 	calicoPool := fset.String("calico-pool", "100.96.0.0/11", "CIDR of the installer's default-ipv4-ippool (with -calico)")
-	kubeconfig := fset.String("kubeconfig", "", "calico-ipam: the cluster's kubeconfig")
-	poolGroup := fset.String("pool-group", "crd.projectcalico.org/v1", "calico-ipam: the API group of IPPools")
 	_ = fset.Parse(os.Args[2:])
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -66,42 +62,19 @@ func main() {
 		if err := testcluster.StopDir(abs); err != nil {
 			fail(err)
 		}
-	case "calico-ipam":
-		runCalicoIPAM(*kubeconfig, *poolGroup)
 	default:
 		fail(fmt.Errorf("unknown command %q: use up or down", os.Args[1]))
 	}
 }
 
-// startCalico creates the installer's pool and starts the calico-ipam double as a process.
+// startCalico creates the installer's pool and starts Calico's IPAM as a process.
 func startCalico(c *testcluster.Cluster, cidr string) error {
 	spec := map[string]any{"cidr": cidr, "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",
 		"natOutgoing": true, "nodeSelector": "all()"}
 	if err := c.CreateCalicoPool(context.Background(), "crd.projectcalico.org/v1", "default-ipv4-ippool", spec); err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	return c.StartCalicoIPAMProcess(self, "crd.projectcalico.org/v1")
-}
-
-// runCalicoIPAM runs the calico-ipam test double until SIGTERM or SIGINT.
-func runCalicoIPAM(kubeconfig, poolGroup string) {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	c, err := testcluster.Connect(kubeconfig)
-	if err != nil {
-		fail(err)
-	}
-	ipam, err := c.StartCalicoIPAM(ctx, poolGroup)
-	if err != nil {
-		fail(err)
-	}
-	fmt.Fprintln(os.Stderr, "calico-ipam test double running")
-	<-ctx.Done()
-	ipam.Stop()
+	return c.StartCalicoIPAMProcess(context.Background())
 }
 
 func fail(err error) {

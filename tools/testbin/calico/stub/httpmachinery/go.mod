@@ -1,0 +1,3 @@
+module github.com/projectcalico/calico/lib/httpmachinery
+
+go 1.24
