@@ -164,8 +164,13 @@ func fail(err error) {
 func initialize(ctx context.Context, calico client.Interface) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	// Older releases' CRD sets (3.28) have no Tier: what they lack is not initialized, but the
+	// ClusterInformation must be there.
 	if err := calico.EnsureInitialized(ctx, buildinfo.Version, "k8s"); err != nil {
-		return err
+		if _, getErr := calico.ClusterInformation().Get(ctx, "default", options.GetOptions{}); getErr != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "initializing the datastore, left out: %v\n", err)
 	}
 	_, err := calico.KubeControllersConfiguration().Create(ctx, kccconfig.NewDefaultKubeControllersConfig(), options.SetOptions{})
 	var exists cerrors.ErrorResourceAlreadyExists
