@@ -10,8 +10,8 @@
 #   tofu                                                                (tools/testbin/tofu/go.mod)
 #   calico-crds-<release>/: the crd.projectcalico.org/v1 CRDs of Calico releases (CALICO_CRDS
 #     below), copied from the github.com/projectcalico/calico source module, hash-checked
-#   k8scidr-calico-ipam, calicoctl: Calico's IPAM driven like its CNI plugin, and calicoctl, of
-#     the newest release (tools/testbin/calico/go.mod)
+#   k8scidr-calico-ipam, calicoctl, calico-apiserver: Calico's IPAM driven like its CNI plugin,
+#     calicoctl and Calico's API server, of the newest release (tools/testbin/calico/go.mod)
 #
 # `testbin.sh 1.29 1.32 …` also builds older control planes of the test matrix
 # (tools/testbin/kube-<release>/go.mod) into bin/k8s-<release>/, with the same etcd and kwok.
@@ -109,8 +109,9 @@ fetch_calico_crds() {
 build_calico() {
 	local ld="-s -w -X github.com/projectcalico/calico/pkg/buildinfo.Version=$CALICO_RELEASE"
 	ld="$ld -X github.com/projectcalico/calico/pkg/buildinfo.GitRevision=${CALICO_VERSION##*-}"
-	(cd "$root/tools/testbin/calico" && GOFLAGS= GONOSUMDB=github.com/projectcalico CGO_ENABLED=0 go build -trimpath \
-		-ldflags "$ld" -o "$out/" ./cmd/k8scidr-calico-ipam github.com/projectcalico/calico/calicoctl/calicoctl)
+	(cd "$root/tools/testbin/calico" && export GOFLAGS= GONOSUMDB=github.com/projectcalico CGO_ENABLED=0 &&
+		go build -trimpath -ldflags "$ld" -o "$out/" ./cmd/k8scidr-calico-ipam github.com/projectcalico/calico/calicoctl/calicoctl &&
+		go build -trimpath -ldflags "$ld" -o "$out/calico-apiserver" github.com/projectcalico/calico/apiserver/cmd/apiserver)
 }
 
 # usable_terraform prints the path of a terraform on PATH whose version is >= 1.TERRAFORM_MIN_MINOR.
@@ -203,6 +204,7 @@ if want core; then
 	link "$cache/kwok-$KWOK_VERSION/kwok"
 	link "$cache/calico-$CALICO_BUILD/k8scidr-calico-ipam"
 	link "$cache/calico-$CALICO_BUILD/calicoctl"
+	link "$cache/calico-$CALICO_BUILD/calico-apiserver"
 	if [ -n "$path_terraform" ]; then
 		ln -sfn "$path_terraform" "$bin/terraform"
 	else

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -30,9 +31,9 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
-// calicoEnv is a cluster with Calico's CRDs, Calico's IPAM (the test double for pools in the
-// v3 test CRD), and the pool the installer made: default-ipv4-ippool, 10.10.0.0/18, IPIP
-// Always, NAT on (seed 003's range).
+// calicoEnv is a cluster with Calico's CRDs, Calico's IPAM, and the pool the installer made:
+// default-ipv4-ippool, 10.10.0.0/18, IPIP Always, NAT on (seed 003's range). With group
+// projectcalico.org/v3, Calico's API server serves the pools.
 type calicoEnv struct {
 	t     *testing.T
 	c     *testcluster.Cluster
@@ -47,7 +48,8 @@ const (
 )
 
 // newCalicoEnv starts the cluster. release picks the v1 CRDs' Calico release; group is the
-// API group the provider and the IPAM use for IPPools (the v3 group gets the test CRD).
+// API group the provider and the installer use for IPPools (the v3 group runs Calico's API
+// server).
 func newCalicoEnv(t *testing.T, release, group string) *calicoEnv {
 	t.Helper()
 	return newCalicoEnvPool(t, release, group, 2, oldPoolCIDR, 26)
@@ -60,12 +62,7 @@ func newCalicoEnvPool(t *testing.T, release, group string, nodes int, cidr strin
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	ctx := context.Background()
-	c := startCluster(t, testcluster.Options{Nodes: nodes, Calico: release})
-	if group == k8sops.CalicoV3Group {
-		if err := c.InstallCalicoV3IPPoolCRD(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := startCluster(t, testcluster.Options{Nodes: nodes, Calico: release, CalicoAPIServer: group == k8sops.CalicoV3Group})
 	// As calico-node writes the default pool: every field explicit, allowedUses where known.
 	spec := map[string]any{"cidr": cidr, "blockSize": blockSize, "ipipMode": "Always", "vxlanMode": "Never",
 		"natOutgoing": true, "nodeSelector": "all()"}
@@ -75,7 +72,7 @@ func newCalicoEnvPool(t *testing.T, release, group string, nodes int, cidr strin
 	if err := c.CreateCalicoPool(ctx, group, oldPoolName, spec); err != nil {
 		t.Fatal(err)
 	}
-	ipam, err := c.StartCalicoIPAM(ctx, group)
+	ipam, err := c.StartCalicoIPAM(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +85,11 @@ func newCalicoEnvPool(t *testing.T, release, group string, nodes int, cidr strin
 	return &calicoEnv{t: t, c: c, ipam: ipam, api: api, group: group}
 }
 
+// provider leaves calico_api_group at "auto": it must find e.group as Calico's own tools do
+// (projectcalico.org/v3 where Calico's API server runs, else the v1 CRDs); the resources' and
+// data sources' api_group show what it found.
 func (e *calicoEnv) provider() string {
-	return fmt.Sprintf("provider \"k8scidr\" {\n  config_path      = %q\n  calico_api_group = %q\n}\n", e.c.Kubeconfig, e.group)
+	return fmt.Sprintf("provider \"k8scidr\" {\n  config_path      = %q\n  calico_api_group = \"auto\"\n}\n", e.c.Kubeconfig)
 }
 
 // deployment runs replicas pods labelled app=name in default and waits for their addresses.
@@ -240,6 +240,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 	disabledOld := strings.Replace(oldPool, "}\n", "  disabled = true\n}\n", 1)
 	const newAddr, oldAddr, data = "k8scidr_calico_ippool.new", "k8scidr_calico_ippool.old", "data.k8scidr_calico_ippools.all"
 	var drainStarted time.Time
+	var oldSpec map[string]any
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -294,18 +295,24 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 				},
 			},
 			{
-				// disabled = true is the only change, and the only field written.
-				Config: e.provider() + newPool + disabledOld + poolsData,
+				// disabled = true is the only change, and the only field written: the live spec is
+				// the one the installer's create left (with Calico's defaults, where its API
+				// server filled them in) plus disabled.
+				PreConfig: func() { oldSpec = e.poolSpec(oldPoolName) },
+				Config:    e.provider() + newPool + disabledOld + poolsData,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(oldAddr, plancheck.ResourceActionUpdate),
 					onlyChanges{oldAddr, []string{"disabled"}},
 				}},
 				Check: func(*terraform.State) error {
 					got := e.poolSpec(oldPoolName)
-					want := map[string]any{"cidr": oldPoolCIDR, "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",
-						"natOutgoing": true, "nodeSelector": "all()", "allowedUses": []any{"Workload", "Tunnel"}, "disabled": true}
+					want := maps.Clone(oldSpec)
+					want["disabled"] = true
 					if !reflect.DeepEqual(got, want) {
 						return fmt.Errorf("live spec %v, want %v", got, want)
+					}
+					if oldSpec["cidr"] != oldPoolCIDR || oldSpec["ipipMode"] != "Always" || oldSpec["natOutgoing"] != true {
+						return fmt.Errorf("the installer's pool was %v", oldSpec)
 					}
 					// New pods now land in the new pool only.
 					podsIn(t, e.deployment("new-app", 3), "10.20.0.0/16")

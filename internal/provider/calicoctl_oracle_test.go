@@ -9,23 +9,13 @@ import (
 	"strconv"
 
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
-
-// realIPAM reports whether the env's pods get addresses from Calico's own IPAM, so that
-// calicoctl sees what the provider sees (pools in projectcalico.org/v3 are served by the
-// hand-written CRD, which calicoctl cannot read).
-func (e *calicoEnv) realIPAM() bool { return e.group == k8sops.CalicoCRDV1Group }
 
 // calicoctlAgrees checks that the k8scidr_calico_ippools data source at addr reports, per pool
 // and for the blocks in no pool, the same addresses in use, capacity and blocks as
 // `calicoctl ipam show --show-blocks`.
 func (e *calicoEnv) calicoctlAgrees(addr string) func(*terraform.State) error {
 	return func(s *terraform.State) error {
-		if !e.realIPAM() {
-			return nil
-		}
 		rs, ok := s.RootModule().Resources[addr]
 		if !ok {
 			return fmt.Errorf("%s not in state", addr)
@@ -74,9 +64,6 @@ func (e *calicoEnv) calicoctlAgrees(addr string) func(*terraform.State) error {
 // calicoctlClean checks that `calicoctl ipam check` finds no problem: no leaked or orphaned
 // allocation, no handle without addresses, no address in use without an allocation.
 func (e *calicoEnv) calicoctlClean() error {
-	if !e.realIPAM() {
-		return nil
-	}
 	r, err := e.c.CalicoctlCheck(context.Background())
 	if err != nil {
 		return err

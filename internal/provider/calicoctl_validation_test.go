@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -108,37 +110,101 @@ var poolCorpus = []poolCase{
 }
 
 // TestAccCalicoIPPool_calicoctlVerdicts holds the provider's plan verdict on every corpus spec
-// against calicoctl's (Calico's own client-side validation, then the datastore): each is
-// accepted by both or refused by both. The provider's verdict is the one `terraform plan` gives
-// on the test cluster (static checks, then the checks against the cluster's pools).
+// against calicoctl's (Calico's own client-side validation, then the datastore), on the
+// crd.projectcalico.org/v1 CRDs of a manifest install: each is accepted by both or refused by
+// both. The provider's verdict is the one `terraform plan` gives on the test cluster (static
+// checks, then the checks against the cluster's pools).
 func TestAccCalicoIPPool_calicoctlVerdicts(t *testing.T) {
 	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
-	ctx := context.Background()
+	checkVerdicts(t, poolCorpus, e.providerVerdicts(poolCorpus), map[string]map[string]bool{"calicoctl": e.calicoctlVerdicts(poolCorpus)})
+}
 
-	// calicoctl: create, then delete what it accepted.
+// TestAccCalicoIPPool_apiServerVerdicts is the same with Calico's API server serving
+// projectcalico.org/v3: the provider (which picks v3 there), calicoctl and the API server's own
+// defaulting and validation give one verdict on every spec.
+func TestAccCalicoIPPool_apiServerVerdicts(t *testing.T) {
+	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoV3Group)
+	checkVerdicts(t, poolCorpus, e.providerVerdicts(poolCorpus), map[string]map[string]bool{
+		"calicoctl": e.calicoctlVerdicts(poolCorpus), "Calico's API server": e.apiServerVerdicts(poolCorpus),
+	})
+}
+
+// checkVerdicts compares the provider's refusals (corpus key → why) with each oracle's
+// acceptances (pool name → accepted).
+func checkVerdicts(t *testing.T, corpus []poolCase, refused map[string][]string, oracles map[string]map[string]bool) {
+	t.Helper()
+	for i, c := range corpus {
+		key := fmt.Sprintf("c%d", i)
+		provider := refused[key] == nil
+		for name, accepted := range oracles {
+			calico := accepted[c.name]
+			if c.stricter != "" {
+				if provider || !calico {
+					t.Errorf("%s (%s): the provider %s, %s %s; want only the provider to refuse it: %s", c.name, c.why,
+						verdict(provider, refused[key]), name, verdict(calico, nil), c.stricter)
+				}
+				continue
+			}
+			if provider != calico {
+				t.Errorf("%s (%s): the provider %s, %s %s", c.name, c.why, verdict(provider, refused[key]), name, verdict(calico, nil))
+			}
+		}
+	}
+}
+
+// calicoctlVerdicts creates each spec with calicoctl and deletes what it accepted.
+func (e *calicoEnv) calicoctlVerdicts(corpus []poolCase) map[string]bool {
+	t, ctx := e.t, context.Background()
 	dir := t.TempDir()
-	calicoctlOK := map[string]string{}
-	for i, c := range poolCorpus {
+	accepted := map[string]bool{}
+	for i, c := range corpus {
 		file := filepath.Join(dir, fmt.Sprintf("c%d.yaml", i))
 		if err := os.WriteFile(file, c.yaml(t), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		out, err := e.c.Calicoctl(ctx, "create", "-f", file)
-		if err == nil {
-			calicoctlOK[c.name] = strings.TrimSpace(out)
-			if _, err := e.c.Calicoctl(ctx, "delete", "ippool", c.name); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			calicoctlOK[c.name] = ""
+		accepted[c.name] = err == nil
+		if err != nil {
 			t.Logf("calicoctl refuses %s (%s): %s", c.name, c.why, lastLine(out))
+			continue
+		}
+		if _, err := e.c.Calicoctl(ctx, "delete", "ippool", c.name); err != nil {
+			t.Fatal(err)
 		}
 	}
+	return accepted
+}
 
-	// The provider: one plan of every corpus resource; a refusal is an error diagnostic in its block.
+// apiServerVerdicts creates each spec through projectcalico.org/v3 and deletes what was accepted.
+func (e *calicoEnv) apiServerVerdicts(corpus []poolCase) map[string]bool {
+	t, ctx := e.t, context.Background()
+	accepted := map[string]bool{}
+	for _, c := range corpus {
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal(c.yaml(t), &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.api.Pools.Create(ctx, &obj, metav1.CreateOptions{})
+		accepted[c.name] = err == nil
+		if err != nil {
+			t.Logf("Calico's API server refuses %s (%s): %v", c.name, c.why, err)
+			continue
+		}
+		if err := e.api.Pools.Delete(ctx, c.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return accepted
+}
+
+// providerVerdicts plans every corpus spec (resource "c<i>") and returns the error summaries
+// of the refused ones. Static checks come first (terraform stops a plan at the first invalid
+// resource), then a plan of the statically valid ones.
+func (e *calicoEnv) providerVerdicts(corpus []poolCase) map[string][]string {
+	t := e.t
 	var config strings.Builder
 	config.WriteString(e.provider())
-	for i, c := range poolCorpus {
+	for i, c := range corpus {
 		config.WriteString(c.hcl(fmt.Sprintf("c%d", i)))
 	}
 	w := newCLIWorkspace(t, config.String())
@@ -152,10 +218,9 @@ func TestAccCalicoIPPool_calicoctlVerdicts(t *testing.T) {
 			t.Errorf("an error outside the corpus resources: %s: %s", d.Summary, d.Detail)
 			return
 		}
-		refused[strings.TrimSuffix(key, `"`)] = append(refused[strings.TrimSuffix(key, `"`)], d.Summary)
+		key = strings.TrimSuffix(key, `"`)
+		refused[key] = append(refused[key], d.Summary)
 	}
-	// Static checks first (terraform stops a plan at the first invalid resource), then a plan of
-	// the statically valid ones.
 	out := w.stdout("validate", "-json")
 	var v struct {
 		Diagnostics []tfDiagnostic `json:"diagnostics"`
@@ -168,7 +233,7 @@ func TestAccCalicoIPPool_calicoctlVerdicts(t *testing.T) {
 	}
 	config.Reset()
 	config.WriteString(e.provider())
-	for i, c := range poolCorpus {
+	for i, c := range corpus {
 		if key := fmt.Sprintf("c%d", i); refused[key] == nil {
 			config.WriteString(c.hcl(key))
 		}
@@ -184,21 +249,7 @@ func TestAccCalicoIPPool_calicoctlVerdicts(t *testing.T) {
 			collect(m.Diagnostic)
 		}
 	}
-
-	for i, c := range poolCorpus {
-		key := fmt.Sprintf("c%d", i)
-		provider, calico := refused[key] == nil, calicoctlOK[c.name] != ""
-		if c.stricter != "" {
-			if provider || !calico {
-				t.Errorf("%s (%s): the provider %s, calicoctl %s; want only the provider to refuse it: %s", c.name, c.why,
-					verdict(provider, refused[key]), verdict(calico, nil), c.stricter)
-			}
-			continue
-		}
-		if provider != calico {
-			t.Errorf("%s (%s): the provider %s, calicoctl %s", c.name, c.why, verdict(provider, refused[key]), verdict(calico, nil))
-		}
-	}
+	return refused
 }
 
 // stdout runs terraform to completion and returns its standard output, whatever its exit.

@@ -30,7 +30,7 @@ func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	t.Helper()
 	ctx := context.Background()
 	c := startCluster(t, testcluster.Options{Nodes: 2, Calico: testcluster.Calico331})
-	ipam, err := c.StartCalicoIPAM(ctx, k8sops.CalicoCRDV1Group)
+	ipam, err := c.StartCalicoIPAM(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

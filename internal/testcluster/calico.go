@@ -3,7 +3,6 @@ package testcluster
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,7 +31,7 @@ const (
 // podReadyStage is the kwok stage that makes a pod Running with its IP.
 const podReadyStage = "pod-ready.yaml"
 
-// calicoRequirement holds a pod in Pending until Calico's IPAM (or its double) has annotated its
+// calicoRequirement holds a pod in Pending until Calico's IPAM has annotated its
 // address (hostNetwork pods need none). The stage takes the IP from the annotation.
 const calicoRequirement = `    - key: '.spec.hostNetwork == true or .metadata.annotations["cni.projectcalico.org/podIPs"] != null'
       operator: 'In'
@@ -71,15 +70,6 @@ func (c *Cluster) InstallCalicoCRDs(ctx context.Context, release string) error {
 		docs = append(docs, raw)
 	}
 	return c.applyCRDs(ctx, docs)
-}
-
-//go:embed crds/projectcalico.org_ippools.yaml
-var v3IPPoolCRD []byte
-
-// InstallCalicoV3IPPoolCRD serves IPPool in projectcalico.org/v3 through a hand-written CRD, as
-// the Calico API server would (IPAM objects stay in the v1 CRDs).
-func (c *Cluster) InstallCalicoV3IPPoolCRD(ctx context.Context) error {
-	return c.applyCRDs(ctx, [][]byte{v3IPPoolCRD})
 }
 
 // applyCRDs server-side applies CRD manifests and waits until every one is Established.

@@ -24,28 +24,17 @@ const CalicoIPAMProgram = "k8scidr-calico-ipam"
 // container ID; the pod UID stands in for it).
 const podHandlePrefix = "k8s-pod-network."
 
-// CalicoIPAM gives pods their addresses from Calico pools: Calico's own IPAM for pools in
-// crd.projectcalico.org/v1, the test double (calicoipam_double.go) for pools in the
-// hand-written projectcalico.org/v3 CRD.
+// CalicoIPAM gives pods their addresses from Calico pools with Calico's own IPAM.
 type CalicoIPAM struct {
 	bin, kubeconfig string
 	proc            *process
-	double          *ipamDouble
 }
 
-// StartCalicoIPAM starts assigning pod addresses. poolGroup is where IPPools live
-// (crd.projectcalico.org/v1 for a manifest install; projectcalico.org/v3 to exercise the v3
-// path through the hand-written CRD). The Calico CRDs must be installed (InstallCalicoCRDs) and
-// the cluster started with Options.Calico so that pods wait for their address.
-func (c *Cluster) StartCalicoIPAM(ctx context.Context, poolGroup string) (*CalicoIPAM, error) {
-	if poolGroup != k8sops.CalicoCRDV1Group {
-		d, err := c.startIPAMDouble(ctx, poolGroup)
-		if err != nil {
-			return nil, err
-		}
-		c.stopHooks = append(c.stopHooks, d.Stop)
-		return &CalicoIPAM{double: d}, nil
-	}
+// StartCalicoIPAM starts assigning pod addresses. The Calico CRDs must be installed and the
+// cluster started with Options.Calico so that pods wait for their address. Pools may be written
+// in either API group: Calico's API server (Options.CalicoAPIServer) stores projectcalico.org/v3
+// pools in the crd.projectcalico.org/v1 CRDs that Calico's IPAM reads.
+func (c *Cluster) StartCalicoIPAM(ctx context.Context) (*CalicoIPAM, error) {
 	bin, err := c.calicoIPAMBin()
 	if err != nil {
 		return nil, err
@@ -69,7 +58,7 @@ func (c *Cluster) calicoIPAMBin() (string, error) {
 
 // startCalicoIPAMProcess starts `bin run` and waits until its pod cache has synced.
 func (c *Cluster) startCalicoIPAMProcess(ctx context.Context, bin string, detached bool) (*process, error) {
-	p, err := startProcess("calico-ipam", bin, []string{"run", "-kubeconfig", c.Kubeconfig}, filepath.Join(c.Dir, "logs"), detached)
+	p, err := startProcess("calico-ipam", bin, []string{"run", "-kubeconfig", c.Kubeconfig}, nil, filepath.Join(c.Dir, "logs"), detached)
 	if err != nil {
 		return nil, err
 	}
@@ -105,18 +94,11 @@ func (c *Cluster) StartCalicoIPAMProcess(ctx context.Context) error {
 
 // Stop ends the IPAM.
 func (i *CalicoIPAM) Stop() {
-	if i.double != nil {
-		i.double.Stop()
-		return
-	}
 	i.proc.stop(5 * time.Second)
 }
 
 // Errors returns what the IPAM failed to do (each failure is retried; tests can assert none).
 func (i *CalicoIPAM) Errors() []string {
-	if i.double != nil {
-		return i.double.Errors()
-	}
 	data, _ := os.ReadFile(i.proc.Log)
 	var errs []string
 	for line := range strings.Lines(string(data)) {
@@ -134,9 +116,6 @@ func (i *CalicoIPAM) Errors() []string {
 // as calico-node does at start (handle ipip-tunnel-addr-<node> or vxlan-tunnel-addr-<node>,
 // annotation projectcalico.org/IPv4IPIPTunnelAddr or IPv4VXLANTunnelAddr).
 func (i *CalicoIPAM) AssignTunnel(ctx context.Context, node, encap string) (netip.Addr, error) {
-	if i.double != nil {
-		return i.double.AssignTunnel(ctx, node, encap)
-	}
 	return i.assign(ctx, "-handle", encap+"-tunnel-addr-"+node, "-node", node, "-use", "Tunnel", "-attr", "type="+encap+"TunnelAddress",
 		"-node-annotation", "projectcalico.org/IPv4"+strings.ToUpper(encap)+"TunnelAddr")
 }
@@ -144,9 +123,6 @@ func (i *CalicoIPAM) AssignTunnel(ctx context.Context, node, encap string) (neti
 // AssignLeaked records an allocation for a pod that does not exist, as a lost CNI DEL leaves
 // behind.
 func (i *CalicoIPAM) AssignLeaked(ctx context.Context, namespace, pod, node string) (netip.Addr, error) {
-	if i.double != nil {
-		return i.double.AssignLeaked(ctx, namespace, pod, node)
-	}
 	return i.assign(ctx, "-handle", podHandlePrefix+"leaked-"+namespace+"-"+pod, "-node", node,
 		"-attr", k8sops.AttrNamespace+"="+namespace, "-attr", k8sops.AttrPod+"="+pod)
 }

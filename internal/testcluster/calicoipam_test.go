@@ -42,7 +42,7 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 	if err := c.CreateCalicoPool(ctx, k8sops.CalicoCRDV1Group, "old", map[string]any{"cidr": "10.10.0.0/18", "blockSize": int64(26), "ipipMode": "Always", "natOutgoing": true, "nodeSelector": "all()"}); err != nil {
 		t.Fatal(err)
 	}
-	ipam, err := c.StartCalicoIPAM(ctx, k8sops.CalicoCRDV1Group)
+	ipam, err := c.StartCalicoIPAM(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 		for _, p := range pods {
 			t.Logf("pod %s: node %q phase %s ip %q annotations %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.Annotations)
 		}
-		t.Fatalf("%v; double's errors: %v", err, ipam.Errors())
+		t.Fatalf("%v; calico-ipam's errors: %v", err, ipam.Errors())
 	}
 	for _, p := range pods {
 		ip := netip.MustParseAddr(p.Status.PodIP)
@@ -161,21 +161,8 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 		t.Errorf("%d blocks left in %s after the pods went: %+v", left, old, blocks)
 	}
 	if errs := ipam.Errors(); len(errs) > 0 {
-		t.Logf("double retried: %v", errs)
+		t.Logf("calico-ipam retried: %v", errs)
 	}
 }
 
 func waitABit() { <-time.After(100 * time.Millisecond) }
-
-func TestSelectorMatches(t *testing.T) {
-	labels := map[string]string{"zone": "a", "pool": "new"}
-	for sel, want := range map[string]bool{
-		"": true, "all()": true, "!all()": false, "has(zone)": true, "has(rack)": false,
-		"zone == 'a'": true, `zone == "b"`: false, "zone != 'a'": false, "pool == 'new' && has(zone)": true,
-		"pool == 'new' && zone == 'b'": false, "zone in {'a'}": false,
-	} {
-		if got := selectorMatches(sel, labels); got != want {
-			t.Errorf("%q: %t, want %t", sel, got, want)
-		}
-	}
-}

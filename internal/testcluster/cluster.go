@@ -67,9 +67,12 @@ type Options struct {
 	// StartTimeout bounds Start. Default 90 s.
 	StartTimeout time.Duration
 	// Calico, a release such as Calico331, installs that release's crd.projectcalico.org/v1
-	// CRDs and makes pods wait for an address from the calico-ipam test double
-	// (StartCalicoIPAM) instead of taking one from kwok.
+	// CRDs and makes pods wait for an address from Calico's IPAM (StartCalicoIPAM) instead of
+	// taking one from kwok.
 	Calico string
+	// CalicoAPIServer also runs Calico's API server (of the newest release, on the Calico CRDs),
+	// so that projectcalico.org/v3 is served as in an install with the API server.
+	CalicoAPIServer bool
 }
 
 // Cluster is a running control plane.
@@ -249,6 +252,13 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 		// rejected while the controller-manager has yet to create its default ServiceAccount.
 		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true", "--profiling=false",
+		// The aggregation layer, as kubeadm sets it up: an aggregated API server (Calico's,
+		// Options.CalicoAPIServer) trusts the user kube-apiserver names in these headers when the
+		// request comes with the front proxy's client certificate.
+		"--requestheader-client-ca-file=" + files["front-proxy-ca.crt"], "--requestheader-allowed-names=" + frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + files["front-proxy-client.crt"], "--proxy-client-key-file=" + files["front-proxy-client.key"],
 	}, o.APIServerFlags...)
 	if err := c.startAPIServer(ctx); err != nil {
 		return err
@@ -259,6 +269,15 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	calicoAPIServed := func() error { return nil }
+	if o.CalicoAPIServer {
+		if o.Calico == "" {
+			return errors.New("Options.CalicoAPIServer needs Options.Calico: the API server stores in Calico's CRDs")
+		}
+		if calicoAPIServed, err = c.startCalicoAPIServer(ctx, o, files); err != nil {
+			return err
+		}
+	}
 	others, err := c.startAgents(o, files)
 	if err != nil {
 		return err
@@ -266,7 +285,10 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 	if err := c.createNodes(ctx); err != nil {
 		return err
 	}
-	return c.waitSettled(ctx, others)
+	if err := c.waitSettled(ctx, others); err != nil {
+		return err
+	}
+	return calicoAPIServed()
 }
 
 // startAPIServer runs kube-apiserver with c.apiArgs and waits until it is ready.
@@ -359,7 +381,12 @@ func (c *Cluster) waitSettled(ctx context.Context, procs []*process) error {
 }
 
 func (c *Cluster) run(o Options, name string, args ...string) (*process, error) {
-	p, err := startProcess(name, filepath.Join(o.BinDir, name), args, filepath.Join(c.Dir, "logs"), o.Detached)
+	return c.runEnv(o, name, nil, args...)
+}
+
+// runEnv is run with env added to the process's environment.
+func (c *Cluster) runEnv(o Options, name string, env []string, args ...string) (*process, error) {
+	p, err := startProcess(name, filepath.Join(o.BinDir, name), args, env, filepath.Join(c.Dir, "logs"), o.Detached)
 	if err != nil {
 		return nil, fmt.Errorf("%w (run `make testbin` to build the test binaries)", err)
 	}

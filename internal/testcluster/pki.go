@@ -26,9 +26,14 @@ type pki struct {
 	caCert, caKey         []byte
 	serverCert, serverKey []byte
 	adminCert, adminKey   []byte
-	serviceAccountKey     []byte
-	token                 string
-	oidcToken             string
+	// The aggregation layer: the client certificate kube-apiserver proxies with, and the serving
+	// certificate of Calico's API server (named as the aggregator dials it).
+	frontProxyCA                  []byte
+	frontProxyCert, frontProxyKey []byte
+	calicoAPICert, calicoAPIKey   []byte
+	serviceAccountKey             []byte
+	token                         string
+	oidcToken                     string
 }
 
 func newPKI() (*pki, error) {
@@ -49,6 +54,25 @@ func newPKI() (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A CA of its own, as kubeadm has: a client certificate of the cluster CA is not accepted as
+	// the front proxy.
+	frontProxyCA, frontProxyCAKey, err := newCert(nil, nil, pkix.Name{CommonName: "k8scidr-test-front-proxy-ca"}, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	frontProxyCAX509, err := x509.ParseCertificate(frontProxyCA)
+	if err != nil {
+		return nil, err
+	}
+	frontProxy, frontProxyKey, err := newCert(frontProxyCAX509, frontProxyCAKey, pkix.Name{CommonName: frontProxyClient}, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	calicoAPI, calicoAPIKey, err := newCert(caX509, caKey, pkix.Name{CommonName: calicoAPIHost}, false,
+		[]net.IP{net.ParseIP("127.0.0.1")}, calicoAPIHost)
+	if err != nil {
+		return nil, err
+	}
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
@@ -61,14 +85,18 @@ func newPKI() (*pki, error) {
 		caCert: pemBlock("CERTIFICATE", ca), caKey: keyPEM(caKey),
 		serverCert: pemBlock("CERTIFICATE", server), serverKey: keyPEM(serverKey),
 		adminCert: pemBlock("CERTIFICATE", admin), adminKey: keyPEM(adminKey),
+		frontProxyCA:   pemBlock("CERTIFICATE", frontProxyCA),
+		frontProxyCert: pemBlock("CERTIFICATE", frontProxy), frontProxyKey: keyPEM(frontProxyKey),
+		calicoAPICert: pemBlock("CERTIFICATE", calicoAPI), calicoAPIKey: keyPEM(calicoAPIKey),
 		serviceAccountKey: pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)),
 		token:             hex.EncodeToString(tok),
 		oidcToken:         oidcShapedToken(hex.EncodeToString(tok[:8])),
 	}, nil
 }
 
-// newCert makes a certificate signed by parent (self-signed when parent is nil).
-func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, subject pkix.Name, isCA bool, ips []net.IP) ([]byte, *ecdsa.PrivateKey, error) {
+// newCert makes a certificate signed by parent (self-signed when parent is nil); a leaf is valid
+// for localhost, ips and dnsNames.
+func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, subject pkix.Name, isCA bool, ips []net.IP, dnsNames ...string) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +118,7 @@ func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, subject pkix
 		tmpl.KeyUsage |= x509.KeyUsageCertSign
 	} else {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-		tmpl.DNSNames = []string{"localhost"}
+		tmpl.DNSNames = append([]string{"localhost"}, dnsNames...)
 	}
 	if parent == nil {
 		parent, parentKey = tmpl, key
@@ -114,11 +142,16 @@ func keyPEM(k *ecdsa.PrivateKey) []byte {
 // writeFiles writes the credentials the control plane reads, and returns their paths.
 func (p *pki) writeFiles(dir string) (map[string]string, error) {
 	files := map[string][]byte{
-		"ca.crt":     p.caCert,
-		"server.crt": p.serverCert,
-		"server.key": p.serverKey,
-		"sa.key":     p.serviceAccountKey,
-		"tokens.csv": []byte(fmt.Sprintf("%s,admin,admin-uid,system:masters\n%s,oidc-admin,oidc-uid,system:masters\n", p.token, p.oidcToken)),
+		"ca.crt":                 p.caCert,
+		"server.crt":             p.serverCert,
+		"server.key":             p.serverKey,
+		"sa.key":                 p.serviceAccountKey,
+		"front-proxy-ca.crt":     p.frontProxyCA,
+		"front-proxy-client.crt": p.frontProxyCert,
+		"front-proxy-client.key": p.frontProxyKey,
+		"calico-api.crt":         p.calicoAPICert,
+		"calico-api.key":         p.calicoAPIKey,
+		"tokens.csv":             []byte(fmt.Sprintf("%s,admin,admin-uid,system:masters\n%s,oidc-admin,oidc-uid,system:masters\n", p.token, p.oidcToken)),
 	}
 	paths := map[string]string{}
 	for name, data := range files {

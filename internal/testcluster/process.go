@@ -26,6 +26,7 @@ type process struct {
 	Log  string `json:"log"`
 
 	args []string
+	env  []string // added to this process's environment
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited (attached mode only)
 }
@@ -44,10 +45,11 @@ var spawner = sync.OnceValue(func() chan func() {
 	return ch
 })
 
-// startProcess runs bin with args, output to logDir/name.log. Attached children get SIGKILL
-// when the test process dies, so a killed `go test` leaves nothing behind; detached children
-// (cluster-up) run in their own session and outlive the caller.
-func startProcess(name, bin string, args []string, logDir string, detached bool) (*process, error) {
+// startProcess runs bin with args and env (added to this process's environment), output to
+// logDir/name.log. Attached children get SIGKILL when the test process dies, so a killed
+// `go test` leaves nothing behind; detached children (cluster-up) run in their own session and
+// outlive the caller.
+func startProcess(name, bin string, args, env []string, logDir string, detached bool) (*process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -55,6 +57,9 @@ func startProcess(name, bin string, args []string, logDir string, detached bool)
 	}
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if detached {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -66,7 +71,7 @@ func startProcess(name, bin string, args []string, logDir string, detached bool)
 	if err := <-errc; err != nil {
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}
-	p := &process{Name: name, Bin: bin, PID: cmd.Process.Pid, Log: logPath, args: args, cmd: cmd, done: make(chan struct{})}
+	p := &process{Name: name, Bin: bin, PID: cmd.Process.Pid, Log: logPath, args: args, env: env, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(p.done)

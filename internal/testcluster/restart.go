@@ -63,7 +63,7 @@ func (c *Cluster) RestartControllerManager(ctx context.Context, flags ...string)
 		args = append(args, f)
 	}
 	old.stop(10 * time.Second)
-	p, err := startProcess(old.Name, old.Bin, args, filepath.Join(c.Dir, "logs"), false)
+	p, err := startProcess(old.Name, old.Bin, args, old.env, filepath.Join(c.Dir, "logs"), false)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (c *Cluster) Restart(ctx context.Context, name string, down time.Duration) 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	p, err := startProcess(old.Name, old.Bin, old.args, filepath.Join(c.Dir, "logs"), false)
+	p, err := startProcess(old.Name, old.Bin, old.args, old.env, filepath.Join(c.Dir, "logs"), false)
 	if err != nil {
 		return err
 	}

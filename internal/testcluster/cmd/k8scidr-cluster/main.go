@@ -6,7 +6,7 @@
 // With `up -calico v3.31 -calico-pool CIDR`, the cluster gets that Calico release's CRDs, the
 // installer's default-ipv4-ippool on CIDR (IPIP Always, NAT on, as calico-node creates it), and
 // Calico's own IPAM (k8scidr-calico-ipam, built by tools/testbin.sh) as one of the cluster's
-// processes.
+// processes. With -calico-apiserver, Calico's API server serves projectcalico.org/v3 too.
 package main
 
 import (
@@ -31,6 +31,7 @@ func main() {
 	serviceCIDRs := fset.String("service-cidrs", "100.64.0.0/13", "--service-cluster-ip-range, comma-separated")
 	calico := fset.String("calico", "", "Calico release whose CRDs to install, with Calico's IPAM (e.g. v3.31)")
 	calicoPool := fset.String("calico-pool", "100.96.0.0/11", "CIDR of the installer's default-ipv4-ippool (with -calico)")
+	calicoAPIServer := fset.Bool("calico-apiserver", false, "also run Calico's API server, serving projectcalico.org/v3 (with -calico)")
 	_ = fset.Parse(os.Args[2:])
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -47,6 +48,7 @@ func main() {
 		start := time.Now()
 		c, err := testcluster.Start(context.Background(), testcluster.Options{
 			Dir: abs, Detached: true, Nodes: *nodes, ServiceCIDRs: strings.Split(*serviceCIDRs, ","), Calico: *calico,
+			CalicoAPIServer: *calicoAPIServer,
 		})
 		if err == nil && *calico != "" {
 			err = startCalico(c, *calicoPool)

@@ -55,7 +55,7 @@ func run(root string, groups int) error {
 		return err
 	}
 	defer c.Stop()
-	if _, err := c.StartCalicoIPAM(ctx, k8sops.CalicoCRDV1Group); err != nil {
+	if _, err := c.StartCalicoIPAM(ctx); err != nil {
 		return err
 	}
 	seeded, err := c.Seed(ctx, groups)
