@@ -26,7 +26,7 @@ type Allocations struct {
 	// Outside lists "namespace/name" of Services with an IP in none of the ranges.
 	Outside []string
 	// Covering are the narrowest valid Service ranges that keep the staying IPs outside the
-	// ranges allocatable: LoadBalancer Services, the DNS bridge's, and the ones asked for.
+	// ranges allocatable: LoadBalancer Services, the bridges', and the ones asked for.
 	Covering []netip.Prefix
 }
 
@@ -47,6 +47,9 @@ type ServiceIPs struct {
 	// Ranges[i] holds ClusterIPs[i]; the zero Prefix when no range does.
 	Ranges []netip.Prefix
 	Stays  bool // its IPs must stay valid where they are
+	// BridgeFor is, for a bridge (the DNS bridge or an old-IP bridge), the Service it stands in
+	// for (namespace/name); "" for an ordinary Service.
+	BridgeFor string
 }
 
 // AllocationOptions say which IPs stay where they are besides LoadBalancer Services'.
@@ -129,7 +132,12 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 		}
 		key := svcKey(&svc)
 		bridged := svc.Labels[DNSBridgeLabel] == "true" || key == dnsKey
-		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || keep[key] || o.DNSBridge && bridged
+		s.BridgeFor = svc.Annotations[bridgeForAnnotation]
+		if !isBridge(&svc) {
+			s.BridgeFor = ""
+		}
+		// An old-IP bridge stays until k8scidr_service_recreation removes it.
+		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || keep[key] || o.DNSBridge && bridged || svc.Labels[OldIPBridgeLabel] == "true"
 		delete(keep, key)
 		outside := false
 		for i, ip := range s.ClusterIPs {

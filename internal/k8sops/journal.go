@@ -41,6 +41,9 @@ type JournalEntry struct {
 	// Slices are hand-made EndpointSlices owned by the Service, which the garbage collector
 	// deletes with it; restored with the owner UID rewritten.
 	Slices []discoveryv1.EndpointSlice `json:"slices,omitempty"`
+	// Bridge is the old-IP bridge the move creates on the IPs it frees; the entry is settled
+	// only once it exists.
+	Bridge *corev1.Service `json:"bridge,omitempty"`
 	// Owners is the Service's managedFields without the moved fields (formerOwners), given back
 	// to it after the create.
 	Owners []metav1.ManagedFieldsEntry `json:"owners,omitempty"`

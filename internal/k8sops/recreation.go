@@ -122,8 +122,10 @@ type RecreationPlan struct {
 	Warnings []Finding
 	// Notes are plain warnings (addon managers, NodeLocal DNSCache).
 	Notes []string
-	// Staying are the IPs outside the target that stay: skipped LoadBalancers and the DNS
-	// bridge. KeepCovering are the ranges that keep them valid once the old range goes.
+	// OldIPBridges are the old-IP bridges in the cluster (of any recreation).
+	OldIPBridges []OldIPBridge
+	// Staying are the IPs outside the target that stay: skipped LoadBalancers and the bridges.
+	// KeepCovering are the ranges that keep them valid once the old range goes.
 	Staying      []netip.Addr
 	KeepCovering []netip.Prefix
 	// Errors are plan-time errors.
@@ -236,6 +238,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		p.Moves = append(p.Moves, m)
 	}
 	p.planDNS(snap, byKey, dns.Key)
+	p.OldIPBridges = OldIPBridgesIn(snap.Services, "")
 	slices.SortFunc(p.Staying, netip.Addr.Compare)
 	if cover, err := coveringSet(p.Staying); err == nil {
 		p.KeepCovering = cover
@@ -257,7 +260,7 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 		outside := slices.DeleteFunc(slices.Clone(ips), func(ip netip.Addr) bool { return inAny(targets, ip) })
 		// An IP moves when the target has a range of its family and it is not inside it yet.
 		movable := slices.ContainsFunc(outside, func(ip netip.Addr) bool { _, ok := targetFor(targets, ip); return ok })
-		if svc.Labels[DNSBridgeLabel] == "true" { // never moved, and not a Service the user asked about
+		if isBridge(svc) { // never moved, and not a Service the user asked about
 			p.Staying = append(p.Staying, outside...)
 			continue
 		}

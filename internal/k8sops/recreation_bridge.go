@@ -24,23 +24,7 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 	if b == nil || x.bridgeUID != "" {
 		return nil
 	}
-	api := x.c.Kube.CoreV1().Services(b.Namespace)
-	var created *corev1.Service
-	// The old IP is released with the delete; retry briefly should the allocator lag behind.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		err := retryWrite(ctx, func(bool) error {
-			var err error
-			created, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-			if apierrors.IsAlreadyExists(err) {
-				created, err = api.Get(ctx, b.Name, metav1.GetOptions{})
-			}
-			return err
-		})
-		if err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0 {
-			return false, nil
-		}
-		return err == nil, err
-	})
+	created, err := x.createOnFreedIPs(ctx, b)
 	if err != nil {
 		return fmt.Errorf("kube-dns moved, but the DNS bridge %s/%s on its old IP %v was not created: %w. Pods and kubelets "+
 			"still using the old IP cannot resolve: run terraform apply again, or create it by hand", b.Namespace, b.Name, b.Spec.ClusterIPs, err)
@@ -59,6 +43,28 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 			"kube-controller-manager writes its EndpointSlice.", b.Namespace, b.Name, err)
 	}
 	return nil
+}
+
+// createOnFreedIPs creates a bridge on the IPs a delete has just freed, or reads it when it
+// exists: the delete releases the IPs, and the allocator may lag behind it for a moment.
+func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (*corev1.Service, error) {
+	api := x.c.Kube.CoreV1().Services(b.Namespace)
+	var created *corev1.Service
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := retryWrite(ctx, func(bool) error {
+			var err error
+			created, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				created, err = api.Get(ctx, b.Name, metav1.GetOptions{})
+			}
+			return err
+		})
+		if err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0 {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	return created, err
 }
 
 // copyManager is the managed-by value of EndpointSlices copied for a new Service until its

@@ -5,14 +5,11 @@ package k8sops
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 )
 
 // PlannedRecreation is what k8scidr_service_recreation holds: the moves and restores a
@@ -28,10 +25,17 @@ type PlannedRecreation struct {
 	DNSService string
 }
 
-// BridgeOptions are the DNS bridge settings of k8scidr_service_recreation.
+// BridgeOptions are the bridge settings of k8scidr_service_recreation.
 type BridgeOptions struct {
+	// Enabled and Name are the DNS bridge's (dns_bridge, dns_bridge_name).
 	Enabled bool
 	Name    string
+	// OldIPs is old_ip_bridges (BridgesDNS or BridgesAll); Group the journal group the old-IP
+	// bridges are labelled with.
+	OldIPs string
+	Group  string
+	// RemoveOldIPs are the old-IP bridges (namespace/name) the plan removes.
+	RemoveOldIPs []string
 }
 
 func (o BridgeOptions) name() string {
@@ -144,6 +148,10 @@ type RecreationSteps struct {
 	Bridge  *corev1.Service
 	// RemoveBridge is the DNS bridge (namespace/name) dns_bridge = false removes.
 	RemoveBridge string
+	// OldIPBridges are the old-IP bridges to create, by the key of the move that brings each;
+	// RemoveOldIPBridges the existing ones (namespace/name) to delete.
+	OldIPBridges       map[string]*corev1.Service
+	RemoveOldIPBridges []string
 	// Settled are the journal entries ("object key") that need nothing more: their objects go
 	// once every entry is settled or restored.
 	Settled map[string]bool
@@ -197,7 +205,7 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 	for _, e := range snap.Journal {
 		journaled[e.Object+" "+e.Key] = true
 		n := newest[e.Key] // an older entry is settled when the newer is
-		if journalSettled(n, byKey[e.Key], snap.Endpoints) || snap.namespaceGoing(e.Service.Namespace) != "" {
+		if (journalSettled(n, byKey[e.Key], snap.Endpoints) && !bridgeMissing(n, byKey)) || snap.namespaceGoing(e.Service.Namespace) != "" {
 			s.Settled[e.Object+" "+e.Key] = true
 		}
 	}
@@ -304,8 +312,9 @@ func RecreationPreflight(snap Snapshot, p PlannedRecreation, o BridgeOptions) []
 	return recreationReadiness(snap, parsePrefixes(p.TargetCIDRs), &s, o)
 }
 
-// recreationReadiness checks that a Ready ServiceCIDR serves each target, and decides the DNS
-// bridge: created when the DNS Service moves or is restored, removed when switched off.
+// recreationReadiness checks that a Ready ServiceCIDR serves each target, and decides the
+// bridges: the DNS bridge created when the DNS Service moves or is restored, removed when
+// switched off; the old-IP bridges of the moves, and those the plan removes.
 func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSteps, o BridgeOptions) []Finding {
 	var out []Finding
 	for _, t := range targets {
@@ -319,7 +328,13 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 	for i := range snap.Services {
 		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
 	}
-	// The bridge goes beside the DNS Service: its selector must find the same pods.
+	out = append(out, planOldIPBridges(snap, s, o, byKey)...)
+	for _, key := range o.RemoveOldIPs {
+		if svc := byKey[key]; svc != nil && svc.Labels[OldIPBridgeLabel] == "true" {
+			s.RemoveOldIPBridges = append(s.RemoveOldIPBridges, key)
+		}
+	}
+	// The DNS bridge goes beside the DNS Service: its selector must find the same pods.
 	ns := "kube-system"
 	if s.DNSService != "" {
 		ns, _, _ = strings.Cut(s.DNSService, "/")
@@ -341,7 +356,7 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 	var dns *corev1.Service
 	var moving []string // the DNS Service's IPs that move: the bridge keeps those, no others
 	if i := slices.IndexFunc(s.Moves, func(m Move) bool { return m.Key == s.DNSService }); i >= 0 {
-		dns, moving = byKey[s.DNSService], movingIPs(s.Moves[i].OldIPs, s.Moves[i].NewIPs)
+		dns, moving = byKey[s.DNSService], MovingIPs(s.Moves[i].OldIPs, s.Moves[i].NewIPs)
 	} else if slices.ContainsFunc(s.Restore, func(r Restore) bool { return r.Key == s.DNSService }) {
 		// An apply stopped between deleting the DNS Service and creating the bridge, or the bridge
 		// was refused: the journal holds the DNS Service with its old IPs, and the bridge is
@@ -369,9 +384,9 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 	return out
 }
 
-// movingIPs are the old IPs that a move changes, in order: on a dual-stack Service whose other
+// MovingIPs are the old IPs that a move changes, in order: on a dual-stack Service whose other
 // family stays, one.
-func movingIPs(oldIPs, newIPs []string) []string {
+func MovingIPs(oldIPs, newIPs []string) []string {
 	var out []string
 	for i, ip := range oldIPs {
 		if i >= len(newIPs) || newIPs[i] != ip {
@@ -415,40 +430,12 @@ func journaledDNS(journal []JournalEntry, key string) *corev1.Service {
 	return nil
 }
 
-// bridgeService is a ClusterIP Service with the DNS Service's selector and ports on ips, the
-// DNS Service's IPs that move (of a dual-stack one, maybe one family).
+// bridgeService is the DNS bridge named name: a ClusterIP Service with the DNS Service's
+// selector and ports on ips, the DNS Service's IPs that move (of a dual-stack one, maybe one
+// family).
 func bridgeService(dns *corev1.Service, name string, ips []string) *corev1.Service {
-	var families []corev1.IPFamily
-	for _, ip := range parseAddrs(ips) {
-		if ip.Is4() {
-			families = append(families, corev1.IPv4Protocol)
-		} else {
-			families = append(families, corev1.IPv6Protocol)
-		}
-	}
-	policy := ptr.To(corev1.IPFamilyPolicySingleStack)
-	if len(families) > 1 {
-		policy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
-	}
-	b := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: dns.Namespace,
-			Labels: map[string]string{DNSBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"},
-			Annotations: map[string]string{bridgeForAnnotation: svcKey(dns),
-				"k8scidr.io/description": "Keeps the old cluster DNS IP answering until kubelets and pods use the new one."},
-		},
-		Spec: corev1.ServiceSpec{
-			Type:           corev1.ServiceTypeClusterIP,
-			Selector:       maps.Clone(dns.Spec.Selector),
-			ClusterIP:      ips[0],
-			ClusterIPs:     slices.Clone(ips),
-			IPFamilies:     families,
-			IPFamilyPolicy: policy,
-		},
-	}
-	for _, port := range dns.Spec.Ports {
-		b.Spec.Ports = append(b.Spec.Ports, corev1.ServicePort{Name: port.Name, Protocol: port.Protocol, Port: port.Port,
-			TargetPort: port.TargetPort, AppProtocol: port.AppProtocol})
-	}
+	b := bridgeFor(dns, name, ips)
+	b.Labels[DNSBridgeLabel] = "true"
+	b.Annotations["k8scidr.io/description"] = "Keeps the old cluster DNS IP answering until kubelets and pods use the new one."
 	return b
 }

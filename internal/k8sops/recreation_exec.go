@@ -46,6 +46,10 @@ type RecreationResult struct {
 	Restored      []string
 	BridgeCreated string
 	BridgeRemoved string
+	// OldIPBridgesCreated and OldIPBridgesRemoved are the old-IP bridges this apply made and
+	// removed (namespace/name).
+	OldIPBridgesCreated []OldIPBridge
+	OldIPBridgesRemoved []string
 	// DNSMovedAt is when the DNS Service was recreated at its new IPs; zero when it was not.
 	DNSMovedAt time.Time
 	// Notes are things the user should know: a verification that timed out, an IP that had
@@ -88,7 +92,8 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		o.SliceWait = 2 * time.Minute
 	}
 	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
-		endpoints: snap.Endpoints, bridge: plan.Bridge, dnsKey: plan.DNSService, targets: plan.Targets, planned: map[netip.Addr]bool{}}
+		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, dnsKey: plan.DNSService,
+		targets: plan.Targets, planned: map[netip.Addr]bool{}}
 	for _, m := range plan.Moves {
 		for _, ip := range parseAddrs(m.NewIPs) {
 			x.planned[ip] = true
@@ -121,6 +126,7 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		}
 		defer stop()
 	}
+	x.syncBridgeEndpoints(ctx, snap)
 	if err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled); err != nil {
 		return x.res, err
 	}
@@ -148,7 +154,7 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 		}
 		x.res.BridgeRemoved = plan.RemoveBridge
 	}
-	return x.res, nil
+	return x.res, x.removeOldIPBridges(ctx, plan.RemoveOldIPBridges)
 }
 
 type executor struct {
@@ -175,6 +181,8 @@ type executor struct {
 	bridge       *corev1.Service
 	bridgeUID    types.UID
 	bridgeMirror []string
+	// oldIPBridges are the old-IP bridges to create, by move key.
+	oldIPBridges map[string]*corev1.Service
 
 	// finishedLate are the moves finished after the apply was interrupted (afterCancel), cutOff
 	// those past their delete that the grace period did not let finish.

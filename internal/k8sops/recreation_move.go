@@ -168,6 +168,9 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 func (x *executor) entry(m Move) JournalEntry {
 	svc := x.services[m.Key]
 	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs), Owners: svc.ManagedFields, Written: time.Now().UTC()}
+	if b := x.oldIPBridges[m.Key]; b != nil {
+		e.Bridge = b.DeepCopy()
+	}
 	if ep, ok := x.endpoints[m.Key]; ok {
 		e.Endpoints = &ep
 	}
@@ -265,9 +268,12 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	if err != nil {
 		return 0, err
 	}
-	var dnsSlices, mirrored []discoveryv1.EndpointSlice
+	var dnsSlices, mirrored, bridgeSlices []discoveryv1.EndpointSlice
 	if e.Key == x.dnsKey && x.bridge != nil {
 		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists
+	}
+	if e.Bridge != nil {
+		bridgeSlices = x.currentSlices(e.Key) // the same for an old-IP bridge
 	}
 	if e.Endpoints != nil && len(old.Spec.Selector) == 0 {
 		// Served by the new Service until they are mirrored again.
@@ -333,9 +339,12 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	if e.Key == x.dnsKey && x.bridge != nil {
 		bridgeErr = x.ensureBridge(fctx, dnsSlices)
 	}
+	// An old-IP bridge takes the freed IPs while the new Service is created.
+	oldIPBridge := x.startOldIPBridge(fctx, e, bridgeSlices)
 	created, err := x.create(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
+	ob := oldIPBridge()
 	if err != nil {
-		return 0, errors.Join(bridgeErr, err)
+		return 0, errors.Join(bridgeErr, ob.err, err)
 	}
 	if bridgeErr != nil {
 		return 0, bridgeErr
@@ -369,8 +378,10 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 		if ctx.Err() == nil {
 			x.sliceOutcome(e.Key, created.UID, came)
 		}
+		x.waitOldIPBridge(ctx, ob)
 	}
-	return time.Since(deleted), nil
+	// A bridge not made fails the move: its journal entry stays, and the next apply makes it.
+	return time.Since(deleted), ob.err
 }
 
 // changedAway is a Service another client changed mid-apply so that its move no longer holds.

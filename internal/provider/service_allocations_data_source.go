@@ -38,7 +38,7 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Where every Service IP stands against the given ranges, and `covering_cidrs`: the ranges to " +
 			"create (as `k8scidr_service_cidr`) so that the IPs that stay where they are (LoadBalancer Services, the DNS " +
-			"bridge, `also_keep`) remain valid when the old range is retired. One list of Services and one of IPAddresses.",
+			"bridge and old-IP bridges, `also_keep`) remain valid when the old range is retired. One list of Services and one of IPAddresses.",
 		Attributes: map[string]schema.Attribute{
 			"cidrs": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
@@ -80,7 +80,10 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 					"type":        str("Service type."),
 					"cluster_ips": strList("ClusterIPs."),
 					"ranges":      strList("For each of `cluster_ips`, the given range holding it, or \"\" when none does."),
-					"stays":       schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether its IPs stay where they are (LoadBalancer, `also_keep`, the DNS bridge and, before it moves, the cluster DNS Service)."},
+					"stays":       schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether its IPs stay where they are (LoadBalancer, `also_keep`, the bridges and, before it moves, the cluster DNS Service)."},
+					"bridge_for": schema.StringAttribute{Computed: true, MarkdownDescription: "For a bridge (the DNS bridge, or an old-IP " +
+						"bridge of `k8scidr_service_recreation`), the Service (`namespace/name`) whose old IPs it keeps; null for " +
+						"an ordinary Service."},
 				}},
 			},
 			"outside":        strList("Services (`namespace/name`) with an IP in none of the ranges."),
@@ -127,7 +130,11 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 				holders[i] = s.Ranges[i].String()
 			}
 		}
-		item := serviceIPsModel{Namespace: types.StringValue(s.Namespace), Name: types.StringValue(s.Name), Type: types.StringValue(s.Type), Stays: types.BoolValue(s.Stays)}
+		item := serviceIPsModel{Namespace: types.StringValue(s.Namespace), Name: types.StringValue(s.Name), Type: types.StringValue(s.Type),
+			Stays: types.BoolValue(s.Stays), BridgeFor: types.StringNull()}
+		if s.BridgeFor != "" {
+			item.BridgeFor = types.StringValue(s.BridgeFor)
+		}
 		item.ClusterIPs, diags = types.ListValueFrom(ctx, types.StringType, ips)
 		resp.Diagnostics.Append(diags...)
 		item.Ranges, diags = types.ListValueFrom(ctx, types.StringType, holders)
@@ -176,4 +183,5 @@ type serviceIPsModel struct {
 	ClusterIPs types.List   `tfsdk:"cluster_ips"`
 	Ranges     types.List   `tfsdk:"ranges"`
 	Stays      types.Bool   `tfsdk:"stays"`
+	BridgeFor  types.String `tfsdk:"bridge_for"`
 }

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -153,11 +154,22 @@ func (r *serviceCIDRResource) ModifyPlan(ctx context.Context, req resource.Modif
 	}
 }
 
-// warnDefaultRangeDeletion warns at plan when destroying the default range would break the cluster.
+// warnDefaultRangeDeletion warns at plan when destroying the range would break the cluster: the
+// default range, or one that bridges live in.
 func (r *serviceCIDRResource) warnDefaultRangeDeletion(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	var name types.String
 	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("name"), &name)...)
-	if name.ValueString() != k8sops.DefaultServiceCIDRName || r.data == nil || r.data.client == nil {
+	if r.data == nil || r.data.client == nil {
+		return
+	}
+	if held, err := k8sops.BridgesHolding(ctx, r.data.client, name.ValueString()); err == nil && len(held) > 0 {
+		resp.Diagnostics.AddWarning("Bridges Live in This Range", fmt.Sprintf("ServiceCIDR %s holds the IPs of %d bridges of "+
+			"k8scidr_service_recreation, and no other Ready range does: %s. Its deletion cannot finish while they exist, and a "+
+			"bridge an interrupted apply still has to make could not get its IP. Remove the bridges first (old_ip_bridges = "+
+			"\"dns\", dns_bridge = false), or keep this range (or a k8scidr_service_cidr covering their IPs).",
+			name.ValueString(), len(held), strings.Join(held, "; ")))
+	}
+	if name.ValueString() != k8sops.DefaultServiceCIDRName {
 		return
 	}
 	caps, err := r.data.client.Capabilities()
@@ -262,6 +274,12 @@ func (r *serviceCIDRResource) Delete(ctx context.Context, req resource.DeleteReq
 	if errors.Is(err, k8sops.ErrServiceCIDRHeld) {
 		detail += ". Move or delete those Services first (k8scidr_service_recreation), or set wait_for_deletion = false " +
 			"to leave the range Terminating, where it takes no new allocations."
+		listCtx, cancelList := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancelList()
+		if held, herr := k8sops.BridgesHolding(listCtx, client, name); herr == nil && len(held) > 0 {
+			detail += fmt.Sprintf(" Bridges of k8scidr_service_recreation hold it: %s; they go when old_ip_bridges is set "+
+				"to \"dns\" (old-IP bridges) or dns_bridge to false (the DNS bridge).", strings.Join(held, "; "))
+		}
 		if name == k8sops.DefaultServiceCIDRName {
 			detail += " The default range is held by default/kubernetes and recreated from --service-cluster-ip-range: " +
 				"change the apiserver flags first (KEP-1880 procedure); a recreated object counts as deleted."

@@ -109,6 +109,15 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				MarkdownDescription: "RFC 3339 time the cluster DNS Service got its current IPs (its creation: a ClusterIP never " +
 					"changes in place); null without one. Pods started before it may still resolve through its old IP: feed " +
 					"it to `k8scidr_workload_restarts.started_before` once it has moved."},
+			"bridges": schema.MapNestedAttribute{Computed: true,
+				MarkdownDescription: "The old-IP bridges in the cluster of `journal_group` (`k8scidr_service_recreation`'s " +
+					"`old_ip_bridges = \"all\"`), by the `namespace/name` of the Service each stands in for: the bridge's " +
+					"`name`, the old `ips` it keeps, `created_at`. Bridges are never moved, and are not listed in `moves` or `skipped`.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":       schema.StringAttribute{Computed: true, MarkdownDescription: "The bridge Service's name."},
+					"ips":        schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The old IPs it keeps."},
+					"created_at": schema.StringAttribute{Computed: true, MarkdownDescription: "When it was created (RFC 3339)."},
+				}}},
 		},
 	}
 }
@@ -180,6 +189,8 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 		m.DNSMovedAt = types.StringValue(p.DNSMovedAt.Format(time.RFC3339))
 	}
 	m.DNSServiceIPs = ipsValue(p.DNSIPs, &resp.Diagnostics)
+	group := stringOr(m.JournalGroup, k8sops.DefaultJournalGroup)
+	m.Bridges = bridgesValue(bridgesOf(slices.DeleteFunc(p.OldIPBridges, func(b k8sops.OldIPBridge) bool { return b.Group != group })), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
@@ -229,4 +240,5 @@ type serviceMovesModel struct {
 	DNSService           types.String `tfsdk:"dns_service"`
 	DNSServiceIPs        types.List   `tfsdk:"dns_service_ips"`
 	DNSMovedAt           types.String `tfsdk:"dns_moved_at"`
+	Bridges              types.Map    `tfsdk:"bridges"`
 }

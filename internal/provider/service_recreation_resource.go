@@ -150,6 +150,7 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 			"timeouts": timeoutsAttribute(ctx, serviceRecreationTimeout, serviceRecreationTimeout, 0),
 		},
 	}
+	maps.Copy(resp.Schema.Attributes, oldIPBridgeAttributes())
 }
 
 func (r *serviceRecreationResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -196,11 +197,16 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 				"data source that references or depends_on a resource with changes in this plan: give it only variables "+
 				"and locals, or apply that resource first (-target).")
 		plan.Recreated, plan.NotMoved = types.MapUnknown(recreatedType), types.MapUnknown(types.StringType)
-		plan.CompletedAt, plan.DNSMovedAt = types.StringUnknown(), types.StringUnknown()
+		plan.CompletedAt, plan.DNSMovedAt, plan.Bridges = types.StringUnknown(), types.StringUnknown(), types.MapUnknown(bridgeType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
 	p := plan.planned(ctx, &resp.Diagnostics)
+	prior := &state
+	if creating {
+		prior = nil
+	}
+	plan.planBridges(ctx, prior, p, &resp.Diagnostics)
 	work := len(p.Moves) > 0 || len(p.Restore) > 0
 	dnsMoves := p.DNSService != "" && (slices.ContainsFunc(p.Moves, func(m k8sops.Move) bool { return m.Key == p.DNSService }) ||
 		slices.ContainsFunc(p.Restore, func(m k8sops.Restore) bool { return m.Key == p.DNSService }))
@@ -223,6 +229,9 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if work || creating || !plan.DNSBridge.Equal(state.DNSBridge) {
 		r.warnNotReady(ctx, &plan, p, &resp.Diagnostics)
+	}
+	if _, checked := plan.bridgeRemovals(ctx, prior, &resp.Diagnostics); r.data != nil && r.data.client != nil {
+		checkOldIPBridgeRemoval(ctx, r.data.client, &plan, checked, &resp.Diagnostics, false)
 	}
 	if work && r.data != nil && r.data.client != nil {
 		found, err := k8sops.RecreationHazards(ctx, r.data.client, p)
@@ -271,27 +280,6 @@ func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serv
 	checkBridgeRemoval(ctx, r.data.client, snap, plan, diags, false)
 }
 
-// checkBridgeRemoval reads whether deleting the DNS bridge, which dns_bridge = false asks for,
-// would take DNS from running pods: refused at apply (errors), shown at plan (warnings).
-func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.Snapshot, plan *serviceRecreationModel, diags *diag.Diagnostics, apply bool) {
-	if plan.DNSBridge.IsUnknown() || plan.DNSBridge.ValueBool() || plan.ForceRemoval.ValueBool() {
-		return
-	}
-	bridge := snap.DNSBridge(plan.DNSBridgeName.ValueString())
-	if bridge == nil {
-		return
-	}
-	findings, notes, err := k8sops.CheckBridgeRemoval(ctx, client, bridge)
-	if err != nil {
-		diags.AddAttributeError(path.Root("dns_bridge"), "Cluster Not Readable", "Whether pods still use the DNS bridge could not be checked: "+apiErrorText(err))
-		return
-	}
-	addFindings(diags, findings, apply)
-	for _, n := range notes {
-		diags.AddAttributeWarning(path.Root("dns_bridge"), "DNS Bridge Removal Not Fully Checked", n)
-	}
-}
-
 func (r *serviceRecreationResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan serviceRecreationModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -332,7 +320,19 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return false
 	}
-	steps, errs := k8sops.PrepareRecreation(snap, planned, plan.bridge())
+	if plan.Bridges.IsUnknown() { // what the plan could not know yet (moves from an unknown data source) is known now
+		plan.planBridges(ctx, prior, planned, diags)
+	}
+	expiredBridges, checked := plan.bridgeRemovals(ctx, prior, diags)
+	if checkOldIPBridgeRemoval(ctx, client, plan, checked, diags, true); diags.HasError() {
+		return false
+	}
+	bridges := plan.bridge()
+	bridges.RemoveOldIPs = expiredBridges
+	for _, b := range checked {
+		bridges.RemoveOldIPs = append(bridges.RemoveOldIPs, b.Key())
+	}
+	steps, errs := k8sops.PrepareRecreation(snap, planned, bridges)
 	if addFindings(diags, errs, true); diags.HasError() {
 		return false
 	}
@@ -369,6 +369,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 			fmt.Sprintf("Recreated %d journaled Services first: %s.", len(res.Restored), strings.Join(res.Restored, ", ")))
 	}
 	plan.fillApplied(res, steps, prior, diags)
+	plan.fillBridges(ctx, res, diags)
 	if todo := res.FollowUps(steps); len(todo) > 0 {
 		diags.AddWarning("What To Do Next", "- "+strings.Join(todo, "\n- "))
 	}
@@ -386,6 +387,9 @@ func (r *serviceRecreationResource) Read(ctx context.Context, req resource.ReadR
 	}
 	if !state.First.IsNull() {
 		state.First = ipsValue(nil, &resp.Diagnostics)
+	}
+	if client, diags := r.data.Client(); !diags.HasError() {
+		state.refreshBridges(ctx, client, &resp.Diagnostics)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
@@ -413,7 +417,8 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		Parallelism: types.Int64Value(k8sops.DefaultParallelism), JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace), JournalGroup: types.StringNull(),
 		EndpointWait: types.StringValue(defaultEndpointWait),
 		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
-		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(),
+		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(), OldIPBridges: types.StringValue(k8sops.BridgesDNS),
+		OldIPBridgeTTL: types.StringNull(), OldIPForceRemoval: types.BoolNull(), Bridges: bridgesValue(nil, &resp.Diagnostics),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType})},
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
@@ -441,7 +446,8 @@ func (m *serviceRecreationModel) planned(ctx context.Context, diags *diag.Diagno
 }
 
 func (m *serviceRecreationModel) bridge() k8sops.BridgeOptions {
-	return k8sops.BridgeOptions{Enabled: m.DNSBridge.ValueBool(), Name: m.DNSBridgeName.ValueString()}
+	return k8sops.BridgeOptions{Enabled: m.DNSBridge.ValueBool(), Name: m.DNSBridgeName.ValueString(),
+		OldIPs: m.OldIPBridges.ValueString(), Group: m.journal().Group}
 }
 
 type serviceRecreationModel struct {
@@ -463,6 +469,11 @@ type serviceRecreationModel struct {
 	CompletedAt      types.String   `tfsdk:"completed_at"`
 	DNSMovedAt       types.String   `tfsdk:"dns_moved_at"`
 	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+	// recreation_bridges.go
+	OldIPBridges      types.String `tfsdk:"old_ip_bridges"`
+	OldIPBridgeTTL    types.String `tfsdk:"old_ip_bridge_ttl"`
+	OldIPForceRemoval types.Bool   `tfsdk:"old_ip_bridges_force_removal"`
+	Bridges           types.Map    `tfsdk:"bridges"`
 }
 
 const defaultEndpointWait = "2m"

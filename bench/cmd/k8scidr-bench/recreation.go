@@ -23,7 +23,7 @@ var scripts embed.FS
 // recreation is scenario 1: move o.services Services from old to target, each contender on a
 // fresh namespace set per round, in alternation.
 func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) error {
-	contenders := []string{"k8scidr", "floor (client-go)"}
+	contenders := []string{"k8scidr", withBridges, "floor (client-go)"}
 	if withLoops {
 		contenders = append(contenders, "kubectl replace --force loop", "kubectl delete + apply loop")
 	}
@@ -76,15 +76,26 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure,
 	}
 	// KEP-1880: the old range is deleted and stays Terminating while its IPs are in use; new
 	// IPs are no longer allocated from it, so every contender's new Services land in target.
-	if err := retireRange(ctx, kube, rangeName, nss[0]); err != nil {
+	// Old-IP bridges need it Ready (their IPs are allocated again): it goes after the run.
+	if who == withBridges {
+		defer kube.NetworkingV1().ServiceCIDRs().Delete(context.WithoutCancel(ctx), rangeName, metav1.DeleteOptions{}) //nolint:errcheck // tidying up
+	} else if err := retireRange(ctx, kube, rangeName, nss[0]); err != nil {
+		return measure{}, err
+	}
+	oldIPs, err := keysIPs(ctx, kube, nss)
+	if err != nil {
+		return measure{}, err
+	}
+	ow, err := watchOldIPs(ctx, kube, nss, oldIPs)
+	if err != nil {
 		return measure{}, err
 	}
 	before := b.proxy.requests.Load()
 	start := time.Now()
 	var m measure
 	switch who {
-	case "k8scidr":
-		m.wall, m.rss, err = b.k8scidrRecreate(nss)
+	case "k8scidr", withBridges:
+		m.wall, m.rss, err = b.k8scidrRecreate(nss, who == withBridges)
 	case "floor (client-go)":
 		err = b.floor(ctx, nss)
 		m.wall = time.Since(start)
@@ -101,9 +112,14 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure,
 		return m, err
 	}
 	m.windows, m.lostKeys = w.settle(ctx, b.o.settle)
+	m.oldIPWindows, m.oldIPNever = ow.settle()
+	m.oldIPs = len(oldIPs)
 	m.notMoved, err = notMoved(ctx, kube, nss, keys)
 	return m, err
 }
+
+// withBridges is the provider with old_ip_bridges = "all".
+const withBridges = "k8scidr, old-IP bridges"
 
 // retireRange deletes the old range and waits until the apiserver no longer allocates from it
 // (its allocator learns of the deletion from a watch, and picks among ranges at random): twenty
@@ -140,11 +156,12 @@ data "k8scidr_service_moves" "bench" {
 }
 
 resource "k8scidr_service_recreation" "bench" {
-  target_cidrs = [%[1]q]
-  moves        = data.k8scidr_service_moves.bench.moves
-  restore      = data.k8scidr_service_moves.bench.restore
-  first        = data.k8scidr_service_moves.bench.first_moves
-  dns_service  = data.k8scidr_service_moves.bench.dns_service
+  target_cidrs   = [%[1]q]
+  moves          = data.k8scidr_service_moves.bench.moves
+  restore        = data.k8scidr_service_moves.bench.restore
+  first          = data.k8scidr_service_moves.bench.first_moves
+  dns_service    = data.k8scidr_service_moves.bench.dns_service
+  old_ip_bridges = %[3]q
 }
 `
 
@@ -156,8 +173,12 @@ func quoted(list []string) string {
 	return strings.Join(q, ", ")
 }
 
-func (b *bench) k8scidrRecreate(nss []string) (time.Duration, float64, error) {
-	w, err := newWorkspace(b.bin, b.self, b.kubeconfig, fmt.Sprintf(recreationConfig, target, quoted(nss)))
+func (b *bench) k8scidrRecreate(nss []string, bridges bool) (time.Duration, float64, error) {
+	setting := "dns"
+	if bridges {
+		setting = "all"
+	}
+	w, err := newWorkspace(b.bin, b.self, b.kubeconfig, fmt.Sprintf(recreationConfig, target, quoted(nss), setting))
 	if err != nil {
 		return 0, 0, err
 	}

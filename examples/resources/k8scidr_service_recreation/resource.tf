@@ -26,6 +26,10 @@ resource "k8scidr_service_recreation" "this" {
   # until kubelets' clusterDNS points at the new one. Set dns_bridge = false afterwards.
   dns_bridge = true
 
+  # With "all", every other moved Service keeps answering on its old ClusterIP too (an old-IP
+  # bridge each), for clients that cached it, until this is set back to "dns".
+  # old_ip_bridges = "all"
+
   timeouts = {
     create = "30m"
   }

@@ -1,0 +1,225 @@
+// The bridges of k8scidr_service_recreation: the DNS bridge's removal check, and the old-IP
+// bridges' settings, planned `bridges` (from the moves and the prior state only), removal
+// guard and refresh.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+// bridgeType is one old-IP bridge, keyed by the Service it stands in for.
+var bridgeType = types.ObjectType{AttrTypes: map[string]attr.Type{"name": types.StringType, "ips": ipListType, "created_at": types.StringType}}
+
+func oldIPBridgeAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"old_ip_bridges": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.BridgesDNS),
+			MarkdownDescription: "Which moved Services keep answering on their old ClusterIPs. `dns`: only the cluster DNS " +
+				"Service, by the DNS bridge (`dns_bridge`). `all`: every moved Service, each through an old-IP bridge, a " +
+				"ClusterIP Service on the IPs its move frees with its selector and ports (no node ports), named " +
+				"`<name>-old-<hash>` beside it, created right after the Service is deleted and serving at once; a " +
+				"selector-less Service's bridge gets a copy of its Endpoints, kept in step by every apply. Clients that " +
+				"cached the old IP (resolved once at start, a DNS cache, a Service environment variable) keep working " +
+				"until they restart. The bridges' IPs must stay inside a Ready ServiceCIDR (keep the old range). Setting " +
+				"`dns` again removes them, refused while a pod that may hold an old IP still runs (see " +
+				"`old_ip_bridges_force_removal`). Default `dns`.",
+			Validators: []validator.String{stringvalidator.OneOf(k8sops.BridgesDNS, k8sops.BridgesAll)}},
+		"old_ip_bridge_ttl": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "How long old-IP bridges stay, as a Go duration (e.g. `168h`): the first plan after a bridge " +
+				"is this old removes it, without the check of `old_ip_bridges_force_removal`. Unset, bridges stay until " +
+				"`old_ip_bridges` is set to `dns`.",
+			Validators: []validator.String{durationBetween(time.Second, 10*365*24*time.Hour)}},
+		"old_ip_bridges_force_removal": schema.BoolAttribute{Optional: true,
+			MarkdownDescription: "Remove old-IP bridges when `old_ip_bridges` is set to `dns` even though running pods may " +
+				"still use an old IP. Without it the apply refuses, naming them, while a pod started before a bridged " +
+				"Service moved still runs and resolves through the cluster DNS, or runs in the Service's namespace with " +
+				"Service environment variables. Default `false`.",
+		},
+		"bridges": schema.MapNestedAttribute{Computed: true,
+			MarkdownDescription: "The old-IP bridges of this resource, by the `namespace/name` of the Service each stands in " +
+				"for: the bridge's `name` (in the same namespace), the `ips` it keeps, and `created_at` (RFC 3339; null for " +
+				"a planned bridge whose move the apply did not make). The plan shows the bridges an apply creates and " +
+				"removes; a refresh reads them from the cluster.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"name":       schema.StringAttribute{Computed: true, MarkdownDescription: "The bridge Service's name."},
+				"ips":        schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The old IPs it keeps."},
+				"created_at": schema.StringAttribute{Computed: true, MarkdownDescription: "When it was created."},
+			}}},
+	}
+}
+
+type bridgeModel struct {
+	Name      string       `tfsdk:"name"`
+	IPs       []string     `tfsdk:"ips"`
+	CreatedAt types.String `tfsdk:"created_at"`
+}
+
+func bridgesValue(in map[string]bridgeModel, diags *diag.Diagnostics) types.Map {
+	out := make(map[string]attr.Value, len(in))
+	for k, b := range in {
+		out[k] = objectValue(bridgeType, map[string]attr.Value{"name": types.StringValue(b.Name), "ips": ipsValue(b.IPs, diags),
+			"created_at": b.CreatedAt}, diags)
+	}
+	return mapValue(bridgeType, out, diags)
+}
+
+func bridgesFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) map[string]bridgeModel {
+	out := map[string]bridgeModel{}
+	if !m.IsNull() && !m.IsUnknown() {
+		diags.Append(m.ElementsAs(ctx, &out, false)...)
+	}
+	return out
+}
+
+func bridgesOf(list []k8sops.OldIPBridge) map[string]bridgeModel {
+	out := map[string]bridgeModel{}
+	for _, b := range list {
+		out[b.For] = bridgeModel{Name: b.Name, IPs: b.IPs, CreatedAt: types.StringValue(b.Created.Format(time.RFC3339))}
+	}
+	return out
+}
+
+// ttl is old_ip_bridge_ttl, 0 when unset (validated at plan).
+func (m *serviceRecreationModel) ttl() time.Duration {
+	d, _ := time.ParseDuration(m.OldIPBridgeTTL.ValueString())
+	return d
+}
+
+// expired reports whether a bridge created at createdAt has outlived ttl at now.
+func expired(createdAt types.String, ttl time.Duration, now time.Time) bool {
+	t, err := time.Parse(time.RFC3339, createdAt.ValueString())
+	return ttl > 0 && err == nil && !t.Add(ttl).After(now)
+}
+
+// planBridges plans `bridges` from the configuration and the prior state only: with "all", the
+// bridges there are (as the refresh read them) but those past old_ip_bridge_ttl, and one for
+// each planned move but the cluster DNS Service's; with "dns", none. What the prior state has
+// and the plan not is what the apply removes.
+func (m *serviceRecreationModel) planBridges(ctx context.Context, state *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
+	if m.OldIPBridges.IsUnknown() || m.OldIPBridgeTTL.IsUnknown() {
+		m.Bridges = types.MapUnknown(bridgeType)
+		return
+	}
+	want := map[string]bridgeModel{}
+	if m.OldIPBridges.ValueString() == k8sops.BridgesAll {
+		now := time.Now()
+		if state != nil {
+			for k, b := range bridgesFrom(ctx, state.Bridges, diags) {
+				if !expired(b.CreatedAt, m.ttl(), now) {
+					want[k] = b
+				}
+			}
+		}
+		for _, mv := range p.Moves {
+			ns, name, _ := strings.Cut(mv.Key, "/")
+			if _, ok := want[mv.Key]; ok || mv.Key == p.DNSService || len(k8sops.MovingIPs(mv.OldIPs, mv.NewIPs)) == 0 {
+				continue
+			}
+			want[mv.Key] = bridgeModel{Name: k8sops.OldIPBridgeName(ns, name), IPs: k8sops.MovingIPs(mv.OldIPs, mv.NewIPs), CreatedAt: types.StringUnknown()}
+		}
+	}
+	m.Bridges = bridgesValue(want, diags)
+}
+
+// bridgeRemovals are the bridges the prior state has and the plan not, namespace/name, split
+// into those past old_ip_bridge_ttl and the rest (removed only after CheckOldIPBridgeRemoval).
+func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serviceRecreationModel, diags *diag.Diagnostics) (expiredKeys []string, checked []k8sops.OldIPBridge) {
+	if prior == nil {
+		return nil, nil
+	}
+	planned := bridgesFrom(ctx, m.Bridges, diags)
+	now := time.Now()
+	had := bridgesFrom(ctx, prior.Bridges, diags)
+	for _, forKey := range slices.Sorted(maps.Keys(had)) {
+		b := had[forKey]
+		if _, stays := planned[forKey]; stays {
+			continue
+		}
+		ns, _, _ := strings.Cut(forKey, "/")
+		if expired(b.CreatedAt, prior.ttl(), now) || expired(b.CreatedAt, m.ttl(), now) {
+			expiredKeys = append(expiredKeys, ns+"/"+b.Name)
+			continue
+		}
+		created, _ := time.Parse(time.RFC3339, b.CreatedAt.ValueString())
+		checked = append(checked, k8sops.OldIPBridge{Name: b.Name, For: forKey, IPs: b.IPs, Created: created})
+	}
+	return expiredKeys, checked
+}
+
+// checkBridgeRemoval reads whether deleting the DNS bridge, which dns_bridge = false asks for,
+// would take DNS from running pods: refused at apply (errors), shown at plan (warnings).
+func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.Snapshot, plan *serviceRecreationModel, diags *diag.Diagnostics, apply bool) {
+	if plan.DNSBridge.IsUnknown() || plan.DNSBridge.ValueBool() || plan.ForceRemoval.ValueBool() {
+		return
+	}
+	bridge := snap.DNSBridge(plan.DNSBridgeName.ValueString())
+	if bridge == nil {
+		return
+	}
+	findings, notes, err := k8sops.CheckBridgeRemoval(ctx, client, bridge)
+	if err != nil {
+		diags.AddAttributeError(path.Root("dns_bridge"), "Cluster Not Readable", "Whether pods still use the DNS bridge could not be checked: "+apiErrorText(err))
+		return
+	}
+	addFindings(diags, findings, apply)
+	for _, n := range notes {
+		diags.AddAttributeWarning(path.Root("dns_bridge"), "DNS Bridge Removal Not Fully Checked", n)
+	}
+}
+
+// checkOldIPBridgeRemoval reads whether removing the bridges that old_ip_bridges = "dns" asks
+// for would cut off running pods: refused at apply (errors), shown at plan (warnings).
+func checkOldIPBridgeRemoval(ctx context.Context, client *k8sops.Client, m *serviceRecreationModel, bridges []k8sops.OldIPBridge, diags *diag.Diagnostics, apply bool) {
+	if len(bridges) == 0 || m.OldIPForceRemoval.ValueBool() {
+		return
+	}
+	findings, err := k8sops.CheckOldIPBridgeRemoval(ctx, client, bridges)
+	if err != nil {
+		diags.AddAttributeError(path.Root("old_ip_bridges"), "Cluster Not Readable", "Whether pods still use the old-IP bridges could not be checked: "+apiErrorText(err))
+		return
+	}
+	addFindings(diags, findings, apply)
+}
+
+// fillBridges sets `bridges` after an apply: as planned, with the creation times of the
+// bridges made (null for a planned one whose move was not made).
+func (m *serviceRecreationModel) fillBridges(ctx context.Context, res k8sops.RecreationResult, diags *diag.Diagnostics) {
+	planned := bridgesFrom(ctx, m.Bridges, diags)
+	made := bridgesOf(res.OldIPBridgesCreated)
+	for k, b := range planned {
+		if !b.CreatedAt.IsUnknown() {
+			continue
+		}
+		b.CreatedAt = types.StringNull()
+		if got, ok := made[k]; ok {
+			b.CreatedAt = got.CreatedAt
+		}
+		planned[k] = b
+	}
+	m.Bridges = bridgesValue(planned, diags)
+}
+
+// refreshBridges reads this resource's old-IP bridges from the cluster.
+func (m *serviceRecreationModel) refreshBridges(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) {
+	list, err := k8sops.ListOldIPBridges(ctx, client, m.journal().Group)
+	if err != nil {
+		diags.AddError("Cluster Not Readable", fmt.Sprintf("Reading the old-IP bridges: %s", apiErrorText(err)))
+		return
+	}
+	m.Bridges = bridgesValue(bridgesOf(list), diags)
+}

@@ -1,0 +1,442 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// ipWatch is an independent watcher of which ClusterIPs of a namespace are served: held by a
+// Service that has an EndpointSlice with a ready endpoint. For each watched IP it records how
+// long each stretch without service lasted.
+type ipWatch struct {
+	mu       sync.Mutex
+	services map[types.UID]*corev1.Service
+	slices   map[string]*discoveryv1.EndpointSlice
+	watched  []string
+	down     map[string]time.Time       // watched IP → since when it is not served (absent: served)
+	gaps     map[string][]time.Duration // watched IP → the stretches it was not served
+	stop     chan struct{}
+}
+
+func watchIPs(t *testing.T, kube kubernetes.Interface, ns string, ips []string) *ipWatch {
+	t.Helper()
+	w := &ipWatch{services: map[types.UID]*corev1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}, watched: ips,
+		down: map[string]time.Time{}, gaps: map[string][]time.Duration{}, stop: make(chan struct{})}
+	for _, ip := range ips {
+		w.down[ip] = time.Now() // until the informers have shown it served
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(ns))
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { w.event(o, false) }, UpdateFunc: func(_, o any) { w.event(o, false) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			w.event(o, true)
+		},
+	}
+	for _, inf := range []cache.SharedIndexInformer{factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer()} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	factory.Start(w.stop)
+	factory.WaitForCacheSync(w.stop)
+	t.Cleanup(func() { close(w.stop) })
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.downNow()) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("not every watched IP is served before the move: %v", w.downNow())
+	}
+	w.mu.Lock()
+	w.gaps = map[string][]time.Duration{} // only from here on
+	w.mu.Unlock()
+	return w
+}
+
+func (w *ipWatch) event(o any, deleted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch v := o.(type) {
+	case *corev1.Service:
+		if deleted {
+			delete(w.services, v.UID)
+		} else {
+			w.services[v.UID] = v
+		}
+	case *discoveryv1.EndpointSlice:
+		if deleted {
+			delete(w.slices, v.Name)
+		} else {
+			w.slices[v.Name] = v
+		}
+	}
+	now := time.Now()
+	served := w.served()
+	for _, ip := range w.watched {
+		since, isDown := w.down[ip]
+		switch {
+		case isDown && served[ip]:
+			w.gaps[ip] = append(w.gaps[ip], now.Sub(since))
+			delete(w.down, ip)
+		case !isDown && !served[ip]:
+			w.down[ip] = now
+		}
+	}
+}
+
+// served are the IPs held by a Service with a ready endpoint in a slice of its own (owned by it,
+// or mirrored from its Endpoints).
+func (w *ipWatch) served() map[string]bool {
+	ready := map[string]bool{} // Service name → has a ready endpoint
+	byName := map[string]types.UID{}
+	for uid, s := range w.services {
+		byName[s.Name] = uid
+	}
+	for _, s := range w.slices {
+		name := s.Labels[discoveryv1.LabelServiceName]
+		uid, ok := byName[name]
+		mirrored := s.Labels[discoveryv1.LabelManagedBy] == "endpointslicemirroring-controller.k8s.io"
+		if !ok || (!ownedBySvc(s, uid) && !mirrored) {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				ready[name] = true
+			}
+		}
+	}
+	out := map[string]bool{}
+	for _, s := range w.services {
+		if ready[s.Name] {
+			for _, ip := range s.Spec.ClusterIPs {
+				out[ip] = true
+			}
+		}
+	}
+	return out
+}
+
+func ownedBySvc(s *discoveryv1.EndpointSlice, uid types.UID) bool {
+	return slices.ContainsFunc(s.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == uid })
+}
+
+// downNow are the watched IPs not served now (with w.mu held).
+func (w *ipWatch) downNow() []string { return slices.Sorted(maps.Keys(w.down)) }
+
+// worst is the longest stretch any watched IP went unserved, with the IP; and the IPs unserved now.
+func (w *ipWatch) worst() (time.Duration, string, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var most time.Duration
+	var at string
+	for ip, gaps := range w.gaps {
+		for _, g := range gaps {
+			if g > most {
+				most, at = g, ip
+			}
+		}
+	}
+	return most, at, w.downNow()
+}
+
+// bridgeServices are namespace ns's Services with n to move to faultTarget, all with ready
+// endpoints: every 10th selector-less with hand-made Endpoints, every 20th (from the 5th) a
+// NodePort, one with a 63-character name, and the rest selecting the pods of Deployment backend.
+func bridgeServices(t *testing.T, c *testcluster.Cluster, ns string, n int) map[string]corev1.Service {
+	t.Helper()
+	f := fixture{t, c.Kube}
+	f.namespace(ns)
+	f.deployment(ns, "backend", map[string]string{"app": "backend"})
+	ctx := context.Background()
+	for i := range n {
+		name := fmt.Sprintf("s%03d", i)
+		if i == n-1 {
+			name = "s" + strings.Repeat("x", 61) + "z"
+		}
+		s := ipService(name, "ClusterIP", fmt.Sprintf("100.64.%d.%d", 1+i/200, 2+i%200))
+		s.Spec.Selector = map[string]string{"app": "backend"}
+		if i%20 == 5 {
+			s.Spec.Type = corev1.ServiceTypeNodePort
+		}
+		if i%10 == 0 {
+			s.Spec.Selector = nil
+		}
+		f.service(ns, s)
+		if i%10 == 0 {
+			_, err := c.Kube.CoreV1().Endpoints(ns).Create(ctx, &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: fmt.Sprintf("10.9.0.%d", 1+i/10)}},
+					Ports: []corev1.EndpointPort{{Port: 80}}}}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return servicesIn(t, c.Kube, ns)
+}
+
+// ordinary drops the bridges from a namespace's Services.
+func ordinary(in map[string]corev1.Service) map[string]corev1.Service {
+	out := maps.Clone(in)
+	maps.DeleteFunc(out, func(_ string, s corev1.Service) bool { return s.Labels[k8sops.OldIPBridgeLabel] == "true" })
+	return out
+}
+
+// checkBridged checks that every Service of before moved into faultTarget with its spec kept, and
+// that its old-IP bridge stands on its old IP with its ports and selector; a selector-less
+// Service's bridge has its Endpoints.
+func checkBridged(t *testing.T, kube kubernetes.Interface, ns string, before map[string]corev1.Service) {
+	t.Helper()
+	ctx := context.Background()
+	now := servicesIn(t, kube, ns)
+	if err := checkMovedKeepingSpecs(ordinary(now), before); err != nil {
+		t.Fatal(err)
+	}
+	for key, old := range before {
+		bkey := ns + "/" + k8sops.OldIPBridgeName(ns, old.Name)
+		b, ok := now[bkey]
+		switch {
+		case !ok:
+			t.Errorf("%s has no old-IP bridge %s", key, bkey)
+			continue
+		case len(b.Name) > 63 || b.Spec.Type != corev1.ServiceTypeClusterIP || !slices.Equal(b.Spec.ClusterIPs, old.Spec.ClusterIPs):
+			t.Errorf("bridge %s: type %s, IPs %v; want a ClusterIP Service on %v", bkey, b.Spec.Type, b.Spec.ClusterIPs, old.Spec.ClusterIPs)
+		case b.Spec.Ports[0].Port != old.Spec.Ports[0].Port || b.Spec.Ports[0].NodePort != 0 || !maps.Equal(b.Spec.Selector, old.Spec.Selector):
+			t.Errorf("bridge %s: ports %v selector %v; want %s's ports without node ports, and its selector", bkey, b.Spec.Ports, b.Spec.Selector, key)
+		}
+		if old.Spec.Selector == nil {
+			want, err1 := kube.CoreV1().Endpoints(ns).Get(ctx, old.Name, metav1.GetOptions{})
+			got, err2 := kube.CoreV1().Endpoints(ns).Get(ctx, b.Name, metav1.GetOptions{})
+			if err1 != nil || err2 != nil || !reflect.DeepEqual(want.Subsets, got.Subsets) {
+				t.Errorf("bridge %s of the selector-less %s: Endpoints %v (%v), want %v (%v)", bkey, key, got, err2, want, err1)
+			}
+		}
+	}
+}
+
+// checkMovedKeepingSpecs: the same Services as before, each in faultTarget and equal but for its IPs.
+func checkMovedKeepingSpecs(now, before map[string]corev1.Service) error {
+	if len(now) != len(before) {
+		return fmt.Errorf("%d Services before, %d now", len(before), len(now))
+	}
+	for key, s := range now {
+		old, ok := before[key]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s is new", key)
+		case !faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)):
+			return fmt.Errorf("%s not moved: %s", key, s.Spec.ClusterIP)
+		case !reflect.DeepEqual(specWithoutIPs(old), specWithoutIPs(s)):
+			return fmt.Errorf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(old).Spec, specWithoutIPs(s).Spec)
+		}
+	}
+	return nil
+}
+
+func bridgeConfig(c *testcluster.Cluster, extra string) string {
+	return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), extra)
+}
+
+// TestAccServiceRecreation_oldIPBridges moves 200 Services with old_ip_bridges = "all" while an
+// independent watcher follows every old and new IP: an old IP goes unserved only between its
+// Service's delete and its bridge, for at most oldIPWindowMax; every new IP is served after the
+// move; specs are unchanged, and a selector-less Service's bridge serves its Endpoints. Lowering
+// the setting is refused while the pods that ran before the move still run, and removes every
+// bridge once they have been replaced.
+func TestAccServiceRecreation_oldIPBridges(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const n, ns, oldIPWindowMax = 200, "br", 2 * time.Second
+	c := startCluster(t, testcluster.Options{})
+	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	before := bridgeServices(t, c, ns, n)
+	var oldIPs []string
+	for _, s := range before {
+		oldIPs = append(oldIPs, s.Spec.ClusterIPs...)
+	}
+	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
+	out := w.planFile()
+	if got := w.planned(recreationAddr, "bridges"); got == nil || len(got.(map[string]any)) != n {
+		t.Fatalf("the plan shows %v bridges, want one per moved Service (%d):\n%s", got, n, out)
+	}
+	watch := watchIPs(t, c.Kube, ns, oldIPs)
+	start := time.Now()
+	w.applyFile()
+	t.Logf("moved %d Services with their bridges in %s", n, time.Since(start).Round(time.Millisecond))
+	// The new IPs are served once the moves are done (their EndpointSlices may trail the apply a little).
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		watch.mu.Lock()
+		defer watch.mu.Unlock()
+		served := watch.served()
+		for _, s := range ordinary(servicesIn(t, c.Kube, ns)) {
+			if !served[s.Spec.ClusterIP] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("not every moved Service is served at its new IP: %v", err)
+	}
+	most, at, down := watch.worst()
+	t.Logf("the longest an old IP went unserved: %s (%s)", most.Round(time.Millisecond), at)
+	if most > oldIPWindowMax || len(down) > 0 {
+		t.Errorf("old IPs went unserved for up to %s (%s), want at most %s; unserved now: %v", most, at, oldIPWindowMax, down)
+	}
+	checkBridged(t, c.Kube, ns, before)
+	w.converged()
+
+	// Lowering the setting while the backend pods that ran before the move still run: refused.
+	w.write(bridgeConfig(c, `  old_ip_bridges = "dns"`))
+	out = w.planFile()
+	inUse := diagRE("Old-IP Bridges Still in Use", "br/backend-", "of 200 bridges")
+	if !inUse.MatchString(out) {
+		t.Errorf("the plan does not warn that the bridges are in use:\n%s", out)
+	}
+	if out, err := w.run("apply", "tfplan"); err == nil || !inUse.MatchString(out) {
+		t.Fatalf("removing the bridges under running pods: apply %v\n%s", err, out)
+	}
+	checkBridged(t, c.Kube, ns, before)
+
+	replacePods(t, c.Kube, ns, "app=backend")
+	w.planFile()
+	w.applyFile()
+	if left := len(servicesIn(t, c.Kube, ns)) - len(before); left != 0 {
+		t.Errorf("%d bridges left after old_ip_bridges = \"dns\"", left)
+	}
+	if err := checkMovedKeepingSpecs(servicesIn(t, c.Kube, ns), before); err != nil {
+		t.Error(err)
+	}
+	// The Endpoints copied to the bridges of selector-less Services go with them.
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		eps, err := c.Kube.CoreV1().Endpoints(ns).List(ctx, metav1.ListOptions{LabelSelector: k8sops.OldIPBridgeLabel})
+		return err == nil && len(eps.Items) == 0, err
+	})
+	if err != nil {
+		t.Errorf("bridge Endpoints left after the bridges went: %v", err)
+	}
+	w.converged()
+}
+
+// TestAccServiceRecreation_oldIPBridgeTTL: bridges older than old_ip_bridge_ttl are removed by
+// the next plan and apply, without the check for running pods; the data sources report them
+// apart from ordinary Services while they exist.
+func TestAccServiceRecreation_oldIPBridgeTTL(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "ttl"
+	before := bridgeServices(t, c, ns, 4)
+	extra := `  old_ip_bridges = "all"
+  old_ip_bridge_ttl = "8s"
+}
+
+data "k8scidr_service_allocations" "all" {
+  depends_on = [k8scidr_service_recreation.this]
+}
+
+data "k8scidr_service_moves" "after" {
+  target_cidrs = [` + fmt.Sprintf("%q", faultTarget) + `]
+  depends_on   = [k8scidr_service_recreation.this]
+`
+	w := newCLIWorkspace(t, bridgeConfig(c, extra))
+	w.planFile()
+	w.applyFile()
+	applied := time.Now()
+	checkBridged(t, c.Kube, ns, before)
+	bridgeOf := func(name string) string { return k8sops.OldIPBridgeName(ns, name) }
+	movesBridges, _ := w.stateValue("data.k8scidr_service_moves.after", "bridges").(map[string]any)
+	if len(movesBridges) != len(before) || movesBridges[ns+"/s001"].(map[string]any)["name"] != bridgeOf("s001") {
+		t.Errorf("the moves data source reports bridges %v, want the %d", movesBridges, len(before))
+	}
+	forBridge := map[string]string{}
+	for key, s := range before {
+		forBridge[bridgeOf(s.Name)] = key
+	}
+	services, _ := w.stateValue("data.k8scidr_service_allocations.all", "services").([]any)
+	bridgesSeen := 0
+	for _, s := range services {
+		s := s.(map[string]any)
+		if s["bridge_for"] != nil {
+			bridgesSeen++
+			if s["stays"] != true || s["bridge_for"] != forBridge[s["name"].(string)] {
+				t.Errorf("allocations report bridge %v", s)
+			}
+		}
+	}
+	if bridgesSeen != len(before) {
+		t.Errorf("the allocations data source marks %d bridges, want %d", bridgesSeen, len(before))
+	}
+	// The pods ran before the move, but the TTL is the operator's word: no check.
+	time.Sleep(time.Until(applied.Add(8 * time.Second)))
+	w.planFile()
+	if got := w.planned(recreationAddr, "bridges"); got == nil || len(got.(map[string]any)) != 0 {
+		t.Errorf("after the TTL the plan keeps bridges %v", got)
+	}
+	w.applyFile()
+	if left := len(servicesIn(t, c.Kube, ns)) - len(before); left != 0 {
+		t.Errorf("%d bridges left after their TTL", left)
+	}
+}
+
+// TestAccKill_oldIPBridges SIGKILLs terraform and the provider in the middle of a recreation with
+// old_ip_bridges = "all" (every move held between delete and create, so that some are caught
+// there); the next apply leaves every moved Service with its bridge, nothing lost, no journal.
+func TestAccKill_oldIPBridges(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const n, ns = 60, "kb"
+	c := startCluster(t, testcluster.Options{})
+	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	before := bridgeServices(t, c, ns, n)
+	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
+	killed, out, _ := interruptWhen(t, w, []string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=150ms"}, func() bool {
+		moved, _ := movedCount(t, c.Kube, ns, faultTarget, n)
+		return moved >= n/3
+	}, sigkill, "apply", "-auto-approve")
+	if !killed {
+		t.Fatalf("the apply finished before the kill:\n%s", out)
+	}
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
+	}
+	checkBridged(t, c.Kube, ns, before)
+	cms, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		t.Errorf("journal %s left after the recovery", cm.Name)
+	}
+	w.converged()
+}
