@@ -85,14 +85,21 @@ var pingPong = []netip.Prefix{faultTarget, netip.MustParsePrefix("100.64.0.0/13"
 // namespace ns to move (movingServices), and a recreation configuration for a target.
 func movingCluster(t *testing.T, ns string, n int) (*testcluster.Cluster, map[string]corev1.Service, func(netip.Prefix) string) {
 	t.Helper()
-	c := startCluster(t, testcluster.Options{})
-	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
-		t.Fatal(err)
-	}
+	c := targetCluster(t)
 	before := movingServices(t, c.Kube, ns, n)
 	return c, before, func(target netip.Prefix) string {
 		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", target), "")
 	}
+}
+
+// targetCluster is a cluster of the test's own with faultTarget served by a Ready ServiceCIDR.
+func targetCluster(t *testing.T) *testcluster.Cluster {
+	t.Helper()
+	c := startCluster(t, testcluster.Options{})
+	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // TestAccKill_recreation SIGKILLs terraform and the provider at a random point of a recreation of

@@ -270,10 +270,7 @@ func TestAccServiceRecreation_oldIPBridges(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	const n, ns, oldIPWindowMax = 200, "br", 2 * time.Second
-	c := startCluster(t, testcluster.Options{})
-	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
-		t.Fatal(err)
-	}
+	c := targetCluster(t)
 	before := bridgeServices(t, c, ns, n)
 	var oldIPs []string
 	for _, s := range before {
@@ -349,10 +346,7 @@ func TestAccServiceRecreation_oldIPBridges(t *testing.T) {
 func TestAccServiceRecreation_oldIPBridgeTTL(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
-	c := startCluster(t, testcluster.Options{})
-	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
-		t.Fatal(err)
-	}
+	c := targetCluster(t)
 	const ns = "ttl"
 	before := bridgeServices(t, c, ns, 4)
 	extra := `  old_ip_bridges = "all"
@@ -414,10 +408,7 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	const n, ns = 60, "kb"
-	c := startCluster(t, testcluster.Options{})
-	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
-		t.Fatal(err)
-	}
+	c := targetCluster(t)
 	before := bridgeServices(t, c, ns, n)
 	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
 	killed, out, _ := interruptWhen(t, w, []string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=150ms"}, func() bool {
