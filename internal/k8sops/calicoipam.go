@@ -171,28 +171,33 @@ type PodIPs map[string][]netip.Addr
 func ListPodIPs(ctx context.Context, c *Client) (PodIPs, error) {
 	out := PodIPs{}
 	err := eachItem(ctx, listPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error {
-		var ips []netip.Addr
-		for _, s := range p.Status.PodIPs {
-			if ip, err := netip.ParseAddr(s.IP); err == nil {
-				ips = append(ips, ip)
-			}
-		}
-		for _, key := range []string{AnnotationPodIPs, AnnotationPodIP} {
-			for _, s := range strings.Split(p.Annotations[key], ",") {
-				if pfx, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
-					ips = append(ips, pfx.Addr())
-				} else if ip, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil {
-					ips = append(ips, ip)
-				}
-			}
-		}
-		out[p.Namespace+"/"+p.Name] = ips
+		out[p.Namespace+"/"+p.Name] = podIPs(p)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	return out, nil
+}
+
+// podIPs are the addresses a pod holds: its status IPs and Calico's annotations.
+func podIPs(p *corev1.Pod) []netip.Addr {
+	var ips []netip.Addr
+	for _, s := range p.Status.PodIPs {
+		if ip, err := netip.ParseAddr(s.IP); err == nil {
+			ips = append(ips, ip)
+		}
+	}
+	for _, key := range []string{AnnotationPodIPs, AnnotationPodIP} {
+		for _, s := range strings.Split(p.Annotations[key], ",") {
+			if pfx, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
+				ips = append(ips, pfx.Addr())
+			} else if ip, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil {
+				ips = append(ips, ip)
+			}
+		}
+	}
+	return ips
 }
 
 // Classify sets each allocation's class: a node tunnel address by its handle; a live pod when

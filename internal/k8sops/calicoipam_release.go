@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
@@ -299,8 +297,6 @@ type DeletePoolOptions struct {
 	Policy        string
 	ReleaseLeaked bool
 	FieldManager  string
-	// PollInterval between drain checks; default 2 s.
-	PollInterval time.Duration
 }
 
 // DeletePoolResult says what the deletion left behind, for warnings.
@@ -342,14 +338,10 @@ func (a *CalicoAPI) DeleteIPPool(ctx context.Context, c *Client, name string, o 
 		}
 	}
 	if o.Policy == DeleteWaitForDrain || o.Policy == "" {
-		interval := o.PollInterval
-		if interval == 0 {
-			interval = 2 * time.Second
+		var drained bool
+		if allocs, drained, err = a.waitDrained(ctx, c, prefix); !drained && err != nil && ctx.Err() == nil {
+			return res, err
 		}
-		err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
-			allocs, err = a.PoolAllocations(ctx, c, prefix)
-			return err == nil && len(ByClass(allocs, AllocLivePod)) == 0, err
-		})
 		if err != nil {
 			return res, fmt.Errorf("%w: IPPool %s (%s) is disabled but did not drain in time; it still holds %s. "+
 				"Restart those pods so they take addresses from another pool (k8scidr_workload_roll with pod_cidrs = [%q]), then destroy again.%s",
