@@ -133,8 +133,8 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 		if svc, exists := byKey[e.Key]; exists {
 			// The cluster DNS Service moved, but its bridge was not created (refused, or the run
 			// stopped): the entry holds its old IPs, and restoring it creates the bridge.
-			bridgeDue := e.Key == dnsKey && !bridged && len(MovingIPs(e.OldIPs, ipStrings(clusterIPs(svc)))) > 0
-			if bridgeDue || bridgeMissing(e, byKey) || !journalSettled(e, svc, snap.Endpoints) {
+			dnsBridgeDue := e.Key == dnsKey && !bridged && len(MovingIPs(e.OldIPs, ipStrings(clusterIPs(svc)))) > 0
+			if dnsBridgeDue || bridgeMissing(e, byKey) || !journalSettled(e, svc, snap.Endpoints) {
 				p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: ipStrings(clusterIPs(svc))})
 			}
 			continue

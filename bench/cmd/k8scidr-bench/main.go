@@ -35,12 +35,12 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", os.Getenv("BENCH_QUICK") == "1", "smoke mode: 100 Services, 20 Deployments, 1 round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each scenario (contenders alternate within a round)")
 	flag.StringVar(&o.root, "root", ".", "repository root (bin/ holds the binaries)")
-	flag.StringVar(&o.scenarios, "scenarios", "recreation,roll,plan", "scenarios to run, comma-separated")
+	flag.StringVar(&o.scenarios, "scenarios", "", "scenarios to run, comma-separated: recreation, roll, plan, scale, drain (default all; quick mode the first three)")
 	flag.StringVar(&o.out, "out", "", "results file; default bench/results/<date>.md (none in quick mode)")
-	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long, with every goroutine's stack (default 2h; 20m in quick mode)")
+	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long, with every goroutine's stack (default 5h; 20m in quick mode)")
 	flag.Parse()
 	if o.timeout == 0 {
-		o.timeout = 2 * time.Hour
+		o.timeout = 5 * time.Hour
 		if o.quick {
 			o.timeout = 20 * time.Minute
 		}
@@ -78,13 +78,23 @@ type options struct {
 	out               string
 	services, rollDep int
 	planSizes         [][2]int // Services, pods
+	// scaleServices and scaleRoll are the sizes of scenarios 4 and 5; drainPods of scenario 6.
+	scaleServices, scaleRoll, drainPods int
 }
 
 func run(ctx context.Context, o options) error {
 	o.services, o.rollDep, o.planSizes, o.settle = 1000, 200, [][2]int{{1000, 2000}, {10000, 20000}}, 30*time.Second
+	o.scaleServices, o.scaleRoll, o.drainPods = 10000, 1000, 5000
 	if o.quick {
 		o.settle = 10 * time.Second
 		o.rounds, o.services, o.rollDep, o.planSizes = 1, 100, 20, [][2]int{{100, 200}, {200, 400}}
+		o.scaleServices, o.scaleRoll, o.drainPods = 200, 30, 200
+	}
+	if o.scenarios == "" {
+		o.scenarios = "recreation,roll,plan,scale,drain"
+		if o.quick {
+			o.scenarios = "recreation,roll,plan"
+		}
 	}
 	root, err := filepath.Abs(o.root)
 	if err != nil {
@@ -144,6 +154,10 @@ func run(ctx context.Context, o options) error {
 			}
 		case "plan":
 			err = b.planCost(ctx)
+		case "scale":
+			err = b.scale(ctx)
+		case "drain":
+			err = b.drain(ctx)
 		default:
 			err = fmt.Errorf("unknown scenario %q", s)
 		}
@@ -152,10 +166,22 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	report := b.table.markdown(o, time.Since(started))
-	fmt.Println(report)
 	if o.out == "" && !o.quick {
 		o.out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("2006-01-02")+".md")
 	}
+	chartsAt := o.out
+	if chartsAt == "" { // quick mode: drawn all the same, into the cluster's directory
+		chartsAt = filepath.Join(b.c.Dir, "quick.md")
+	}
+	if err := os.MkdirAll(filepath.Dir(chartsAt), 0o755); err != nil {
+		return err
+	}
+	charts, err := b.table.writeCharts(chartsAt)
+	if err != nil {
+		return err
+	}
+	report += "\n## Charts\n\n" + charts
+	fmt.Println(report)
 	if o.out != "" {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 			return err

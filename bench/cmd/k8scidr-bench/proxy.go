@@ -19,7 +19,9 @@ import (
 type proxy struct {
 	url      string
 	requests atomic.Int64
-	srv      *http.Server
+	// journalWrites counts ConfigMap creates: the provider's recreation journal objects.
+	journalWrites atomic.Int64
+	srv           *http.Server
 
 	mu    sync.Mutex
 	kinds map[string]int // BENCH_DEBUG: requests by verb and resource
@@ -66,6 +68,9 @@ func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 	p := &proxy{}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/configmaps") {
+			p.journalWrites.Add(1)
+		}
 		if debug {
 			p.byKind(r)
 		}

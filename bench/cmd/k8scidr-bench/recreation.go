@@ -25,7 +25,7 @@ var scripts embed.FS
 func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) error {
 	contenders := []string{"k8scidr", withBridges, "floor (client-go)"}
 	if withLoops {
-		contenders = append(contenders, "kubectl replace --force loop", "kubectl delete + apply loop")
+		contenders = append(contenders, "kubectl replace --force loop", replaceParallel, "kubectl delete + apply loop")
 	}
 	n := b.o.services
 	scenario := fmt.Sprintf("1. recreate %d Services", n)
@@ -38,7 +38,7 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 			if err := waitNamespacesGone(ctx, b.kube); err != nil {
 				return err
 			}
-			m, err := b.recreateOnce(ctx, run, who)
+			m, err := b.recreateOnce(ctx, run, who, n)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", who, round+1, err)
 			}
@@ -48,13 +48,17 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 	return nil
 }
 
-func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure, error) {
+func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int) (measure, error) {
 	kube := b.kube
-	n := b.o.services
-	// A /20 of old per run. Not the same CIDR each time: kube-apiserver keys its allocators by
-	// CIDR, and one that served an earlier ServiceCIDR object stays allocatable while a later
-	// object of the same CIDR is Terminating (v1.34 MetaAllocator.syncAllocators).
-	oldRun := netip.PrefixFrom(addrAt(netip.MustParsePrefix(old), (run%128)*4096), 20)
+	// A range of old per run, a /20 or as much larger as n needs. Not the same CIDR each time:
+	// kube-apiserver keys its allocators by CIDR, and one that served an earlier ServiceCIDR
+	// object stays allocatable while a later object of the same CIDR is Terminating (v1.34
+	// MetaAllocator.syncAllocators).
+	bits, size := 20, 4096
+	for size < n+16 {
+		bits, size = bits-1, size*2
+	}
+	oldRun := netip.PrefixFrom(addrAt(netip.MustParsePrefix(old), run%(1<<(bits-13))*size), bits)
 	rangeName := fmt.Sprintf("bench-old-%d", run)
 	if err := oldRange(ctx, kube, rangeName, oldRun.String()); err != nil {
 		return measure{}, err
@@ -90,7 +94,7 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure,
 	if err != nil {
 		return measure{}, err
 	}
-	before := b.proxy.requests.Load()
+	before, journalBefore := b.proxy.requests.Load(), b.proxy.journalWrites.Load()
 	start := time.Now()
 	var m measure
 	switch who {
@@ -102,6 +106,9 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure,
 	case "kubectl replace --force loop":
 		err = b.loop(ctx, "replace-force.sh", keys)
 		m.wall = time.Since(start)
+	case replaceParallel:
+		err = b.xargsLoop(ctx, "replace-force-one.sh", keys, parallelism)
+		m.wall = time.Since(start)
 	case "kubectl delete + apply loop":
 		err = b.loop(ctx, "delete-apply.sh", keys)
 		m.wall = time.Since(start)
@@ -111,15 +118,23 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string) (measure,
 	if err != nil {
 		return m, err
 	}
+	m.journal = b.proxy.journalWrites.Load() - journalBefore
 	m.windows, m.lostKeys = w.settle(ctx, b.o.settle)
+	for _, t := range w.recoveredAt() {
+		m.recovered = append(m.recovered, t.Sub(start))
+	}
 	m.oldIPWindows, m.oldIPNever = ow.settle()
 	m.oldIPs = len(oldIPs)
 	m.notMoved, err = notMoved(ctx, kube, nss, keys)
 	return m, err
 }
 
-// withBridges is the provider with old_ip_bridges = "all".
-const withBridges = "k8scidr, old-IP bridges"
+// withBridges is the provider with old_ip_bridges = "all"; replaceParallel the replace loop as
+// operators run it, under xargs -P at the provider's parallelism.
+const (
+	withBridges     = "k8scidr, old-IP bridges"
+	replaceParallel = "kubectl replace --force, xargs -P 10"
+)
 
 // retireRange deletes the old range and waits until the apiserver no longer allocates from it
 // (its allocator learns of the deletion from a watch, and picks among ranges at random): twenty
@@ -231,6 +246,25 @@ func (b *bench) loop(ctx context.Context, script string, keys []string) error {
 	cmd.Env = b.loopEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: %w\n%s", script, err, tail(string(out), 20))
+	}
+	return nil
+}
+
+// xargsLoop runs a one-Service script over keys, workers at a time, as `xargs -P` does.
+func (b *bench) xargsLoop(ctx context.Context, script string, keys []string, workers int) error {
+	path, err := b.script(script)
+	if err != nil {
+		return err
+	}
+	var in strings.Builder
+	for _, k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		fmt.Fprintf(&in, "%s %s\n", ns, name)
+	}
+	cmd := exec.CommandContext(ctx, "xargs", "-P", fmt.Sprint(workers), "-n", "2", "bash", path)
+	cmd.Stdin, cmd.Env = strings.NewReader(in.String()), b.loopEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("xargs -P %d %s: %w\n%s", workers, script, err, tail(string(out), 20))
 	}
 	return nil
 }

@@ -3,19 +3,23 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // roll is scenario 3: restart o.rollDep two-replica Deployments, with kube-controller-manager
 // at the given setting.
 func (b *bench) roll(ctx context.Context, setting string) error {
 	scenario := fmt.Sprintf("3. roll %d Deployments", b.o.rollDep)
-	contenders := []string{"k8scidr", "kubectl rollout loop, serial", fmt.Sprintf("kubectl rollout loop, xargs -P %d", rollWorkers)}
+	contenders := []string{"k8scidr", rollBest, rollFloor, "kubectl rollout loop, serial", fmt.Sprintf("kubectl rollout loop, xargs -P %d", rollWorkers)}
 	for round := range b.o.rounds {
 		for _, who := range contenders {
 			run := b.nextRun()
@@ -25,7 +29,7 @@ func (b *bench) roll(ctx context.Context, setting string) error {
 			if err := waitNamespacesGone(ctx, b.kube); err != nil {
 				return err
 			}
-			m, err := b.rollOnce(ctx, run, who)
+			m, err := b.rollOnce(ctx, run, who, b.o.rollDep)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", who, round+1, err)
 			}
@@ -35,8 +39,7 @@ func (b *bench) roll(ctx context.Context, setting string) error {
 	return nil
 }
 
-func (b *bench) rollOnce(ctx context.Context, run int, who string) (measure, error) {
-	n := b.o.rollDep
+func (b *bench) rollOnce(ctx context.Context, run int, who string, n int) (measure, error) {
 	var nss, pairs []string
 	for j := 0; j*50 < n; j++ {
 		ns := fmt.Sprintf("r%d-%d", run, j)
@@ -66,29 +69,31 @@ func (b *bench) rollOnce(ctx context.Context, run int, who string) (measure, err
 	start := time.Now()
 	var m measure
 	switch who {
-	case "k8scidr":
+	case "k8scidr", rollBest:
+		par := rollWorkers
+		if who == rollBest {
+			par = rollBestParallelism
+		}
 		var w *workspace
-		w, err = newWorkspace(b.bin, b.self, b.kubeconfig, fmt.Sprintf(rollConfig, quoted(nss), stamp))
+		w, err = newWorkspace(b.bin, b.self, b.kubeconfig, fmt.Sprintf(rollConfig, quoted(nss), stamp, par))
 		if err != nil {
 			return m, err
 		}
 		defer w.close()
 		m.wall, m.rss, err = w.run("apply", "-auto-approve", "-input=false", "-no-color")
+	case rollFloor:
+		err = b.rollFloor(ctx, pairs)
+		m.wall = time.Since(start)
 	default:
 		workers := 1
 		if strings.Contains(who, "xargs") {
 			workers = rollWorkers
 		}
-		var path string
-		if path, err = b.script("rollout-restart.sh"); err != nil {
-			return m, err
+		keys := make([]string, len(pairs))
+		for i, p := range pairs {
+			keys[i] = strings.Replace(p, " ", "/", 1)
 		}
-		cmd := exec.CommandContext(ctx, "xargs", "-P", fmt.Sprint(workers), "-n", "2", "bash", path)
-		cmd.Stdin, cmd.Env = strings.NewReader(strings.Join(pairs, "\n")+"\n"), b.loopEnv()
-		var out []byte
-		if out, err = cmd.CombinedOutput(); err != nil {
-			err = fmt.Errorf("%w\n%s", err, tail(string(out), 20))
-		}
+		err = b.xargsLoop(ctx, "rollout-restart.sh", keys, workers)
 		m.wall = time.Since(start)
 	}
 	m.requests = b.proxy.requests.Load() - before
@@ -111,8 +116,60 @@ data "k8scidr_workload_restarts" "bench" {
 resource "k8scidr_workload_roll" "bench" {
   workloads      = data.k8scidr_workload_restarts.bench.workloads
   started_before = data.k8scidr_workload_restarts.bench.started_before
+  parallelism    = %d
 }
 `
+
+// The roll's floor, and the provider at a parallelism high enough that the controllers, not the
+// provider, set the pace (at its default of 5, 200 Deployments roll in 40 waves).
+const (
+	rollFloor           = "floor (client-go)"
+	rollBest            = "k8scidr, parallelism 50"
+	rollBestParallelism = 50
+)
+
+// rollFloor is the least any tool must do: stamp restartedAt on every Deployment at once (as many
+// in flight as the shared budget lets through), then watch until every rollout is complete, as
+// kubectl's rollout status judges it.
+func (b *bench) rollFloor(ctx context.Context, pairs []string) error {
+	kube, err := kubernetes.NewForConfig(b.proxy.restConfig(clientQPS, clientBurst))
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, p := range pairs {
+		want[strings.Replace(p, " ", "/", 1)] = true
+	}
+	f := informers.NewSharedInformerFactory(kube, 0)
+	inf := f.Apps().V1().Deployments().Informer()
+	stop := make(chan struct{})
+	defer close(stop)
+	f.Start(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("the floor's Deployment watch did not sync")
+	}
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+	err = parallel(len(pairs), 50, func(i int) error {
+		ns, name, _ := strings.Cut(pairs[i], " ")
+		_, err := kube.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		done := 0
+		for _, o := range inf.GetStore().List() {
+			d, ok := o.(*appsv1.Deployment)
+			if ok && want[d.Namespace+"/"+d.Name] && d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != "" &&
+				d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+				d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.Replicas == *d.Spec.Replicas {
+				done++
+			}
+		}
+		return done == len(want), nil
+	})
+}
 
 // waitRolled waits until all n Deployments are complete (and, with restarted, carry a
 // restartedAt annotation on their template), or says how many are not.

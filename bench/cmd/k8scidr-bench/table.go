@@ -21,6 +21,9 @@ type measure struct {
 	// bridges), and how many never got served again (every one, without bridges), of oldIPs.
 	oldIPWindows       []time.Duration
 	oldIPNever, oldIPs int
+	journal            int64           // journal objects written (scenario 1)
+	recovered          []time.Duration // when each Service was routable again, from the start (scenario 1)
+	drainTail          time.Duration   // scenario 6: from the last pod leaving the old pool to the pool being gone
 }
 
 type row struct {
@@ -128,15 +131,25 @@ func (t *table) markdown(o options, took time.Duration) string {
 		"medians with [min–max]; unavailability is per Service from its DELETE to a new Service and a ready EndpointSlice "+
 		"for it, seen by an independent watcher, pooled over rounds (p50 / p99 / max); old-IP unavailability is per moved Service's old "+
 		"ClusterIP, from the DELETE to any Service on that IP with a ready endpoint (an old-IP bridge), what a client that "+
-		"cached the IP sees.\n\n", mode, took.Round(time.Second), clientQPS, clientBurst)
+		"cached the IP sees. Lost counts Services without a ready endpoint once the run settles: the floor and the kubectl "+
+		"loops do not carry a selector-less Service's Endpoints over (5 of every 100 Services here), so the endpoints controller "+
+		"may delete them with the old Service, a race each run wins or loses.\n\n", mode, took.Round(time.Second), clientQPS, clientBurst)
 	b.WriteString("| Scenario | Setting | Contender | Wall s | API requests | Unavailable ms p50 / p99 / max | Old IP unavailable ms p50 / p99 / max | Provider peak RSS MiB | Lost / not moved |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range t.rows {
 		wm, wl, wh := r.stat(func(m measure) float64 { return m.wall.Seconds() })
 		rm, _, _ := r.stat(func(m measure) float64 { return float64(m.requests) })
+		requests := fmt.Sprintf("%.0f", rm)
+		if jm, _, _ := r.stat(func(m measure) float64 { return float64(m.journal) }); jm > 0 {
+			requests += fmt.Sprintf(" (%.0f journal objects)", jm)
+		}
 		un := "–"
 		if w := r.windows(); len(w) > 0 {
 			un = fmt.Sprintf("%s / %s / %s", ms(pct(w, 0.5)), ms(pct(w, 0.99)), ms(w[len(w)-1]))
+		}
+		if strings.HasPrefix(r.scenario, "6.") {
+			tm, _, _ := r.stat(func(m measure) float64 { return float64(m.drainTail.Milliseconds()) })
+			un = fmt.Sprintf("pool gone %.0f ms after the last pod left", tm)
 		}
 		rss := "–"
 		if m, _, hi := r.stat(func(m measure) float64 { return m.rss }); hi > 0 {
@@ -148,10 +161,10 @@ func (t *table) markdown(o options, took time.Duration) string {
 			moved += m.notMoved
 		}
 		lm := "–"
-		if strings.HasPrefix(r.scenario, "1.") {
+		if strings.HasPrefix(r.scenario, "1.") || strings.HasPrefix(r.scenario, "4.") {
 			lm = fmt.Sprintf("%d / %d", lost, moved)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f [%.1f–%.1f] | %.0f | %s | %s | %s | %s |\n", r.scenario, r.setting, r.who, wm, wl, wh, rm, un, r.oldIPColumn(), rss, lm)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f [%.1f–%.1f] | %s | %s | %s | %s | %s |\n", r.scenario, r.setting, r.who, wm, wl, wh, requests, un, r.oldIPColumn(), rss, lm)
 	}
 	b.WriteString("\n## Targets\n\n")
 	for _, c := range t.targets(o) {
@@ -172,11 +185,13 @@ func (t *table) targets(o options) []string {
 	}
 	raised, defaults := settingRaised, settingDefaults
 	if k, f := t.find("1.", raised, "k8scidr"), t.find("1.", raised, "floor (client-go)"); k != nil && f != nil {
-		if l := t.find("1.", raised, "kubectl replace --force loop"); l != nil {
-			check(l.wall() >= 5*k.wall(), "kcm raised: recreation %.1fx faster than the kubectl replace loop (target ≥ 5x)", l.wall()/k.wall())
+		for _, loop := range []string{"kubectl replace --force loop", replaceParallel} {
+			if l := t.find("1.", raised, loop); l != nil {
+				check(l.wall() >= 5*k.wall(), "kcm raised: recreation %.1fx faster than the %s (target ≥ 5x)", l.wall()/k.wall(), loop)
+			}
 		}
-		check(k.wall() <= 1.5*f.wall(), "kcm raised: recreation at %.2fx the floor (target ≤ 1.5x)", k.wall()/f.wall())
-		check(pct(k.windows(), 0.99) <= 250*time.Millisecond, "kcm raised: unavailability p99 %s ms (target ≤ 250)", ms(pct(k.windows(), 0.99)))
+		check(k.wall() <= 1.3*f.wall(), "kcm raised: recreation at %.2fx the floor (target ≤ 1.3x)", k.wall()/f.wall())
+		check(pct(k.windows(), 0.99) <= 150*time.Millisecond, "kcm raised: unavailability p99 %s ms (target ≤ 150)", ms(pct(k.windows(), 0.99)))
 	}
 	for _, setting := range []string{defaults, raised} {
 		if k := t.find("1.", setting, withBridges); k != nil {
@@ -190,11 +205,22 @@ func (t *table) targets(o options) []string {
 		}
 	}
 	if k := t.find("1.", defaults, "k8scidr"); k != nil {
-		// Every moved selector Service needs one new EndpointSlice from the controller at 20 QPS.
-		bound := float64(o.services-o.services/20) / 20
-		check(k.wall() <= 1.2*bound, "kcm defaults: recreation %.1f s vs the EndpointSlice controller's bound %.1f s (%.2fx, target ≤ 1.2x)",
+		bound := sliceBound(o.services, 20)
+		check(k.wall() <= 1.15*bound, "kcm defaults: recreation %.1f s vs the EndpointSlice controller's bound %.1f s (%.2fx, target ≤ 1.15x)",
 			k.wall(), bound, k.wall()/bound)
 		check(pct(k.windows(), 0.99) <= 250*time.Millisecond, "kcm defaults: unavailability p99 %s ms (target ≤ 250)", ms(pct(k.windows(), 0.99)))
+	}
+	for _, sq := range []struct {
+		setting string
+		qps     float64
+	}{{defaults, 20}, {raised, 100}} {
+		setting, qps := sq.setting, sq.qps
+		if k := t.find("4.", setting, "k8scidr"); k != nil {
+			bound := sliceBound(o.scaleServices, qps)
+			_, _, rss := k.stat(func(m measure) float64 { return m.rss })
+			check(k.wall() <= 1.2*bound && rss <= 300, "%s: %d-Service recreation %.1f s vs the EndpointSlice controller's bound %.1f s (%.2fx, "+
+				"target ≤ 1.2x), provider peak RSS %.0f MiB (target ≤ 300)", setting, o.scaleServices, k.wall(), bound, k.wall()/bound, rss)
+		}
 	}
 	var small, large *row
 	for _, r := range t.rows {
@@ -207,13 +233,17 @@ func (t *table) targets(o options) []string {
 	}
 	if small != nil && large != nil && small != large {
 		_, _, rss := large.stat(func(m measure) float64 { return m.rss })
-		check(large.wall() <= 10, "plan over %s: %.1f s (target ≤ 10 s)", large.who, large.wall())
-		check(rss <= 300, "plan over %s: provider peak RSS %.0f MiB (target ≤ 300)", large.who, rss)
-		check(large.wall() <= 12*small.wall(), "plan %s / %s: %.1fx (target ≤ 12x)", large.who, small.who, large.wall()/small.wall())
+		check(large.wall() <= 5, "plan over %s: %.1f s (target ≤ 5 s)", large.who, large.wall())
+		check(rss <= 250, "plan over %s: provider peak RSS %.0f MiB (target ≤ 250)", large.who, rss)
 	}
-	for _, setting := range []string{raised, settingUnbound} {
-		if k, s := t.find("3.", setting, "k8scidr"), t.find("3.", setting, "kubectl rollout loop, serial"); k != nil && s != nil {
-			check(s.wall() >= 3*k.wall(), "%s: roll %.1fx faster than the serial kubectl loop (target ≥ 3x)", setting, s.wall()/k.wall())
+	for _, scenario := range []string{"3.", "5."} {
+		for _, setting := range []string{raised, settingUnbound} {
+			f := t.find(scenario, setting, rollFloor)
+			for _, who := range []string{"k8scidr", rollBest} {
+				if k := t.find(scenario, setting, who); k != nil && f != nil {
+					check(k.wall() <= 1.2*f.wall(), "%s %s: roll (%s) at %.2fx its floor (target ≤ 1.2x)", strings.TrimSuffix(k.scenario, "."), setting, who, k.wall()/f.wall())
+				}
+			}
 		}
 	}
 	if o.quick {
@@ -222,12 +252,17 @@ func (t *table) targets(o options) []string {
 	return out
 }
 
+// sliceBound is how long kube-controller-manager needs, at qps, to write one EndpointSlice for
+// each of n moved Services that has a selector (every 20th of the bench's has none).
+func sliceBound(n int, qps float64) float64 { return float64(n-n/20) / qps }
+
 // failed is an error when the provider lost a Service (the one result that fails the run).
 func (t *table) failed() error {
 	var errs []error
 	for _, r := range t.rows {
 		for _, m := range r.runs {
-			if strings.HasPrefix(r.who, "k8scidr") && strings.HasPrefix(r.scenario, "1.") && (len(m.lostKeys) > 0 || m.notMoved > 0) {
+			recreation := strings.HasPrefix(r.scenario, "1.") || strings.HasPrefix(r.scenario, "4.")
+			if strings.HasPrefix(r.who, "k8scidr") && recreation && (len(m.lostKeys) > 0 || m.notMoved > 0) {
 				errs = append(errs, fmt.Errorf("k8scidr (%s) lost %v and left %d Services unmoved", r.setting, m.lostKeys, m.notMoved))
 			}
 		}

@@ -79,6 +79,11 @@ func (w *workspace) run(args ...string) (time.Duration, float64, error) {
 
 func (w *workspace) close() { _ = os.RemoveAll(w.dir) }
 
+// rewrite replaces the workspace's configuration.
+func (w *workspace) rewrite(config string) error {
+	return os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(config), 0o600)
+}
+
 func peakRSS(file string) float64 {
 	data, _ := os.ReadFile(file)
 	peak := 0.0

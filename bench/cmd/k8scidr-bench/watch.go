@@ -31,6 +31,7 @@ type outageWatch struct {
 	deleted map[string][]types.UID
 	downAt  map[string]time.Time
 	windows []time.Duration
+	upAt    []time.Time // when each window ended
 	stop    chan struct{}
 }
 
@@ -144,6 +145,7 @@ func (w *outageWatch) check(key string) {
 	from, down := w.downAt[key]
 	if down && w.routable(key) {
 		w.windows = append(w.windows, time.Since(from))
+		w.upAt = append(w.upAt, time.Now())
 		if debug && time.Since(from) > 250*time.Millisecond {
 			logf("slow: %s %v", key, time.Since(from).Round(time.Millisecond))
 		}
@@ -188,4 +190,11 @@ func (w *outageWatch) settle(ctx context.Context, timeout time.Duration) ([]time
 	}
 	slices.Sort(lost)
 	return slices.Clone(w.windows), lost
+}
+
+// recoveredAt are the times tracked Services became routable again, in order (after settle).
+func (w *outageWatch) recoveredAt() []time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.upAt)
 }
