@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -111,10 +112,15 @@ func run(ctx context.Context, o options) error {
 	}
 	started := time.Now()
 	logf("starting a loopback cluster (%d kwok nodes; Services default range %s)", maxPods/100+20, target)
+	kcmMetrics, schedMetrics, urls, err := metricsFlags()
+	if err != nil {
+		return err
+	}
+	b.metricsURLs = urls
 	b.c, err = testcluster.Start(ctx, testcluster.Options{
 		Nodes: maxPods/100 + 20, ServiceCIDRs: []string{target}, BinDir: b.bin,
-		ControllerManagerFlags: kcmDefaults,
-		SchedulerFlags:         []string{"--kube-api-qps=1000", "--kube-api-burst=2000"},
+		ControllerManagerFlags: append(slices.Clone(kcmDefaults), kcmMetrics...),
+		SchedulerFlags:         append([]string{"--kube-api-qps=1000", "--kube-api-burst=2000"}, schedMetrics...),
 	})
 	if err != nil {
 		return err
@@ -180,7 +186,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	report += "\n## Charts\n\n" + charts
+	if charts != "" {
+		report += "\n## Charts\n\n" + charts
+	}
 	fmt.Println(report)
 	if o.out != "" {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
@@ -229,6 +237,8 @@ type bench struct {
 	kubeconfig string
 	table      *table
 	runs       int
+	// metricsURLs are the controller manager's and the scheduler's /metrics, by component.
+	metricsURLs map[string]string
 }
 
 func (b *bench) nextRun() int {

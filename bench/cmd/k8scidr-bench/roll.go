@@ -65,7 +65,7 @@ func (b *bench) rollOnce(ctx context.Context, run int, who string, n int) (measu
 	}
 	time.Sleep(1100 * time.Millisecond) // started_before has second granularity
 	stamp := time.Now().UTC().Format(time.RFC3339)
-	before := b.proxy.requests.Load()
+	before, ctlBefore := b.proxy.requests.Load(), b.scrapeRoll(ctx)
 	start := time.Now()
 	var m measure
 	switch who {
@@ -104,6 +104,7 @@ func (b *bench) rollOnce(ctx context.Context, run int, who string, n int) (measu
 	if err := b.waitRolled(ctx, nss, n, true); err != nil {
 		return m, err
 	}
+	m.controllers = delta(ctlBefore, b.scrapeRoll(ctx))
 	return m, nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -21,9 +22,10 @@ type measure struct {
 	// bridges), and how many never got served again (every one, without bridges), of oldIPs.
 	oldIPWindows       []time.Duration
 	oldIPNever, oldIPs int
-	journal            int64           // journal objects written (scenario 1)
-	recovered          []time.Duration // when each Service was routable again, from the start (scenario 1)
-	drainTail          time.Duration   // scenario 6: from the last pod leaving the old pool to the pool being gone
+	journal            int64                 // journal objects written (scenario 1)
+	recovered          []time.Duration       // when each Service was routable again, from the start (scenario 1)
+	drainTail          time.Duration         // scenario 6: from the last pod leaving the old pool to the pool being gone
+	controllers        map[metricKey]float64 // scenarios 3 and 5: the components' metrics over the run (nil: not read)
 }
 
 type row struct {
@@ -166,6 +168,7 @@ func (t *table) markdown(o options, took time.Duration) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %.1f [%.1f–%.1f] | %s | %s | %s | %s | %s |\n", r.scenario, r.setting, r.who, wm, wl, wh, requests, un, r.oldIPColumn(), rss, lm)
 	}
+	b.WriteString(t.rollBreakdown())
 	b.WriteString("\n## Targets\n\n")
 	for _, c := range t.targets(o) {
 		fmt.Fprintf(&b, "- %s\n", c)
@@ -268,4 +271,55 @@ func (t *table) failed() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rollBreakdown is where the rolls' time went, from the controller manager's and the
+// scheduler's metrics over each run (means over rounds). Busy and queued times are summed over a
+// component's workers; throttled is time its API clients waited on their own QPS limiter.
+func (t *table) rollBreakdown() string {
+	var b strings.Builder
+	for _, r := range t.rows {
+		if !strings.HasPrefix(r.scenario, "3.") && !strings.HasPrefix(r.scenario, "5.") {
+			continue
+		}
+		var n float64
+		sum := map[metricKey]float64{}
+		for _, m := range r.runs {
+			if m.controllers == nil {
+				continue
+			}
+			n++
+			for k, v := range m.controllers {
+				sum[k] += v
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n## Where the rolls' time goes\n\n" +
+				"From kube-controller-manager's and kube-scheduler's /metrics, read before and after each run (means over rounds). " +
+				"Queued and busy are summed over a controller's workers (5 each by default); throttled is the time the " +
+				"component's own API client waited on its QPS limiter; the rest of the wall time is kwok's pod lifecycle " +
+				"and the contender itself.\n\n| Scenario | Setting | Contender | Wall s |")
+			for _, c := range rollSeries {
+				b.WriteString(" " + c.head + " |")
+			}
+			b.WriteString("\n|---|---|---|---|" + strings.Repeat("---|", len(rollSeries)) + "\n")
+		}
+		wall, _, _ := r.stat(func(m measure) float64 { return m.wall.Seconds() })
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f |", r.scenario, r.setting, r.who, wall)
+		for _, c := range rollSeries {
+			v := sum[c.s] / n
+			if math.IsNaN(v) {
+				b.WriteString(" – |")
+			} else if strings.HasSuffix(c.head, " s") {
+				fmt.Fprintf(&b, " %.1f |", v)
+			} else {
+				fmt.Fprintf(&b, " %.0f |", v)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
