@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -47,8 +48,12 @@ func metricsFlags() (kcm, sched []string, urls map[string]string, err error) {
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		addr, err := netip.ParseAddrPort(l.Addr().String())
 		_ = l.Close()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		port := int(addr.Port())
 		flags[c] = []string{"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"}
 		urls[c] = fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
