@@ -38,7 +38,7 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 			if err := waitNamespacesGone(ctx, b.kube); err != nil {
 				return err
 			}
-			m, err := b.recreateOnce(ctx, run, who, n)
+			m, err := b.recreateOnce(ctx, run, who, n, nil)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", who, round+1, err)
 			}
@@ -48,7 +48,11 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 	return nil
 }
 
-func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int) (measure, error) {
+// recreateOnce moves n Services with one contender. With moveFlags, the Services are built
+// with kube-controller-manager as it runs (scenario 4 runs it unbound for that) and it is
+// restarted with moveFlags for the move alone: at its defaults, 10,000 Services' slices take
+// longer to create than to move.
+func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int, moveFlags []string) (measure, error) {
 	kube := b.kube
 	// A range of old per run, a /20 or as much larger as n needs. Not the same CIDR each time:
 	// kube-apiserver keys its allocators by CIDR, and one that served an earlier ServiceCIDR
@@ -72,11 +76,29 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int) (m
 	if err != nil {
 		return measure{}, err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		return w.ready() == n, nil
-	})
-	if err != nil {
-		return measure{}, fmt.Errorf("only %d of %d Services have endpoints before the move: %w", w.ready(), n, err)
+	allReady := func(timeout time.Duration) error {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+			return w.ready() == n, nil
+		})
+		if err != nil {
+			return fmt.Errorf("only %d of %d Services have endpoints before the move: %w", w.ready(), n, err)
+		}
+		return nil
+	}
+	if err := allReady(5*time.Minute + time.Duration(n)*20*time.Millisecond); err != nil {
+		return measure{}, err
+	}
+	if moveFlags != nil {
+		if err := b.c.RestartControllerManager(ctx, moveFlags...); err != nil {
+			return measure{}, err
+		}
+		// Back to building speed for the teardown and the next contender's set-up.
+		defer b.c.RestartControllerManager(context.WithoutCancel(ctx), kcmUnbound...) //nolint:errcheck // the next set-up fails loudly if it did not come back
+		// The restarted controllers list everything again; let them settle before the clock.
+		time.Sleep(10 * time.Second)
+		if err := allReady(time.Minute); err != nil {
+			return measure{}, err
+		}
 	}
 	// KEP-1880: the old range is deleted and stays Terminating while its IPs are in use; new
 	// IPs are no longer allocated from it, so every contender's new Services land in target.

@@ -176,7 +176,7 @@ func (b *bench) rollFloor(ctx context.Context, pairs []string) error {
 // restartedAt annotation on their template), or says how many are not.
 func (b *bench) waitRolled(ctx context.Context, nss []string, n int, restarted bool) error {
 	left := n
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute+time.Duration(n)*300*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		done := 0
 		for _, ns := range nss {
 			l, err := b.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
