@@ -5,6 +5,8 @@ import (
 	"context"
 	"flag"
 	"log"
+	"os"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
@@ -20,6 +22,7 @@ func main() {
 	var debug bool
 	flag.BoolVar(&debug, "debug", false, "run the provider with support for debuggers such as delve")
 	flag.Parse()
+	quietFrameworkTrace()
 
 	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
 		Address: "registry.terraform.io/k8scidr/k8scidr",
@@ -28,4 +31,23 @@ func main() {
 	if err != nil {
 		log.Fatal(err.Error())
 	}
+}
+
+// quietFrameworkTrace keeps terraform-plugin-framework's own logger at debug unless trace logs
+// were asked for. A provider logs everything and Terraform filters, so by default the framework
+// takes the trace path for every value it walks while planning, and each trace call looks up its
+// logger through a context chain that grew by one for every value before it
+// (MarkComputedNilsAsUnknown): a 10,000-Service plan spent minutes of CPU there, quadratic in the
+// plan's size. Trace-level framework logs return before any lookup, and Terraform shows them only
+// at TF_LOG=TRACE anyway, which still gets them.
+func quietFrameworkTrace() {
+	if _, set := os.LookupEnv("TF_LOG_SDK_FRAMEWORK"); set {
+		return
+	}
+	for _, v := range []string{"TF_LOG", "TF_LOG_PROVIDER", "TF_LOG_SDK"} {
+		if strings.EqualFold(strings.TrimSpace(os.Getenv(v)), "TRACE") {
+			return
+		}
+	}
+	_ = os.Setenv("TF_LOG_SDK_FRAMEWORK", "DEBUG")
 }

@@ -50,16 +50,11 @@ func oldIPBridgeAttributes() map[string]schema.Attribute {
 				"Service moved still runs and resolves through the cluster DNS, or runs in the Service's namespace with " +
 				"Service environment variables. Default `false`.",
 		},
-		"bridges": schema.MapNestedAttribute{Computed: true,
+		"bridges": schema.MapAttribute{Computed: true, ElementType: bridgeType,
 			MarkdownDescription: "The old-IP bridges of this resource, by the `namespace/name` of the Service each stands in " +
-				"for: the bridge's `name` (in the same namespace), the `ips` it keeps, and `created_at` (RFC 3339; null for " +
-				"a planned bridge whose move the apply did not make). The plan shows the bridges an apply creates and " +
-				"removes; a refresh reads them from the cluster.",
-			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-				"name":       schema.StringAttribute{Computed: true, MarkdownDescription: "The bridge Service's name."},
-				"ips":        schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The old IPs it keeps."},
-				"created_at": schema.StringAttribute{Computed: true, MarkdownDescription: "When it was created."},
-			}}},
+				"for: the bridge's `name` (in the same namespace), the `ips` (old IPs) it keeps, and `created_at` (RFC 3339; " +
+				"null for a planned bridge whose move the apply did not make). The plan shows the bridges an apply creates " +
+				"and removes; a refresh reads them from the cluster."},
 	}
 }
 

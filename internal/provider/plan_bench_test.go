@@ -1,0 +1,88 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-log/tfsdklog"
+)
+
+// BenchmarkRecreationPlan is the framework's share of planning k8scidr_service_recreation with n
+// moves: one PlanResourceChange as Terraform sends it at create, with the SDK logger Terraform's
+// plugin server puts in every request's context. framework=trace is the framework logger's
+// default level, framework=debug what main sets unless trace logs were asked for
+// (quietFrameworkTrace): at trace every value planned walks a context chain as long as the
+// values before it.
+func BenchmarkRecreationPlan(b *testing.B) {
+	server, err := providerserver.NewProtocol6WithError(New("bench")())()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sresp, err := server.GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	typ, ok := sresp.ResourceSchemas["k8scidr_service_recreation"].ValueType().(tftypes.Object)
+	if !ok {
+		b.Fatal("k8scidr_service_recreation: not an object type")
+	}
+	for _, c := range []struct {
+		level string
+		n     int
+	}{{"trace", 1000}, {"trace", 2000}, {"debug", 1000}, {"debug", 2000}, {"debug", 10000}} {
+		b.Run(fmt.Sprintf("framework=%s/moves=%d", c.level, c.n), func(b *testing.B) {
+			b.Setenv("TF_LOG_SDK_FRAMEWORK", c.level)
+			cfg, err := tfprotov6.NewDynamicValue(typ, planMovesValue(typ, c.n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			prior, err := tfprotov6.NewDynamicValue(typ, tftypes.NewValue(typ, nil))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := tfsdklog.NewRootSDKLogger(context.Background(), tfsdklog.WithLevelFromEnv("TF_LOG_SDK"))
+			for b.Loop() {
+				resp, err := server.PlanResourceChange(ctx, &tfprotov6.PlanResourceChangeRequest{
+					TypeName: "k8scidr_service_recreation", PriorState: &prior, ProposedNewState: &cfg, Config: &cfg})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, d := range resp.Diagnostics {
+					if d.Severity == tfprotov6.DiagnosticSeverityError {
+						b.Fatalf("%s: %s", d.Summary, d.Detail)
+					}
+				}
+			}
+		})
+	}
+}
+
+// planMovesValue is a k8scidr_service_recreation configuration of n moves, everything else unset.
+func planMovesValue(typ tftypes.Object, n int) tftypes.Value {
+	vals := map[string]tftypes.Value{}
+	for name, at := range typ.AttributeTypes {
+		vals[name] = tftypes.NewValue(at, nil)
+	}
+	strs := tftypes.List{ElementType: tftypes.String}
+	ips := func(format string, i int) tftypes.Value {
+		return tftypes.NewValue(strs, []tftypes.Value{tftypes.NewValue(tftypes.String, fmt.Sprintf(format, i/256, i%256))})
+	}
+	vals["target_cidrs"] = tftypes.NewValue(strs, []tftypes.Value{tftypes.NewValue(tftypes.String, "172.24.0.0/15")})
+	mt, _ := typ.AttributeTypes["moves"].(tftypes.Map)
+	et, _ := mt.ElementType.(tftypes.Object)
+	moves := map[string]tftypes.Value{}
+	for i := range n {
+		moves[fmt.Sprintf("ns%d/svc%d", i/100, i)] = tftypes.NewValue(et, map[string]tftypes.Value{
+			"uid":     tftypes.NewValue(tftypes.String, fmt.Sprintf("uid-%d", i)),
+			"type":    tftypes.NewValue(tftypes.String, "ClusterIP"),
+			"old_ips": ips("100.64.%d.%d", i),
+			"new_ips": ips("172.24.%d.%d", i),
+		})
+	}
+	vals["moves"] = tftypes.NewValue(mt, moves)
+	return tftypes.NewValue(typ, vals)
+}
