@@ -101,6 +101,7 @@ func unavailabilityChart(title string, rows []*row) string {
 			s.points = append(s.points, [2]float64{math.Max(float64(d.Microseconds())/1000, 1), 100 * float64(i+1) / float64(len(w))})
 		}
 		hi = math.Max(hi, float64(w[len(w)-1].Milliseconds()))
+		s.points = thin(s.points)
 		ss = append(ss, s)
 	}
 	var ticks []float64
@@ -131,6 +132,7 @@ func progressChart(title string, rows []*row) string {
 			s.points = append(s.points, [2]float64{d.Seconds(), float64(i + 1)})
 		}
 		hiX, hiY = math.Max(hiX, rec[len(rec)-1].Seconds()), math.Max(hiY, float64(len(rec)))
+		s.points = thin(s.points)
 		ss = append(ss, s)
 	}
 	x := axis{label: "seconds since the contender started", lo: 0, hi: niceCeil(hiX), ticks: linearTicks(niceCeil(hiX)),
@@ -159,32 +161,58 @@ func linearTicks(hi float64) []float64 {
 	return out
 }
 
-// writeCharts writes scenario 1's charts next to the results file and returns the Markdown that
+// writeCharts writes the recreation scenarios' charts (1 and 4) next to the results file and returns the Markdown that
 // shows them.
 func (t *table) writeCharts(results string) (string, error) {
 	var md strings.Builder
 	base := strings.TrimSuffix(results, ".md")
-	for _, setting := range []string{settingDefaults, settingRaised} {
-		var rows []*row
-		for _, r := range t.rows {
-			if strings.HasPrefix(r.scenario, "1.") && r.setting == setting {
-				rows = append(rows, r)
-			}
-		}
-		if len(rows) == 0 {
-			continue
-		}
-		slug := strings.Fields(setting)[1] // "defaults", "raised"
-		for _, c := range []struct{ kind, svg string }{
-			{"unavailability", unavailabilityChart(rows[0].scenario+", "+setting+": per-Service unavailability", rows)},
-			{"progress", progressChart(rows[0].scenario+", "+setting+": Services moved over time", rows)},
-		} {
-			file := fmt.Sprintf("%s-%s-%s.svg", base, c.kind, slug)
-			if err := os.WriteFile(file, []byte(c.svg), 0o644); err != nil { //nolint:gosec // a results file for the repository
+	for _, sc := range []struct{ prefix, slug string }{{"1.", ""}, {"4.", "scale-"}} {
+		for _, setting := range []string{settingDefaults, settingRaised} {
+			if err := t.writeSettingCharts(&md, base, sc.prefix, sc.slug+strings.Fields(setting)[1], setting); err != nil {
 				return "", err
 			}
-			fmt.Fprintf(&md, "![%s, %s](%s)\n\n", c.kind, setting, filepath.Base(file))
 		}
 	}
 	return md.String(), nil
+}
+
+// writeSettingCharts writes the charts of one recreation scenario (by prefix) at one setting.
+func (t *table) writeSettingCharts(md *strings.Builder, base, prefix, slug, setting string) error {
+	var rows []*row
+	for _, r := range t.rows {
+		if strings.HasPrefix(r.scenario, prefix) && r.setting == setting {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	for _, c := range []struct{ kind, svg string }{
+		{"unavailability", unavailabilityChart(rows[0].scenario+", "+setting+": per-Service unavailability", rows)},
+		{"progress", progressChart(rows[0].scenario+", "+setting+": Services moved over time", rows)},
+	} {
+		file := fmt.Sprintf("%s-%s-%s.svg", base, c.kind, slug)
+		if err := os.WriteFile(file, []byte(c.svg), 0o644); err != nil { //nolint:gosec // a results file for the repository
+			return err
+		}
+		fmt.Fprintf(md, "![%s, %s](%s)\n\n", c.kind, rows[0].scenario+", "+setting, filepath.Base(file))
+	}
+	return nil
+}
+
+// thin keeps at most about 1,000 of a step line's points (always the last), so that a
+// 10,000-Service chart stays small.
+func thin(points [][2]float64) [][2]float64 {
+	step := len(points)/1000 + 1
+	if step == 1 {
+		return points
+	}
+	var out [][2]float64
+	for i := 0; i < len(points); i += step {
+		out = append(out, points[i])
+	}
+	if last := points[len(points)-1]; out[len(out)-1] != last {
+		out = append(out, last)
+	}
+	return out
 }
