@@ -254,26 +254,19 @@ func (b *bench) floor(ctx context.Context, nss []string) error {
 
 // loop runs one of the write-ups' shell loops over keys with kubectl through the proxy.
 func (b *bench) loop(ctx context.Context, script string, keys []string) error {
-	path, err := b.script(script)
-	if err != nil {
-		return err
-	}
-	var in strings.Builder
-	for _, k := range keys {
-		ns, name, _ := strings.Cut(k, "/")
-		fmt.Fprintf(&in, "%s %s\n", ns, name)
-	}
-	cmd := exec.CommandContext(ctx, "bash", path)
-	cmd.Stdin = strings.NewReader(in.String())
-	cmd.Env = b.loopEnv()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %w\n%s", script, err, tail(string(out), 20))
-	}
-	return nil
+	return b.runOverKeys(ctx, script, keys, script, func(path string) []string { return []string{"bash", path} })
 }
 
 // xargsLoop runs a one-Service script over keys, workers at a time, as `xargs -P` does.
 func (b *bench) xargsLoop(ctx context.Context, script string, keys []string, workers int) error {
+	return b.runOverKeys(ctx, script, keys, fmt.Sprintf("xargs -P %d %s", workers, script), func(path string) []string {
+		return []string{"xargs", "-P", fmt.Sprint(workers), "-n", "2", "bash", path}
+	})
+}
+
+// runOverKeys writes script out and runs the command argv(path) with "namespace name" per key
+// on its standard input, kubectl pointed at the proxy.
+func (b *bench) runOverKeys(ctx context.Context, script string, keys []string, what string, argv func(path string) []string) error {
 	path, err := b.script(script)
 	if err != nil {
 		return err
@@ -283,10 +276,11 @@ func (b *bench) xargsLoop(ctx context.Context, script string, keys []string, wor
 		ns, name, _ := strings.Cut(k, "/")
 		fmt.Fprintf(&in, "%s %s\n", ns, name)
 	}
-	cmd := exec.CommandContext(ctx, "xargs", "-P", fmt.Sprint(workers), "-n", "2", "bash", path)
+	args := argv(path)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Stdin, cmd.Env = strings.NewReader(in.String()), b.loopEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("xargs -P %d %s: %w\n%s", workers, script, err, tail(string(out), 20))
+		return fmt.Errorf("%s: %w\n%s", what, err, tail(string(out), 20))
 	}
 	return nil
 }
