@@ -139,6 +139,21 @@ func run(ctx context.Context, o options) error {
 	if err := b.proxy.kubeconfig(b.kubeconfig); err != nil {
 		return err
 	}
+	if o.out == "" && !o.quick {
+		o.out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("2006-01-02")+".md")
+	}
+	// The results file holds every row as soon as it is measured, so a run cut short (the
+	// full bench takes hours) still leaves its numbers; the finished run overwrites it.
+	b.table.onAdd = func() {
+		if o.out == "" {
+			return
+		}
+		partial := "> PARTIAL: the run had not finished when this was written; no charts, targets on what ran.\n\n" +
+			b.table.markdown(o, time.Since(started))
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err == nil {
+			_ = os.WriteFile(o.out, []byte(partial), 0o644) //nolint:gosec // a results file for the repository
+		}
+	}
 	for _, s := range strings.Split(o.scenarios, ",") {
 		var err error
 		switch s {
@@ -172,9 +187,6 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	report := b.table.markdown(o, time.Since(started))
-	if o.out == "" && !o.quick {
-		o.out = filepath.Join(root, "bench", "results", time.Now().UTC().Format("2006-01-02")+".md")
-	}
 	chartsAt := o.out
 	if chartsAt == "" { // quick mode: drawn all the same, into the cluster's directory
 		chartsAt = filepath.Join(b.c.Dir, "quick.md")

@@ -33,9 +33,15 @@ type row struct {
 	runs                   []measure
 }
 
-type table struct{ rows []*row }
+type table struct {
+	rows  []*row
+	onAdd func() // after each measurement (main writes the partial results file)
+}
 
 func (t *table) add(scenario, setting, who string, m measure) {
+	if t.onAdd != nil {
+		defer t.onAdd()
+	}
 	for _, r := range t.rows {
 		if r.scenario == scenario && r.setting == setting && r.who == who {
 			r.runs = append(r.runs, m)
