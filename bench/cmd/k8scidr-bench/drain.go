@@ -112,9 +112,9 @@ func (b *bench) drain(ctx context.Context) error {
 	restartErr := make(chan error, 1)
 	go func() {
 		time.Sleep(drainDelay)
-		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+		patch := restartPatch()
 		restartErr <- parallel(deps, 20, func(i int) error {
-			_, err := kube.AppsV1().Deployments("drain").Patch(ctx, fmt.Sprintf("d%03d", i), types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+			_, err := kube.AppsV1().Deployments("drain").Patch(ctx, fmt.Sprintf("d%03d", i), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			return err
 		})
 	}()

@@ -8,11 +8,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/kubectl/pkg/polymorphichelpers"
 )
 
 // roll is scenario 3: restart o.rollDep two-replica Deployments, with kube-controller-manager
@@ -149,10 +153,14 @@ func (b *bench) rollFloor(ctx context.Context, pairs []string) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return fmt.Errorf("the floor's Deployment watch did not sync")
 	}
-	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+	viewer, err := polymorphichelpers.StatusViewerFor(schema.GroupKind{Group: "apps", Kind: "Deployment"})
+	if err != nil {
+		return err
+	}
+	patch := restartPatch()
 	err = parallel(len(pairs), 50, func(i int) error {
 		ns, name, _ := strings.Cut(pairs[i], " ")
-		_, err := kube.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		_, err := kube.AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
 	if err != nil {
@@ -162,14 +170,25 @@ func (b *bench) rollFloor(ctx context.Context, pairs []string) error {
 		done := 0
 		for _, o := range inf.GetStore().List() {
 			d, ok := o.(*appsv1.Deployment)
-			if ok && want[d.Namespace+"/"+d.Name] && d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] != "" &&
-				d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
-				d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.Replicas == *d.Spec.Replicas {
+			if !ok || !want[d.Namespace+"/"+d.Name] || d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
+				continue
+			}
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+			if err != nil {
+				return false, err
+			}
+			if _, complete, err := viewer.Status(&unstructured.Unstructured{Object: u}, 0); err == nil && complete {
 				done++
 			}
 		}
 		return done == len(want), nil
 	})
+}
+
+// restartPatch is what `kubectl rollout restart` writes to a Deployment: its pod template's
+// restartedAt annotation, now.
+func restartPatch() []byte {
+	return fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
 }
 
 // waitRolled waits until all n Deployments are complete (and, with restarted, carry a
