@@ -24,7 +24,7 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 	if b == nil || x.bridgeUID != "" {
 		return nil
 	}
-	created, err := x.createOnFreedIPs(ctx, b)
+	created, found, err := x.createOnFreedIPs(ctx, b)
 	if err != nil {
 		return fmt.Errorf("kube-dns moved, but the DNS bridge %s/%s on its old IP %v was not created: %w. Pods and kubelets "+
 			"still using the old IP cannot resolve: run terraform apply again, or create it by hand", b.Namespace, b.Name, b.Spec.ClusterIPs, err)
@@ -33,6 +33,9 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 	x.mu.Lock()
 	x.res.BridgeCreated = b.Namespace + "/" + b.Name
 	x.mu.Unlock()
+	if found {
+		return nil // made by an interrupted apply, and served since
+	}
 	// Only the families the bridge has: of a dual-stack DNS Service whose other family stays, one.
 	dnsSlices = slices.DeleteFunc(slices.Clone(dnsSlices), func(s discoveryv1.EndpointSlice) bool {
 		return !slices.Contains(created.Spec.IPFamilies, corev1.IPFamily(s.AddressType))
@@ -46,25 +49,38 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 }
 
 // createOnFreedIPs creates a bridge on the IPs a delete has just freed, or reads it when it
-// exists: the delete releases the IPs, and the allocator may lag behind it for a moment.
-func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (*corev1.Service, error) {
+// exists (found): the delete releases the IPs, and the allocator may lag behind it for a
+// moment. A bridge that exists already (an interrupted apply made it) holds the IPs itself,
+// and the apiserver checks the IPs before the name: its create is refused as "provided IP is
+// already allocated", never as AlreadyExists, so a taken IP is first checked against it.
+func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (svc *corev1.Service, found bool, err error) {
 	api := x.c.Kube.CoreV1().Services(b.Namespace)
-	var created *corev1.Service
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := retryWrite(ctx, func(bool) error {
 			var err error
-			created, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-			if apierrors.IsAlreadyExists(err) {
-				created, err = api.Get(ctx, b.Name, metav1.GetOptions{})
+			svc, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			if apierrors.IsAlreadyExists(err) || (err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0) {
+				cur, getErr := api.Get(ctx, b.Name, metav1.GetOptions{})
+				switch {
+				case getErr == nil && (apierrors.IsAlreadyExists(err) || holdsAll(cur, b.Spec.ClusterIPs)):
+					svc, found, err = cur, true, nil
+				case getErr != nil && !apierrors.IsNotFound(getErr):
+					err = getErr
+				}
 			}
 			return err
 		})
 		if err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0 {
-			return false, nil
+			return false, nil // still held by the deleted Service: the allocator lags
 		}
 		return err == nil, err
 	})
-	return created, err
+	return svc, found, err
+}
+
+// holdsAll reports whether svc holds every one of ips.
+func holdsAll(svc *corev1.Service, ips []string) bool {
+	return !slices.ContainsFunc(ips, func(ip string) bool { return !slices.Contains(svc.Spec.ClusterIPs, ip) })
 }
 
 // copyManager is the managed-by value of EndpointSlices copied for a new Service until its

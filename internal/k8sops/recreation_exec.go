@@ -46,8 +46,8 @@ type RecreationResult struct {
 	Restored      []string
 	BridgeCreated string
 	BridgeRemoved string
-	// OldIPBridgesCreated and OldIPBridgesRemoved are the old-IP bridges this apply made and
-	// removed (namespace/name).
+	// OldIPBridgesCreated and OldIPBridgesRemoved are the old-IP bridges this apply made (or
+	// found made by an interrupted apply it finished) and removed (namespace/name).
 	OldIPBridgesCreated []OldIPBridge
 	OldIPBridgesRemoved []string
 	// DNSMovedAt is when the DNS Service was recreated at its new IPs; zero when it was not.

@@ -39,7 +39,7 @@ func (x *executor) startOldIPBridge(ctx context.Context, e JournalEntry, from []
 // mirroring controller then serves.
 func (x *executor) ensureOldIPBridge(ctx context.Context, e JournalEntry, from []discoveryv1.EndpointSlice) oldIPBridgeRun {
 	b := e.Bridge
-	created, err := x.createOnFreedIPs(ctx, b)
+	created, found, err := x.createOnFreedIPs(ctx, b)
 	if err == nil && created.Labels[OldIPBridgeLabel] != "true" {
 		err = fmt.Errorf("the name %s/%s is taken by a Service that is not its bridge", b.Namespace, b.Name)
 	}
@@ -56,7 +56,8 @@ func (x *executor) ensureOldIPBridge(ctx context.Context, e JournalEntry, from [
 		}
 	}
 	from = slices.DeleteFunc(slices.Clone(from), func(s discoveryv1.EndpointSlice) bool {
-		return !slices.Contains(created.Spec.IPFamilies, corev1.IPFamily(s.AddressType))
+		// Only a bridge made now needs copies; one an interrupted apply made is served already.
+		return found || !slices.Contains(created.Spec.IPFamilies, corev1.IPFamily(s.AddressType))
 	})
 	if run.copies, err = x.copySlices(ctx, from, created); err != nil {
 		x.note("%s: the old-IP bridge %s/%s was created, but copying the endpoints to it failed (%v): it answers once "+

@@ -2,10 +2,10 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -407,13 +407,6 @@ data "k8scidr_service_moves" "after" {
 // there); the next apply leaves every moved Service with its bridge, nothing lost, no journal.
 func TestAccKill_oldIPBridges(t *testing.T) {
 	testAccPreCheck(t)
-	if os.Getenv("K8SCIDR_KILL_TRIALS") == "" {
-		// Known defect (issue "old-IP bridges", open): the recovery apply sometimes leaves a
-		// journal ConfigMap whose entries are all settled (1 of 1 in CI, 3 of 4 on a shared
-		// cluster, 0 of 5 alone); nothing is lost and the plan converges, but no apply removes
-		// it (an apply with an empty plan does not reach the provider). Until fixed: make test-faults only.
-		t.Skip("known defect: a settled journal can outlive the recovery apply; runs in make test-faults")
-	}
 	requireOwnCluster(t)
 	const n, ns = 60, "kb"
 	c := targetCluster(t)
@@ -426,7 +419,8 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 	if !killed {
 		t.Fatalf("the apply finished before the kill:\n%s", out)
 	}
-	if out, err := w.run("apply", "-auto-approve"); err != nil {
+	out, err := w.run("apply", "-auto-approve")
+	if err != nil {
 		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
 	}
 	checkBridged(t, c.Kube, ns, before)
@@ -435,7 +429,107 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cm := range cms.Items {
-		t.Errorf("journal %s left after the recovery: %v", cm.Name, cm.Data)
+		var entries []k8sops.JournalEntry
+		if err := json.Unmarshal([]byte(cm.Data["entries.json"]), &entries); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("journal %s (created %s) left after the recovery apply:", cm.Name, cm.CreationTimestamp)
+		for _, e := range entries {
+			svc, err := c.Kube.CoreV1().Services(e.Service.Namespace).Get(context.Background(), e.Service.Name, metav1.GetOptions{})
+			if err != nil {
+				svc = &corev1.Service{}
+			}
+			var bridge *corev1.Service
+			if e.Bridge != nil {
+				if bridge, err = c.Kube.CoreV1().Services(e.Bridge.Namespace).Get(context.Background(), e.Bridge.Name, metav1.GetOptions{}); err != nil {
+					bridge = nil
+				}
+			}
+			t.Errorf("  %s written %s old %v → %v; now %v (created %s); bridge (created %s)", e.Key, e.Written.Format(time.RFC3339Nano),
+				e.OldIPs, e.Service.Spec.ClusterIPs, svc.Spec.ClusterIPs, svc.CreationTimestamp, bridgeCreated(bridge))
+		}
 	}
+	if t.Failed() {
+		t.Logf("the recovery apply:\n%s", out)
+	}
+	w.converged()
+}
+
+func bridgeCreated(b *corev1.Service) string {
+	if b == nil {
+		return "-"
+	}
+	return b.CreationTimestamp.Format(time.RFC3339Nano)
+}
+
+// TestAccServiceRecreation_restoreFindsBridge: an apply killed after a selector-less Service's
+// move and its old-IP bridge, but before its hand-made Endpoints were checked back, leaves a
+// journal entry the next plan restores while the bridge already holds the old IP. The restore
+// finds the bridge (the apiserver refuses its create as "IP already allocated", not as
+// AlreadyExists), brings the Endpoints back and removes the journal, with no warning.
+func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const ns = "rf"
+	c := targetCluster(t)
+	ctx := context.Background()
+	before := bridgeServices(t, c, ns, 2) // s000 is selector-less with hand-made Endpoints
+	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	checkBridged(t, c.Kube, ns, before)
+
+	// What the killed apply leaves: the journal entry of the finished move, the Endpoints gone.
+	moved, err := c.Kube.CoreV1().Services(ns).Get(ctx, "s000", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := c.Kube.CoreV1().Endpoints(ns).Get(ctx, "s000", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bname := k8sops.OldIPBridgeName(ns, "s000")
+	bridge, err := c.Kube.CoreV1().Services(ns).Get(ctx, bname, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyOf := func(s *corev1.Service) corev1.Service {
+		return corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels}, Spec: s.Spec}
+	}
+	entry := k8sops.JournalEntry{Key: ns + "/s000", OldIPs: before[ns+"/s000"].Spec.ClusterIPs, Service: copyOf(moved),
+		Endpoints: &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ns}, Subsets: ep.Subsets},
+		Written:   time.Now().UTC()}
+	b := copyOf(bridge)
+	entry.Bridge = &b
+	data, err := json.Marshal([]k8sops.JournalEntry{entry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "k8scidr-journal-killed", Labels: map[string]string{k8sops.JournalLabel: "service-recreation"}},
+		Data:       map[string]string{"entries.json": string(data)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kube.CoreV1().Endpoints(ns).Delete(ctx, "s000", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := w.run("apply", "-auto-approve")
+	if err != nil {
+		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "restore") || strings.Contains(out, "could not be restored") {
+		t.Errorf("the apply should restore rf/s000 with no warning:\n%s", out)
+	}
+	if _, err := c.Kube.CoreV1().ConfigMaps("kube-system").Get(ctx, "k8scidr-journal-killed", metav1.GetOptions{}); err == nil {
+		t.Errorf("the journal is left after the restore:\n%s", out)
+	}
+	if now, err := c.Kube.CoreV1().Services(ns).Get(ctx, bname, metav1.GetOptions{}); err != nil || now.UID != bridge.UID {
+		t.Errorf("bridge %s: %v; want the one the first apply made (UID %s), kept", bname, err, bridge.UID)
+	}
+	checkBridged(t, c.Kube, ns, before) // the Endpoints are back, and the bridge serves them
 	w.converged()
 }
