@@ -27,6 +27,9 @@ func (b *bench) planCost(ctx context.Context) error {
 		return err
 	}
 	var nss []string
+	// The next scenario waits for every bench namespace to go: left behind, these would hold
+	// it for its 30-minute limit and fail it.
+	defer func() { deleteNamespaces(context.WithoutCancel(ctx), b.kube, nss) }()
 	haveSvc, havePods := 0, 0
 	for _, size := range b.o.planSizes {
 		svcs, pods := size[0], size[1]
