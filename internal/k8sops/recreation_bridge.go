@@ -55,12 +55,14 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 // already allocated", never as AlreadyExists, so a taken IP is first checked against it.
 func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (svc *corev1.Service, found bool, err error) {
 	api := x.c.Kube.CoreV1().Services(b.Namespace)
+	looked := false // for the bridge itself, once: while the allocator lags, every create is refused
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := retryWrite(ctx, func(bool) error {
 			var err error
 			svc, err = api.Create(ctx, b, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-			if apierrors.IsAlreadyExists(err) || (err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0) {
+			if apierrors.IsAlreadyExists(err) || (!looked && err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0) {
 				cur, getErr := api.Get(ctx, b.Name, metav1.GetOptions{})
+				looked = getErr == nil || apierrors.IsNotFound(getErr)
 				switch {
 				case getErr == nil && (apierrors.IsAlreadyExists(err) || holdsAll(cur, b.Spec.ClusterIPs)):
 					svc, found, err = cur, true, nil

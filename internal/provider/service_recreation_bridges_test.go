@@ -455,6 +455,7 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 	w.converged()
 }
 
+// bridgeCreated is when bridge b was created, for a failure message; "-" when there is none.
 func bridgeCreated(b *corev1.Service) string {
 	if b == nil {
 		return "-"
