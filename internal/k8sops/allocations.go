@@ -52,17 +52,12 @@ type ServiceIPs struct {
 	BridgeFor string
 }
 
-// AllocationOptions say which IPs stay where they are besides LoadBalancer Services'.
+// AllocationOptions say which IPs stay where they are besides LoadBalancer Services' and the
+// bridges'. What a planned move keeps (the cluster DNS Service's old IP, for its bridge) is
+// the moves data source's keep_cidrs (RecreationPlan.KeepCovering), where dns_bridge is set.
 type AllocationOptions struct {
 	// AlsoKeep are further Services ("namespace/name") whose IPs stay.
 	AlsoKeep []string
-	// DNSBridge says the DNS bridge stays (k8scidr_service_recreation's dns_bridge): its IPs,
-	// and the cluster DNS Service's outside the ranges, which the bridge takes when it moves.
-	// False when the bridge is being switched off: its keep-range can go with it.
-	DNSBridge bool
-	// DNS identifies the cluster DNS Service (FindClusterDNS); ReadAllocations fills in what
-	// the cluster says.
-	DNS ClusterDNSHints
 }
 
 // ReadAllocations lists Services (and IPAddresses where served) once each and reports them
@@ -99,11 +94,6 @@ func ReadAllocations(ctx context.Context, c *Client, ranges []string, o Allocati
 			used = append(used, ip.IP)
 		}
 	}
-	if o.DNSBridge && o.DNS.Named == "" {
-		if o.DNS.KubeletClusterDNS, o.DNS.KubeletConfigUnread, err = ReadKubeletClusterDNS(ctx, c); err != nil {
-			return Allocations{}, err
-		}
-	}
 	return PlanAllocations(parsePrefixes(dedupe(ranges)), services, used, o)
 }
 
@@ -117,27 +107,18 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 	var a Allocations
 	var staying []netip.Addr
 	countServices := used == nil
-	var dnsKey string
-	if o.DNSBridge {
-		dns := FindClusterDNS(services, nil, o.DNS)
-		if len(dns.Errors) > 0 {
-			return a, dns.Errors[0]
-		}
-		dnsKey = dns.Key
-	}
 	for _, svc := range services {
 		s, ok := serviceIPs(svc, ranges)
 		if !ok {
 			continue
 		}
 		key := svcKey(&svc)
-		bridged := svc.Labels[DNSBridgeLabel] == "true" || key == dnsKey
 		s.BridgeFor = svc.Annotations[bridgeForAnnotation]
 		if !isBridge(&svc) {
 			s.BridgeFor = ""
 		}
-		// An old-IP bridge stays until k8scidr_service_recreation removes it.
-		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || keep[key] || o.DNSBridge && bridged || svc.Labels[OldIPBridgeLabel] == "true"
+		// A bridge stays until k8scidr_service_recreation removes it.
+		s.Stays = svc.Spec.Type == corev1.ServiceTypeLoadBalancer || keep[key] || isBridge(&svc)
 		delete(keep, key)
 		outside := false
 		for i, ip := range s.ClusterIPs {

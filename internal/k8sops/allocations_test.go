@@ -39,7 +39,7 @@ func TestPlanAllocations(t *testing.T) {
 		svc("web", "headless", corev1.ServiceTypeClusterIP, nil, "None"),
 		svc("web", "external", corev1.ServiceTypeExternalName, nil),
 	}
-	a, err := PlanAllocations(prefixes("172.24.0.0/15"), services, nil, AllocationOptions{AlsoKeep: []string{"web/pinned"}, DNSBridge: true})
+	a, err := PlanAllocations(prefixes("172.24.0.0/15"), services, nil, AllocationOptions{AlsoKeep: []string{"web/pinned"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,27 +89,15 @@ func TestPlanAllocations_unknownAlsoKeep(t *testing.T) {
 	}
 }
 
-// The DNS bridge's keep-range: before the move the cluster DNS Service's old IP stays (the
-// bridge will take it), after it the bridge's; with the bridge switched off, neither.
-func TestPlanAllocations_dnsBridge(t *testing.T) {
-	dns := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, nil, "100.64.0.10")
+// A bridge's IPs stay while it exists (the DNS bridge's keep-range before the move is the
+// moves data source's, TestPlanRecreationKeepCovering).
+func TestPlanAllocations_bridgesStay(t *testing.T) {
 	moved := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, nil, "172.24.0.10")
 	bridge := svc("kube-system", "kube-dns-legacy", corev1.ServiceTypeClusterIP, map[string]string{DNSBridgeLabel: "true"}, "100.64.0.10")
-	other := svc("app", "web", corev1.ServiceTypeClusterIP, nil, "100.64.0.20")
-	for _, c := range []struct {
-		name     string
-		services []corev1.Service
-		bridge   bool
-		want     string
-	}{
-		{"before the move", []corev1.Service{dns, other}, true, "[100.64.0.8/30]"},
-		{"after the move", []corev1.Service{moved, bridge, other}, true, "[100.64.0.8/30]"},
-		{"bridge switched off", []corev1.Service{moved, bridge, other}, false, "[]"},
-		{"no bridge planned", []corev1.Service{dns, other}, false, "[]"},
-	} {
-		a, err := PlanAllocations(prefixes("172.24.0.0/15"), c.services, nil, AllocationOptions{DNSBridge: c.bridge})
-		if err != nil || fmt.Sprint(a.Covering) != c.want {
-			t.Errorf("%s: covering %v (%v), want %s", c.name, a.Covering, err, c.want)
-		}
+	oldIP := svc("app", "web-old-ip", corev1.ServiceTypeClusterIP, map[string]string{OldIPBridgeLabel: "true"}, "100.64.0.20")
+	other := svc("app", "web", corev1.ServiceTypeClusterIP, nil, "100.64.0.30")
+	a, err := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{moved, bridge, oldIP, other}, nil, AllocationOptions{})
+	if err != nil || fmt.Sprint(a.Covering) != "[100.64.0.0/27]" {
+		t.Errorf("covering %v (%v), want one range holding both bridges", a.Covering, err)
 	}
 }

@@ -40,6 +40,10 @@ type RecreationOptions struct {
 	IPAssignment string
 	// DNSService names the cluster DNS Service ("namespace/name"); "" finds it (FindClusterDNS).
 	DNSService string
+	// DNSBridge says the DNS bridge is on: the cluster DNS Service's old IPs stay (the bridge
+	// takes them when it moves) and so does an existing bridge. Off, the bridge goes in the
+	// same apply, and its keep-range with it.
+	DNSBridge bool
 }
 
 // Snapshot is what planning reads from the cluster: one list per kind.
@@ -124,7 +128,8 @@ type RecreationPlan struct {
 	Notes []string
 	// OldIPBridges are the old-IP bridges in the cluster (of any recreation).
 	OldIPBridges []OldIPBridge
-	// Staying are the IPs outside the target that stay: skipped LoadBalancers and the bridges.
+	// Staying are the IPs outside the target that stay: skipped LoadBalancers, the bridges and,
+	// with the DNS bridge on, the cluster DNS Service's old IPs, which its bridge takes.
 	// KeepCovering are the ranges that keep them valid once the old range goes.
 	Staying      []netip.Addr
 	KeepCovering []netip.Prefix
@@ -238,6 +243,9 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		p.Moves = append(p.Moves, m)
 	}
 	p.planDNS(snap, byKey, dns.Key)
+	if i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == p.DNSService }); i >= 0 && o.DNSBridge {
+		p.Staying = append(p.Staying, outsideAll(targets, p.Moves[i].OldIPs)...)
+	}
 	p.OldIPBridges = OldIPBridgesIn(snap.Services, "")
 	slices.SortFunc(p.Staying, netip.Addr.Compare)
 	if cover, err := coveringSet(p.Staying); err == nil {
@@ -261,7 +269,9 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 		// An IP moves when the target has a range of its family and it is not inside it yet.
 		movable := slices.ContainsFunc(outside, func(ip netip.Addr) bool { _, ok := targetFor(targets, ip); return ok })
 		if isBridge(svc) { // never moved, and not a Service the user asked about
-			p.Staying = append(p.Staying, outside...)
+			if o.DNSBridge || svc.Labels[DNSBridgeLabel] != "true" {
+				p.Staying = append(p.Staying, outside...)
+			}
 			continue
 		}
 		reason := skipReason(svc, ips, o, sel)
@@ -323,6 +333,17 @@ func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service
 		p.Notes = append(p.Notes, "NodeLocal DNSCache runs in this cluster and forwards to "+key+"'s IP: update its "+
 			"configuration (the __PILLAR__ upstream / kube-dns IP) to the new IP.")
 	}
+}
+
+// outsideAll are the addresses of ips in none of targets.
+func outsideAll(targets []netip.Prefix, ips []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ips {
+		if ip, err := netip.ParseAddr(s); err == nil && !inAny(targets, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 // serviceType is a Service's type as the API defaults it.

@@ -23,6 +23,10 @@ type PlannedRecreation struct {
 	First []string
 	// DNSService is the cluster DNS Service, "" for none: its move brings the DNS bridge.
 	DNSService string
+	// DNSBridge is whether the DNS bridge is on; DNSBridgeOffReason is the user's statement of
+	// why the cluster DNS Service may move without it (required to move it with the bridge off).
+	DNSBridge          bool
+	DNSBridgeOffReason string
 }
 
 // BridgeOptions are the bridge settings of k8scidr_service_recreation.
@@ -45,14 +49,16 @@ func (o BridgeOptions) name() string {
 	return o.Name
 }
 
-// ValidatePlanned finds what no moves data source produces, i.e. hand edits, without reading
-// the cluster: IPs outside the target, on a target's network, broadcast or first address, IP
-// lists that do not pair up, and an IP planned twice.
+// ValidatePlanned finds, without reading the cluster, what would cause an outage or what no
+// moves data source produces (hand edits): the cluster DNS Service moving without its bridge,
+// IPs outside the target, on a target's network, broadcast or first address, IP lists that do
+// not pair up, and an IP planned twice.
 func ValidatePlanned(p PlannedRecreation) []Finding {
 	out := ValidateServiceCIDRs(At("target_cidrs"), p.TargetCIDRs)
 	if len(out) > 0 {
 		return out
 	}
+	out = append(out, p.dnsWithoutBridge()...)
 	targets := parsePrefixes(p.TargetCIDRs)
 	claimed := map[netip.Addr]string{}
 	claim := func(at Path, key string, ip netip.Addr) {
@@ -110,6 +116,26 @@ func ValidatePlanned(p PlannedRecreation) []Finding {
 		}
 	}
 	return out
+}
+
+// dnsWithoutBridge refuses to move (or restore at its new IP) the cluster DNS Service with
+// the DNS bridge off and no stated reason: every pod's resolver and every kubelet's clusterDNS
+// still name the old IP, and nothing would answer there.
+func (p PlannedRecreation) dnsWithoutBridge() []Finding {
+	if p.DNSService == "" || p.DNSBridge || strings.TrimSpace(p.DNSBridgeOffReason) != "" {
+		return nil
+	}
+	moves := slices.ContainsFunc(p.Moves, func(m Move) bool { return m.Key == p.DNSService && !slices.Equal(m.OldIPs, m.NewIPs) }) ||
+		slices.ContainsFunc(p.Restore, func(r Restore) bool { return r.Key == p.DNSService })
+	if !moves {
+		return nil
+	}
+	return []Finding{{At("dns_bridge"), "Cluster DNS Would Move Without Its Bridge", fmt.Sprintf("This plan moves %s, the "+
+		"cluster DNS Service, with dns_bridge = false: every running pod's resolver and every kubelet's clusterDNS still name "+
+		"its old IP, and nothing would answer there until they are all reconfigured and restarted. Leave dns_bridge on (the "+
+		"default) on the k8scidr_service_moves data source: a bridge Service keeps the old IP answering until you switch it "+
+		"off. If nothing resolves through the old IP (e.g. every node runs NodeLocal DNSCache on its own address), say so "+
+		"in dns_bridge_off_reason.", p.DNSService)}}
 }
 
 // unusableTargetIP says why ip cannot be a moved Service's new IP: outside every target, or a

@@ -63,7 +63,7 @@ func mixedSnapshot() Snapshot {
 func boolPtr(b bool) *bool { return &b }
 
 func defaultOpts() RecreationOptions {
-	return RecreationOptions{TargetCIDRs: []string{"172.24.0.0/15"}, IPAssignment: PreserveOffset, ExcludeNamespaces: []string{"other"}}
+	return RecreationOptions{TargetCIDRs: []string{"172.24.0.0/15"}, IPAssignment: PreserveOffset, ExcludeNamespaces: []string{"other"}, DNSBridge: true}
 }
 
 func mv(key, typ string, oldIPs, newIPs []string) Move {
@@ -207,7 +207,8 @@ func TestPlanRecreationFindings(t *testing.T) {
 
 // planned is what the resource would hold for a plan of snap.
 func planned(p RecreationPlan) PlannedRecreation {
-	return PlannedRecreation{TargetCIDRs: []string{"172.24.0.0/15"}, Moves: p.Moves, Restore: p.Restore, First: p.First, DNSService: p.DNSService}
+	return PlannedRecreation{TargetCIDRs: []string{"172.24.0.0/15"}, Moves: p.Moves, Restore: p.Restore, First: p.First,
+		DNSService: p.DNSService, DNSBridge: true}
 }
 
 var bridgeOn = BridgeOptions{Enabled: true}
@@ -447,6 +448,20 @@ func TestValidatePlanned(t *testing.T) {
 		{"restore on the broadcast", func(p *PlannedRecreation) {
 			p.Restore = []Restore{{Key: "app/x", NewIPs: []string{"172.25.255.255"}, Journal: "j"}}
 		}, `restore["app/x"].new_ips[0]`},
+		// The cluster DNS Service moving without its bridge: every resolver dark at once.
+		{"DNS without its bridge", func(p *PlannedRecreation) { p.DNSBridge = false }, `dns_bridge`},
+		{"DNS restored without its bridge", func(p *PlannedRecreation) {
+			p.DNSBridge = false
+			p.Moves = slices.DeleteFunc(p.Moves, func(m Move) bool { return m.Key == "kube-system/kube-dns" })
+			p.Restore = []Restore{{Key: "kube-system/kube-dns", NewIPs: []string{"172.24.0.10"}, Journal: "j"}}
+		}, `dns_bridge`},
+		{"DNS without its bridge, reason stated", func(p *PlannedRecreation) {
+			p.DNSBridge, p.DNSBridgeOffReason = false, "every node runs NodeLocal DNSCache on its own address"
+		}, ``},
+		{"bridge off once DNS has moved", func(p *PlannedRecreation) {
+			p.DNSBridge = false
+			p.Moves = slices.DeleteFunc(p.Moves, func(m Move) bool { return m.Key == "kube-system/kube-dns" })
+		}, ``},
 	} {
 		p := planned(PlanRecreation(mixedSnapshot(), defaultOpts()))
 		tt.edit(&p)
@@ -561,6 +576,38 @@ func TestRecreationResult_FollowUps(t *testing.T) {
 	for _, w := range want {
 		if !strings.Contains(joined, w) {
 			t.Errorf("cluster DNS moved: follow-ups %q lack %q", got, w)
+		}
+	}
+}
+
+// keep_cidrs: the ranges that keep the IPs that stay outside the target valid. Before the move
+// the cluster DNS Service's old IP stays (its bridge will take it), after it the bridge's; with
+// the bridge switched off, neither; a LoadBalancer's IP always.
+func TestPlanRecreationKeepCovering(t *testing.T) {
+	dns := rsvc("kube-system/kube-dns", "ClusterIP", "100.64.0.10")
+	moved := rsvc("kube-system/kube-dns", "ClusterIP", "172.24.0.10")
+	bridge := rsvc("kube-system/kube-dns-legacy", "ClusterIP", "100.64.0.10")
+	bridge.Labels = map[string]string{DNSBridgeLabel: "true"}
+	other := rsvc("app/web", "ClusterIP", "100.64.0.20")
+	lb := rsvc("app/lb", "LoadBalancer", "100.64.12.7")
+	for _, c := range []struct {
+		name     string
+		services []corev1.Service
+		bridge   bool
+		want     string
+	}{
+		{"before the move", []corev1.Service{dns, other}, true, "[100.64.0.8/30]"},
+		{"after the move", []corev1.Service{moved, bridge, other}, true, "[100.64.0.8/30]"},
+		{"bridge switched off", []corev1.Service{moved, bridge, other}, false, "[]"},
+		{"moved without a bridge", []corev1.Service{dns, other}, false, "[]"},
+		{"a LoadBalancer stays", []corev1.Service{moved, bridge, other, lb}, false, "[100.64.12.0/28]"},
+	} {
+		snap := Snapshot{Services: c.services, Ranges: []ServiceCIDR{readyRange("kubernetes", "100.64.0.0/13"), readyRange("new", "172.24.0.0/15")}}
+		o := defaultOpts()
+		o.DNSBridge = c.bridge
+		p := PlanRecreation(snap, o)
+		if len(p.Errors) > 0 || fmt.Sprint(p.KeepCovering) != c.want {
+			t.Errorf("%s: keep %v (%v), want %s", c.name, p.KeepCovering, p.Errors, c.want)
 		}
 	}
 }

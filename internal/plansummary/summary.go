@@ -216,7 +216,7 @@ func (f *facts) readChange(rc *tfjson.ResourceChange, pods map[string]int64) {
 	case rc.Type == "k8scidr_service_recreation" && !a.Delete():
 		f.addMoves(after)
 	case rc.Type == "k8scidr_workload_roll" && !a.Delete():
-		for _, w := range listOf(after["workloads"]) {
+		for _, w := range listOf(mapOf(after["plan"])["workloads"]) {
 			f.restarts = append(f.restarts, restart{workload: str(w), pods: pods[str(w)]})
 		}
 	}
@@ -224,7 +224,7 @@ func (f *facts) readChange(rc *tfjson.ResourceChange, pods map[string]int64) {
 }
 
 // listed are the attributes the summary shows as lists of their own, not as changes.
-var listed = map[string]bool{"moves": true, "restore": true, "first": true, "workloads": true, "timeouts": true, "id": true}
+var listed = map[string]bool{"moves": true, "restore": true, "first_moves": true, "workloads": true, "timeouts": true, "id": true}
 
 // actionName is the plan's action in words, empty for no change.
 func actionName(c *tfjson.Change) string {
@@ -244,12 +244,13 @@ func actionName(c *tfjson.Change) string {
 	return s
 }
 
-// addMoves lists a recreation's moves, its `first` Services in their order, then the others by
-// name, and the Services it restores from the journal.
+// addMoves lists a recreation's moves (its plan's), the plan's `first_moves` Services in their
+// order, then the others by name, and the Services it restores from the journal.
 func (f *facts) addMoves(after map[string]any) {
-	moves := mapOf(after["moves"])
+	plan := mapOf(after["plan"])
+	moves := mapOf(plan["moves"])
 	order := []string{}
-	for _, k := range listOf(after["first"]) {
+	for _, k := range listOf(plan["first_moves"]) {
 		if _, ok := moves[str(k)]; ok && !slices.Contains(order, str(k)) {
 			order = append(order, str(k))
 		}
@@ -263,10 +264,25 @@ func (f *facts) addMoves(after map[string]any) {
 		m := mapOf(moves[k])
 		f.moves = append(f.moves, move{service: k, typ: str(m["type"]), old: join(m["old_ips"]), new: join(m["new_ips"])})
 	}
-	restore := mapOf(after["restore"])
+	restore := mapOf(plan["restore"])
 	for _, k := range slices.Sorted(maps.Keys(restore)) {
 		f.moves = append(f.moves, move{service: k, typ: "restored from the journal", old: "", new: join(mapOf(restore[k])["new_ips"])})
 	}
+}
+
+// changedAttributes are the attributes of after that differ from before, as "name: old → new",
+// leaving out the lists the summary shows apart, the plan object (see changeDetail) and unknowns.
+func changedAttributes(prefix string, before, after, unknown map[string]any) []string {
+	var changed []string
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if listed[k] || k == "plan" || unknown[k] != nil {
+			continue
+		}
+		if b, _ := json.Marshal(before[k]); string(b) != mustJSON(after[k]) {
+			changed = append(changed, fmt.Sprintf("%s%s: %s → %s", prefix, k, short(before[k]), short(after[k])))
+		}
+	}
+	return changed
 }
 
 // changeDetail says what a pool, range or other resource change is about: its name and range,
@@ -284,16 +300,9 @@ func changeDetail(rc *tfjson.ResourceChange) string {
 		}
 	}
 	if rc.Change.Actions.Update() {
-		unknown := mapOf(rc.Change.AfterUnknown)
-		var changed []string
-		for _, k := range slices.Sorted(maps.Keys(after)) {
-			if listed[k] || unknown[k] != nil {
-				continue
-			}
-			if b, _ := json.Marshal(before[k]); string(b) != mustJSON(after[k]) {
-				changed = append(changed, fmt.Sprintf("%s: %s → %s", k, short(before[k]), short(after[k])))
-			}
-		}
+		changed := changedAttributes("", before, after, mapOf(rc.Change.AfterUnknown))
+		// A stage's plan object: its own settings (dns_bridge, triggers), not the lists shown apart.
+		changed = append(changed, changedAttributes("plan.", mapOf(before["plan"]), mapOf(after["plan"]), nil)...)
 		if len(changed) > 0 {
 			parts = append(parts, strings.Join(changed, ", "))
 		}

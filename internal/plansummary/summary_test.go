@@ -32,10 +32,10 @@ func planJSON(t *testing.T, moves, rolls, skipped int, extra ...map[string]any) 
 	}
 	changes := append([]map[string]any{
 		{"address": "k8scidr_service_recreation.services", "mode": "managed", "type": "k8scidr_service_recreation", "name": "services",
-			"change": map[string]any{"actions": []string{"update"}, "before": map[string]any{"moves": map[string]any{}},
-				"after": map[string]any{"moves": m, "first": []string{"ns-001/svc-00001"}, "restore": map[string]any{}}}},
+			"change": map[string]any{"actions": []string{"update"}, "before": map[string]any{"plan": map[string]any{"moves": map[string]any{}}},
+				"after": map[string]any{"plan": map[string]any{"moves": m, "first_moves": []string{"ns-001/svc-00001"}, "restore": map[string]any{}}}}},
 		{"address": "k8scidr_workload_roll.pods[0]", "mode": "managed", "type": "k8scidr_workload_roll", "name": "pods",
-			"change": map[string]any{"actions": []string{"create"}, "before": nil, "after": map[string]any{"workloads": workloads}}},
+			"change": map[string]any{"actions": []string{"create"}, "before": nil, "after": map[string]any{"plan": map[string]any{"workloads": workloads}}}},
 	}, extra...)
 	plan := map[string]any{
 		"format_version":   "1.2",

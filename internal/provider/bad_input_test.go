@@ -75,15 +75,20 @@ func TestAccBadInput_matrix(t *testing.T) {
 			[]string{"Two CIDRs of One Family", "target_cidrs"}},
 		{"service_moves: first names a Service that is not there", p + "data \"k8scidr_service_moves\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n  first = [\"nowhere/nothing\"]\n}\n",
 			[]string{"first", `"nowhere/nothing" is not a Service`}},
-		{"service_recreation: a move into another family", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"fd00:24::/108\"]\n" +
-			"  moves = { \"a/b\" = { uid = \"u\", type = \"ClusterIP\", old_ips = [\"10.0.0.1\"], new_ips = [\"fd00:24::1\"] } }\n}\n",
-			[]string{"IP Family Changes", `moves["a/b"].new_ips[0]`}},
-		{"service_recreation: endpoint_wait not a duration", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
-			"  moves = {}\n  endpoint_wait = \"2 minutes\"\n}\n",
+		{"service_recreation: a move into another family", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" + handPlan(map[string]string{
+			"target_cidrs": `["fd00:24::/108"]`,
+			"moves":        `{ "a/b" = { uid = "u", type = "ClusterIP", old_ips = ["10.0.0.1"], new_ips = ["fd00:24::1"] } }`}) + "}\n",
+			[]string{"IP Family Changes", `plan.moves["a/b"].new_ips[0]`}},
+		{"service_recreation: endpoint_wait not a duration", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" + handPlan(nil) +
+			"  endpoint_wait = \"2 minutes\"\n}\n",
 			[]string{"Invalid Duration", "endpoint_wait", `"2 minutes" is not a Go duration`}},
-		{"service_recreation: journal_group not a label value", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
-			"  moves = {}\n  journal_group = \"team a\"\n}\n",
-			[]string{"journal_group", "must be a label value"}},
+		{"service_recreation: journal_group not a label value", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" +
+			handPlan(map[string]string{"journal_group": `"team a"`}) + "}\n",
+			[]string{"Invalid Plan", `journal_group "team a" is not a label value`}},
+		{"service_recreation: the DNS Service moves without its bridge", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" +
+			handPlan(map[string]string{"dns_service": `"kube-system/kube-dns"`, "dns_bridge": "false", "first_moves": `["kube-system/kube-dns"]`,
+				"moves": `{ "kube-system/kube-dns" = { uid = "u", type = "ClusterIP", old_ips = ["100.64.0.10"], new_ips = ["172.24.0.10"] } }`}) + "}\n",
+			[]string{"Cluster DNS Would Move Without Its Bridge", "kube-system/kube-dns", "dns_bridge_off_reason"}},
 		{"service_moves: journal_group not a label value", p + "data \"k8scidr_service_moves\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
 			"  journal_group = \"-a\"\n}\n",
 			[]string{"journal_group", "must be a label value"}},
@@ -116,8 +121,8 @@ func TestAccBadInput_beforeTheCluster(t *testing.T) {
 		return p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"new-pool\"\n  cidr = \"172.16.0.0/13\"\n  " + args + "\n}\n"
 	}
 	cases := []badInput{
-		{"service_recreation: journal_namespace", p + "resource \"k8scidr_service_recreation\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
-			"  moves = {}\n  journal_namespace = \"Bad_NS\"\n}\n", []string{"Invalid Name", "journal_namespace", `"Bad_NS" is not a namespace`}},
+		{"service_recreation: journal_namespace", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" +
+			handPlan(map[string]string{"journal_namespace": `"Bad_NS"`}) + "}\n", []string{"Invalid Plan", `journal_namespace "Bad_NS" is not a namespace`}},
 		{"service_moves: journal_namespace", moves(`journal_namespace = "Bad_NS"`), []string{"Invalid Name", "journal_namespace", `"Bad_NS" is not a namespace`}},
 		{"service_moves: namespaces", moves(`namespaces = ["app", "Bad NS"]`), []string{"Invalid Name", "namespaces", `"Bad NS" is not a namespace`}},
 		{"service_moves: exclude_namespaces", moves(`exclude_namespaces = ["-x"]`), []string{"Invalid Name", "exclude_namespaces", `"-x" is not a namespace`}},

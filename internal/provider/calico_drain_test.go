@@ -24,7 +24,7 @@ func TestAccCalicoIPPool_drainWatches(t *testing.T) {
 	const drainFor, drained, other = 12 * time.Second, "10.20.0.0/16", "10.30.0.0/16"
 	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
 	ctx := context.Background()
-	pool := poolBlock("drained", drained, "  timeouts = { delete = \"3m\" }\n")
+	pool := poolBlock("drained", drained, "  timeouts { delete = \"3m\" }\n")
 	w := newCLIWorkspace(t, e.provider()+pool)
 	w.planFile()
 	w.applyFile()

@@ -85,14 +85,13 @@ data "k8scidr_workload_restarts" "pods" {
 }
 
 resource "k8scidr_workload_roll" "pods" {
-  workloads  = data.k8scidr_workload_restarts.pods.workloads
-  pod_cidrs  = [%[2]q]
+  plan       = data.k8scidr_workload_restarts.pods
   depends_on = [k8scidr_calico_ippool.old]
 }
 `, oldPoolName, full, fresh)
 	w := newCLIWorkspace(t, config)
 	w.planFile()
-	if got := w.planned("k8scidr_workload_roll.pods", "workloads"); fmt.Sprint(got) != "[default/deployment/apps default/deployment/late]" {
+	if got := w.planned("k8scidr_workload_roll.pods", "plan.workloads"); fmt.Sprint(got) != "[default/deployment/apps default/deployment/late]" {
 		t.Errorf("planned roll of %v, want both Deployments", got)
 	}
 	w.applyFile()

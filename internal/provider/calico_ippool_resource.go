@@ -142,7 +142,9 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				Computed: true, MarkdownDescription: "IPAM blocks inside the pool, as of the last refresh.",
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
 			},
-			"timeouts": timeoutsAttribute(ctx, calicoPoolWriteTimeout, calicoPoolWriteTimeout, calicoPoolDrainTimeout),
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeoutsBlock(ctx, calicoPoolWriteTimeout, calicoPoolWriteTimeout, calicoPoolDrainTimeout),
 		},
 	}
 }

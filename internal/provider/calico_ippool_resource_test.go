@@ -234,7 +234,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 
 	// A short delete timeout: if a step fails, the post-test destroy of the new pool (whose pods
 	// then still run) gives up in minutes instead of the default 30 and the suite's budget with it.
-	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  timeouts = { delete = \"3m\" }\n")
+	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  timeouts { delete = \"3m\" }\n")
 	oldPool := poolBlock("old", oldPoolCIDR, "")
 	oldPool = strings.Replace(oldPool, `"old" {`+"\n  name = \"old\"", `"old" {`+"\n  name = \""+oldPoolName+"\"", 1)
 	disabledOld := strings.Replace(oldPool, "}\n", "  disabled = true\n}\n", 1)
@@ -452,7 +452,7 @@ func TestAccCalicoIPPool_allocationClasses(t *testing.T) {
 				},
 			},
 			{
-				Config: e.provider() + newPool + oldPool("  timeouts = { delete = \"3s\" }\n") + poolsData,
+				Config: e.provider() + newPool + oldPool("  timeouts { delete = \"3s\" }\n") + poolsData,
 			},
 			{
 				// wait_for_drain past its timeout: the pool is left disabled, and the error names what remains.

@@ -123,11 +123,11 @@ func checkStageSummary(t *testing.T, n int, w *cliWorkspace) {
 	var want []string
 	switch n {
 	case 2:
-		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.dns[0]", "workloads")))))
+		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.dns[0]", "plan.workloads")))))
 	case 3:
-		want = append(want, "| `k8scidr_service_recreation.services` | update | dns_bridge: `true` → `false`")
+		want = append(want, "| `k8scidr_service_recreation.services` | update | plan.dns_bridge: `true` → `false`")
 	case 4:
-		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "workloads")))),
+		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "plan.workloads")))),
 			"| `k8scidr_calico_ippool.new[0]` | create | `pods-172-16` `172.16.0.0/13` |",
 			"| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | import update | `default-ipv4-ippool` `100.96.0.0/11` ",
 			"disabled: `false` → `true`")

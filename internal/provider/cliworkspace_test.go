@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -153,34 +154,42 @@ func (w *cliWorkspace) showJSON(file ...string) map[string]any {
 	return v
 }
 
-// planned is an attribute's planned value in tfplan (nil when unknown or absent).
+// planned is an attribute's planned value in tfplan (nil when unknown or absent); attr may
+// name a nested attribute with dots (plan.moves).
 func (w *cliWorkspace) planned(addr, attr string) any {
 	w.t.Helper()
-	return changeAfter(w.t, w.showJSON("tfplan"), addr)[attr]
+	return dig(changeAfter(w.t, w.showJSON("tfplan"), addr), strings.Split(attr, ".")...)
 }
 
-// plannedUnknown reports whether an attribute is unknown in tfplan.
+// plannedUnknown reports whether an attribute (plan.moves: nested) is unknown in tfplan, by
+// itself or as part of an unknown object.
 func (w *cliWorkspace) plannedUnknown(addr, attr string) bool {
 	w.t.Helper()
 	for _, rc := range list(w.showJSON("tfplan")["resource_changes"]) {
 		m, _ := rc.(map[string]any)
 		if m["address"] == addr {
-			unknown, _ := dig(m, "change", "after_unknown").(map[string]any)
-			return unknown[attr] == true
+			v := dig(m, "change", "after_unknown")
+			for _, k := range strings.Split(attr, ".") {
+				if v == true {
+					return true
+				}
+				v = dig(v, k)
+			}
+			return v == true
 		}
 	}
 	w.t.Fatalf("%s is not in the plan", addr)
 	return false
 }
 
-// stateValue is an attribute of a resource or data source in the state.
+// stateValue is an attribute of a resource or data source in the state; attr may name a
+// nested attribute with dots (plan.moves).
 func (w *cliWorkspace) stateValue(addr, attr string) any {
 	w.t.Helper()
 	for _, r := range list(dig(w.showJSON(), "values", "root_module", "resources")) {
 		m, _ := r.(map[string]any)
 		if m["address"] == addr {
-			values, _ := m["values"].(map[string]any)
-			return values[attr]
+			return dig(m["values"], strings.Split(attr, ".")...)
 		}
 	}
 	w.t.Fatalf("%s is not in the state", addr)

@@ -141,7 +141,7 @@ func TestAccMatrix_recreation(t *testing.T) {
 		}
 		w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 		w.planFile()
-		expect(t, "planned moves", w.planned(recreationAddr, "moves"), movesCheck(moves))
+		expect(t, "planned moves", w.planned(recreationAddr, "plan.moves"), movesCheck(moves))
 		w.applyFile()
 		w.converged()
 		expect(t, "recreated", w.stateValue(recreationAddr, "recreated"), recreatedCheck(moves))
@@ -157,7 +157,7 @@ func TestAccMatrix_recreation(t *testing.T) {
 		if ip := now["app/lb"].Spec.ClusterIP; ip != "100.64.12.7" {
 			t.Errorf("the LoadBalancer moved to %s", ip)
 		}
-		w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", "172.24.0.0/15"))
+		w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "", "172.24.0.0/15"))
 		w.planFile()
 		w.applyFile()
 		w.converged()
@@ -184,7 +184,7 @@ func TestAccMatrix_roll(t *testing.T) {
 		w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+rollHCL("app",
 			fmt.Sprintf("  namespaces     = [\"app\"]\n  started_before = %q", before.Format(time.RFC3339)), ""))
 		w.planFile()
-		expect(t, "planned workloads", w.planned("k8scidr_workload_roll.app", "workloads"), strListCheck("app/deployment/web"))
+		expect(t, "planned workloads", w.planned("k8scidr_workload_roll.app", "plan.workloads"), strListCheck("app/deployment/web"))
 		w.applyFile()
 		w.converged()
 		expect(t, "rolled", w.stateValue("k8scidr_workload_roll.app", "rolled"),

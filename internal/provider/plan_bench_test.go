@@ -61,18 +61,27 @@ func BenchmarkRecreationPlan(b *testing.B) {
 	}
 }
 
-// planMovesValue is a k8scidr_service_recreation configuration of n moves, everything else unset.
+// planMovesValue is a k8scidr_service_recreation configuration whose plan holds n moves,
+// everything else unset or empty.
 func planMovesValue(typ tftypes.Object, n int) tftypes.Value {
 	vals := map[string]tftypes.Value{}
 	for name, at := range typ.AttributeTypes {
 		vals[name] = tftypes.NewValue(at, nil)
 	}
+	pt, _ := typ.AttributeTypes["plan"].(tftypes.Object)
+	plan := map[string]tftypes.Value{}
+	for name, at := range pt.AttributeTypes {
+		plan[name] = tftypes.NewValue(at, nil)
+	}
 	strs := tftypes.List{ElementType: tftypes.String}
 	ips := func(format string, i int) tftypes.Value {
 		return tftypes.NewValue(strs, []tftypes.Value{tftypes.NewValue(tftypes.String, fmt.Sprintf(format, i/256, i%256))})
 	}
-	vals["target_cidrs"] = tftypes.NewValue(strs, []tftypes.Value{tftypes.NewValue(tftypes.String, "172.24.0.0/15")})
-	mt, _ := typ.AttributeTypes["moves"].(tftypes.Map)
+	plan["target_cidrs"] = tftypes.NewValue(strs, []tftypes.Value{tftypes.NewValue(tftypes.String, "172.24.0.0/15")})
+	plan["first_moves"] = tftypes.NewValue(strs, []tftypes.Value{})
+	plan["restore"] = tftypes.NewValue(pt.AttributeTypes["restore"], map[string]tftypes.Value{})
+	plan["dns_bridge"] = tftypes.NewValue(tftypes.Bool, true)
+	mt, _ := pt.AttributeTypes["moves"].(tftypes.Map)
 	et, _ := mt.ElementType.(tftypes.Object)
 	moves := map[string]tftypes.Value{}
 	for i := range n {
@@ -83,6 +92,7 @@ func planMovesValue(typ tftypes.Object, n int) tftypes.Value {
 			"new_ips": ips("172.24.%d.%d", i),
 		})
 	}
-	vals["moves"] = tftypes.NewValue(mt, moves)
+	plan["moves"] = tftypes.NewValue(mt, moves)
+	vals["plan"] = tftypes.NewValue(pt, plan)
 	return tftypes.NewValue(typ, vals)
 }

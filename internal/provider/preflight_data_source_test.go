@@ -281,11 +281,8 @@ resource "k8scidr_service_cidr" "new" {
 }
 
 resource "k8scidr_service_recreation" "this" {
-  target_cidrs = k8scidr_service_cidr.new.cidrs
-  moves        = data.k8scidr_service_moves.this.moves
-  restore      = data.k8scidr_service_moves.this.restore
-  first        = data.k8scidr_service_moves.this.first_moves
-  dns_service  = data.k8scidr_service_moves.this.dns_service
+  plan       = data.k8scidr_service_moves.this
+  depends_on = [k8scidr_service_cidr.new]
 }
 
 resource "k8scidr_calico_ippool" "new" {
@@ -311,9 +308,8 @@ data "k8scidr_workload_restarts" "pods" {
 }
 
 resource "k8scidr_workload_roll" "pods" {
-  workloads = data.k8scidr_workload_restarts.pods.workloads
-  pod_cidrs = [%[2]q]
-  include   = ["default/deployment/held"]
+  plan    = data.k8scidr_workload_restarts.pods
+  include = ["default/deployment/held"]
 }
 `, oldPoolName, oldPoolCIDR))
 	hazards := []string{

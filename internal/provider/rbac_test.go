@@ -71,11 +71,7 @@ data "k8scidr_service_moves" "this" {
 }
 
 resource "k8scidr_service_recreation" "this" {
-  target_cidrs = data.k8scidr_service_moves.this.target_cidrs
-  moves        = data.k8scidr_service_moves.this.moves
-  restore      = data.k8scidr_service_moves.this.restore
-  first        = data.k8scidr_service_moves.this.first_moves
-  dns_service  = data.k8scidr_service_moves.this.dns_service
+  plan       = data.k8scidr_service_moves.this
 }
 
 resource "k8scidr_calico_ippool" "new" {
@@ -88,8 +84,7 @@ data "k8scidr_workload_restarts" "pods" {
 }
 
 resource "k8scidr_workload_roll" "pods" {
-  workloads = data.k8scidr_workload_restarts.pods.workloads
-  pod_cidrs = ["10.10.0.0/18"]
+  plan = data.k8scidr_workload_restarts.pods
 }
 `
 	resource.Test(t, resource.TestCase{

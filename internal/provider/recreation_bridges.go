@@ -159,7 +159,7 @@ func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serv
 // checkBridgeRemoval reads whether deleting the DNS bridge, which dns_bridge = false asks for,
 // would take DNS from running pods: refused at apply (errors), shown at plan (warnings).
 func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.Snapshot, plan *serviceRecreationModel, diags *diag.Diagnostics, apply bool) {
-	if plan.DNSBridge.IsUnknown() || plan.DNSBridge.ValueBool() || plan.ForceRemoval.ValueBool() {
+	if on := plan.values().DNSBridge; on.IsUnknown() || on.ValueBool() || plan.ForceRemoval.ValueBool() {
 		return
 	}
 	bridge := snap.DNSBridge(plan.DNSBridgeName.ValueString())
@@ -168,10 +168,10 @@ func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.
 	}
 	findings, notes, err := k8sops.CheckBridgeRemoval(ctx, client, bridge)
 	if err != nil {
-		diags.AddAttributeError(path.Root("dns_bridge"), "Cluster Not Readable", "Whether pods still use the DNS bridge could not be checked: "+apiErrorText(err))
+		diags.AddAttributeError(path.Root("plan").AtName("dns_bridge"), "Cluster Not Readable", "Whether pods still use the DNS bridge could not be checked: "+apiErrorText(err))
 		return
 	}
-	addFindings(diags, findings, apply)
+	addFindings(diags, planFindings(findings), apply)
 	for _, n := range notes {
 		diags.AddAttributeWarning(path.Root("dns_bridge"), "DNS Bridge Removal Not Fully Checked", n)
 	}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -168,4 +170,96 @@ func addNotMoved(diags *diag.Diagnostics, notMoved map[string]string) {
 	diags.AddWarning("Planned Moves That No Longer Hold Were Not Made",
 		fmt.Sprintf("%d of the planned moves no longer hold in the cluster and were left alone (listed in not_moved):\n%s\n"+
 			"The next plan shows what is still to move.", len(notMoved), strings.Join(lines, "\n")))
+}
+
+// recreationPlanType is k8scidr_service_recreation's plan: the attributes of the moves data
+// source the apply acts on. Terraform converts the data source's whole object to it, dropping
+// the rest.
+var recreationPlanType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"target_cidrs": ipListType, "moves": types.MapType{ElemType: moveType}, "restore": types.MapType{ElemType: restoreType},
+	"first_moves": ipListType, "dns_service": types.StringType, "dns_bridge": types.BoolType,
+	"dns_bridge_off_reason": types.StringType, "journal_namespace": types.StringType, "journal_group": types.StringType,
+}}
+
+type recreationPlanModel struct {
+	TargetCIDRs        types.List   `tfsdk:"target_cidrs"`
+	Moves              types.Map    `tfsdk:"moves"`
+	Restore            types.Map    `tfsdk:"restore"`
+	FirstMoves         types.List   `tfsdk:"first_moves"`
+	DNSService         types.String `tfsdk:"dns_service"`
+	DNSBridge          types.Bool   `tfsdk:"dns_bridge"`
+	DNSBridgeOffReason types.String `tfsdk:"dns_bridge_off_reason"`
+	JournalNamespace   types.String `tfsdk:"journal_namespace"`
+	JournalGroup       types.String `tfsdk:"journal_group"`
+}
+
+// values are the plan's attributes; each unknown while the plan is unknown or null.
+func (m *serviceRecreationModel) values() recreationPlanModel {
+	if m.Plan.IsNull() || m.Plan.IsUnknown() {
+		str := types.StringUnknown()
+		return recreationPlanModel{TargetCIDRs: types.ListUnknown(types.StringType), Moves: types.MapUnknown(moveType),
+			Restore: types.MapUnknown(restoreType), FirstMoves: types.ListUnknown(types.StringType), DNSService: str,
+			DNSBridge: types.BoolUnknown(), DNSBridgeOffReason: str, JournalNamespace: str, JournalGroup: str}
+	}
+	var v recreationPlanModel
+	// Cannot fail: the schema gives the object exactly this type.
+	_ = m.Plan.As(context.Background(), &v, basetypes.ObjectAsOptions{})
+	return v
+}
+
+// converged is the plan with nothing left to do: what Read stores, and what the data source
+// reads once every move is made.
+func (v recreationPlanModel) converged(diags *diag.Diagnostics) types.Object {
+	v.Moves, v.Restore, v.FirstMoves = movesValue(nil, diags), restoreValue(nil, diags), ipsValue(nil, diags)
+	o, d := types.ObjectValueFrom(context.Background(), recreationPlanType.AttrTypes, v)
+	diags.Append(d...)
+	return o
+}
+
+// planFindings puts the findings about the plan's attributes under plan, as the resource's
+// schema has them (k8sops names them as the data source does).
+func planFindings(fs []k8sops.Finding) []k8sops.Finding {
+	for i, f := range fs {
+		if len(f.Path.Steps) == 0 || f.Path.Steps[0].Kind != k8sops.StepAttr {
+			continue
+		}
+		name := f.Path.Steps[0].Name
+		switch name {
+		case "first":
+			name = "first_moves"
+		case "target_cidrs", "moves", "restore", "dns_service", "dns_bridge", "journal_namespace", "journal_group":
+		default:
+			continue
+		}
+		p := k8sops.At("plan").Attr(name)
+		p.Steps = append(p.Steps, f.Path.Steps[1:]...)
+		fs[i].Path = p
+	}
+	return fs
+}
+
+// checkPlanNames refuses names in a plan written by hand that no data source produces.
+func checkPlanNames(v recreationPlanModel, diags *diag.Diagnostics) {
+	check := func(name string, s types.String, why func(string) string) {
+		if s.IsNull() || s.IsUnknown() {
+			return
+		}
+		if reason := why(s.ValueString()); reason != "" {
+			diags.AddAttributeError(path.Root("plan").AtName(name), "Invalid Plan", fmt.Sprintf("%s %s. Give plan the "+
+				"k8scidr_service_moves data source whole: plan = data.k8scidr_service_moves.NAME.", name, reason))
+		}
+	}
+	check("dns_service", v.DNSService, func(s string) string {
+		if !namespacedNameRegexp.MatchString(s) {
+			return fmt.Sprintf("%q is not namespace/name", s)
+		}
+		return ""
+	})
+	check("journal_namespace", v.JournalNamespace, namespaceName().check)
+	check("journal_group", v.JournalGroup, func(s string) string {
+		if len(s) > 63 || !labelValueRegexp.MatchString(s) {
+			return fmt.Sprintf("%q is not a label value", s)
+		}
+		return ""
+	})
 }

@@ -48,20 +48,10 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 			"also_keep": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Further Services (`namespace/name`) whose IPs stay where they are. Unset, only LoadBalancer " +
-					"Services and, with `dns_bridge`, the DNS bridge and the cluster DNS Service stay.",
+					"Services and the bridges stay. What a planned Service move keeps (the cluster DNS Service's old IP, for its " +
+					"bridge) is in the `k8scidr_service_moves` data source's `keep_cidrs`.",
 				Validators: []validator.List{listvalidator.ValueStringsAre(stringvalidator.RegexMatches(
 					namespacedNameRegexp, "must be namespace/name"))},
-			},
-			"dns_bridge": schema.BoolAttribute{
-				Optional: true,
-				MarkdownDescription: "Whether the DNS bridge of `k8scidr_service_recreation` stays: its IPs stay, and so do " +
-					"the cluster DNS Service's outside `cidrs`, which the bridge takes when it moves. Set it to the recreation's " +
-					"`dns_bridge` (from the same variable or local), so that switching the bridge off also drops the keep-range " +
-					"created for it. Default `true`.",
-			},
-			"dns_service": schema.StringAttribute{
-				Optional: true, MarkdownDescription: dnsServiceInputDescription + " Give it the moves data source's `dns_service` argument.",
-				Validators: []validator.String{stringvalidator.RegexMatches(namespacedNameRegexp, "must be namespace/name")},
 			},
 			"ranges": schema.ListNestedAttribute{
 				Computed: true, MarkdownDescription: "Usage of each range, counted from IPAddress objects (from Services where the API has none).",
@@ -80,7 +70,7 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 					"type":        str("Service type."),
 					"cluster_ips": strList("ClusterIPs."),
 					"ranges":      strList("For each of `cluster_ips`, the given range holding it, or \"\" when none does."),
-					"stays":       schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether its IPs stay where they are (LoadBalancer, `also_keep`, the bridges and, before it moves, the cluster DNS Service)."},
+					"stays":       schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether its IPs stay where they are (LoadBalancer, `also_keep`, the bridges)."},
 					"bridge_for": schema.StringAttribute{Computed: true, MarkdownDescription: "For a bridge (the DNS bridge, or an old-IP " +
 						"bridge of `k8scidr_service_recreation`), the Service (`namespace/name`) whose old IPs it keeps; null for " +
 						"an ordinary Service."},
@@ -104,8 +94,7 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 		return
 	}
 	a, err := k8sops.ReadAllocations(ctx, client, stringList(ctx, m.CIDRs, &resp.Diagnostics), k8sops.AllocationOptions{
-		AlsoKeep: stringList(ctx, m.AlsoKeep, &resp.Diagnostics), DNSBridge: m.DNSBridge.IsNull() || m.DNSBridge.ValueBool(),
-		DNS: k8sops.ClusterDNSHints{Named: m.DNSService.ValueString()}})
+		AlsoKeep: stringList(ctx, m.AlsoKeep, &resp.Diagnostics)})
 	if f, ok := errors.AsType[k8sops.Finding](err); ok {
 		addFindings(&resp.Diagnostics, []k8sops.Finding{f}, true)
 		return
@@ -159,14 +148,12 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 }
 
 type serviceAllocationsModel struct {
-	CIDRs      types.List        `tfsdk:"cidrs"`
-	AlsoKeep   types.List        `tfsdk:"also_keep"`
-	DNSBridge  types.Bool        `tfsdk:"dns_bridge"`
-	DNSService types.String      `tfsdk:"dns_service"`
-	Ranges     []rangeUsageModel `tfsdk:"ranges"`
-	Services   []serviceIPsModel `tfsdk:"services"`
-	Outside    types.List        `tfsdk:"outside"`
-	Covering   types.List        `tfsdk:"covering_cidrs"`
+	CIDRs    types.List        `tfsdk:"cidrs"`
+	AlsoKeep types.List        `tfsdk:"also_keep"`
+	Ranges   []rangeUsageModel `tfsdk:"ranges"`
+	Services []serviceIPsModel `tfsdk:"services"`
+	Outside  types.List        `tfsdk:"outside"`
+	Covering types.List        `tfsdk:"covering_cidrs"`
 }
 
 type rangeUsageModel struct {

@@ -89,7 +89,9 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 				MarkdownDescription: "Whether the policy and binding in the cluster are what this resource writes. A hand " +
 					"edit reads as false, the plan shows the change back to true, and apply rewrites both.",
 			},
-			"timeouts": timeoutsAttribute(ctx, serviceCIDRPolicyTimeout, serviceCIDRPolicyTimeout, serviceCIDRPolicyTimeout),
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeoutsBlock(ctx, serviceCIDRPolicyTimeout, serviceCIDRPolicyTimeout, serviceCIDRPolicyTimeout),
 		},
 	}
 }

@@ -84,7 +84,9 @@ func (r *serviceCIDRResource) Schema(ctx context.Context, _ resource.SchemaReque
 			"capacity": schema.NumberAttribute{Computed: true,
 				MarkdownDescription: "Allocatable addresses: every address but the network address and, for IPv4, the broadcast address."},
 			"allocated": schema.Int64Attribute{Computed: true, MarkdownDescription: "IPAddress objects inside the range."},
-			"timeouts":  timeoutsAttribute(ctx, serviceCIDRTimeout, serviceCIDRTimeout, serviceCIDRTimeout),
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeoutsBlock(ctx, serviceCIDRTimeout, serviceCIDRTimeout, serviceCIDRTimeout),
 		},
 	}
 }

@@ -205,7 +205,7 @@ resource "k8scidr_service_cidr" "this" {
   name              = "acc-held"
   cidrs             = ["172.28.0.0/29"]
   wait_for_deletion = %t
-  timeouts = {
+  timeouts {
     delete = "3s"
   }
 }
@@ -318,7 +318,7 @@ resource "k8scidr_service_cidr" "this" {
   name              = "kubernetes"
   cidrs             = [%q]
   wait_for_deletion = %t
-  timeouts = {
+  timeouts {
     delete = "3s"
   }
 }

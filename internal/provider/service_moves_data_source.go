@@ -45,8 +45,8 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Plans a Service move: every matching Service whose ClusterIP lies outside `target_cidrs`, with " +
-			"the IP it gets there, and why the others stay. Give it to `k8scidr_service_recreation`, which does exactly " +
-			"this. Read at plan time, its values are stored in a saved plan and are what the apply does, however the " +
+			"the IP it gets there, and why the others stay. Give it whole to `k8scidr_service_recreation` (`plan = data." +
+			"k8scidr_service_moves.NAME`), which does exactly this. Read at plan time, its values are stored in a saved plan and are what the apply does, however the " +
 			"cluster changes meanwhile — so give it only variables and locals, never a resource's attribute or " +
 			"`depends_on` (Terraform would then read it only during apply, and the plan could not show the moves).",
 		Attributes: map[string]schema.Attribute{
@@ -75,14 +75,26 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"`next_free`: the lowest free addresses. Either way never the target's network, broadcast or first (.1) " +
 					"address. Default `" + k8sops.PreserveOffset + "`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree)}},
-			"journal_namespace": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Namespace of the recreation journal: the same as the resource's. Default `" + k8sops.DefaultJournalNamespace + "`.",
-				Validators:          []validator.String{namespaceName()}},
-			"journal_group": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Whose journal to read: the `journal_group` of the `k8scidr_service_recreation` this feeds. " +
-					"Pass it on: `journal_group = data.k8scidr_service_moves.NAME.journal_group`. Default `" + k8sops.DefaultJournalGroup + "`.",
+			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true,
+				MarkdownDescription: "Namespace of the recreation journal (ConfigMaps labelled `k8scidr.io/journal`). Default `" +
+					k8sops.DefaultJournalNamespace + "`.",
+				Validators: []validator.String{namespaceName()}},
+			"journal_group": schema.StringAttribute{Optional: true, Computed: true,
+				MarkdownDescription: "Whose journal this is (label `k8scidr.io/journal-group`): give each migration of a cluster " +
+					"applied side by side (e.g. one per namespace group) its own, so that none restores or removes another's " +
+					"entries. The recreation takes it with the rest of this data source. Default `" + k8sops.DefaultJournalGroup + "`.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(labelValueRegexp,
 					"must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")}},
+			"dns_bridge": schema.BoolAttribute{Optional: true, Computed: true,
+				MarkdownDescription: "When the cluster DNS Service moves, a bridge Service answers on its old IP (same selector " +
+					"and ports) so that pods and kubelets still using the old resolver keep working; it stays until this is " +
+					"set to false, after kubelets' `clusterDNS` changed and pods restarted. Its old IP counts in `keep_cidrs` " +
+					"while it is on. Moving the cluster DNS Service with it off is a plan error unless `dns_bridge_off_reason` " +
+					"says why nothing resolves through the old IP. Default `true`."},
+			"dns_bridge_off_reason": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Why moving the cluster DNS Service without its bridge is safe here (e.g. every node " +
+					"runs NodeLocal DNSCache on its own address). Only read when `dns_bridge = false` and the DNS Service moves.",
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)}},
 			"moves": schema.MapNestedAttribute{Computed: true, MarkdownDescription: movesDescription,
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"uid":     schema.StringAttribute{Computed: true, MarkdownDescription: "UID of the Service planned from."},
@@ -100,8 +112,15 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			"first_moves": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The keys of `first` that move, in order: the resource's `first`."},
 			"dns_service": schema.StringAttribute{Optional: true, Computed: true,
-				MarkdownDescription: dnsServiceInputDescription + " Read: " + dnsServiceDescription,
-				Validators:          []validator.String{nsName}},
+				MarkdownDescription: dnsServiceInputDescription + " After the read: the Service found, null when the " +
+					"cluster has none.",
+				Validators: []validator.String{nsName}},
+			"keep_cidrs": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The narrowest valid Service ranges that keep valid every IP outside `target_cidrs` that " +
+					"stays where it is once the plan is carried out: skipped LoadBalancer Services, the bridges and, with " +
+					"`dns_bridge`, the cluster DNS Service's old IP. Create one `k8scidr_service_cidr` for each before the " +
+					"old range is retired. With `dns_bridge = false` the DNS bridge's range drops out, in the same apply " +
+					"that removes the bridge."},
 			"dns_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The cluster DNS Service's ClusterIPs once the moves are done: the value for the kubelet " +
 					"`clusterDNS` setting (kOps: `kubeDNS.serverIP`). Empty without a cluster DNS Service."},
@@ -145,14 +164,22 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	snap, err := k8sops.TakeSnapshot(ctx, client,
-		k8sops.Journal{Namespace: stringOr(m.JournalNamespace, k8sops.DefaultJournalNamespace), Group: m.JournalGroup.ValueString()}, false)
+	journal := k8sops.Journal{Namespace: stringOr(m.JournalNamespace, k8sops.DefaultJournalNamespace),
+		Group: stringOr(m.JournalGroup, k8sops.DefaultJournalGroup)}
+	snap, err := k8sops.TakeSnapshot(ctx, client, journal, false)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
 	}
-	p := k8sops.PlanRecreation(snap, m.options(ctx, &resp.Diagnostics))
+	o := m.options(ctx, &resp.Diagnostics)
+	p := k8sops.PlanRecreation(snap, o)
 	addFindings(&resp.Diagnostics, p.Errors, true)
+	if !resp.Diagnostics.HasError() {
+		// The same static checks the recreation makes of this value: an outage is refused here, at plan.
+		addFindings(&resp.Diagnostics, k8sops.ValidatePlanned(k8sops.PlannedRecreation{TargetCIDRs: o.TargetCIDRs,
+			Moves: p.Moves, Restore: p.Restore, First: p.First, DNSService: p.DNSService, DNSBridge: o.DNSBridge,
+			DNSBridgeOffReason: m.DNSBridgeOffReason.ValueString()}), true)
+	}
 	for _, f := range p.Warnings {
 		resp.Diagnostics.AddAttributeWarning(pathOf(f.Path), f.Summary, f.Detail+" k8scidr_service_recreation refuses to start until it is.")
 	}
@@ -189,8 +216,14 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 		m.DNSMovedAt = types.StringValue(p.DNSMovedAt.Format(time.RFC3339))
 	}
 	m.DNSServiceIPs = ipsValue(p.DNSIPs, &resp.Diagnostics)
-	group := stringOr(m.JournalGroup, k8sops.DefaultJournalGroup)
-	m.Bridges = bridgesValue(bridgesOf(slices.DeleteFunc(p.OldIPBridges, func(b k8sops.OldIPBridge) bool { return b.Group != group })), &resp.Diagnostics)
+	m.JournalNamespace, m.JournalGroup = types.StringValue(journal.Namespace), types.StringValue(journal.Group)
+	m.DNSBridge = types.BoolValue(o.DNSBridge)
+	keep := make([]string, len(p.KeepCovering))
+	for i, c := range p.KeepCovering {
+		keep[i] = c.String()
+	}
+	m.KeepCIDRs = ipsValue(keep, &resp.Diagnostics)
+	m.Bridges = bridgesValue(bridgesOf(slices.DeleteFunc(p.OldIPBridges, func(b k8sops.OldIPBridge) bool { return b.Group != journal.Group })), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
@@ -213,7 +246,7 @@ func (m *serviceMovesModel) options(ctx context.Context, diags *diag.Diagnostics
 		TargetCIDRs: stringList(ctx, m.TargetCIDRs, diags), Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces),
 		Selector: m.Selector.ValueString(), Exclude: set(m.Exclude), IncludeLoadBalancers: m.IncludeLoadBalancers.ValueBool(),
 		IncludeOwned: m.IncludeOwned.ValueBool(), IPAssignment: stringOr(m.IPAssignment, k8sops.PreserveOffset),
-		DNSService: m.DNSService.ValueString(),
+		DNSService: m.DNSService.ValueString(), DNSBridge: m.DNSBridge.IsNull() || m.DNSBridge.ValueBool(),
 	}
 	if !m.First.IsNull() {
 		o.First = append([]string{}, stringList(ctx, m.First, diags)...)
@@ -233,6 +266,9 @@ type serviceMovesModel struct {
 	IPAssignment         types.String `tfsdk:"ip_assignment"`
 	JournalNamespace     types.String `tfsdk:"journal_namespace"`
 	JournalGroup         types.String `tfsdk:"journal_group"`
+	DNSBridge            types.Bool   `tfsdk:"dns_bridge"`
+	DNSBridgeOffReason   types.String `tfsdk:"dns_bridge_off_reason"`
+	KeepCIDRs            types.List   `tfsdk:"keep_cidrs"`
 	Moves                types.Map    `tfsdk:"moves"`
 	Restore              types.Map    `tfsdk:"restore"`
 	Skipped              types.Map    `tfsdk:"skipped"`

@@ -41,7 +41,7 @@ func TestAccServiceRecreation_savedPlanChurn(t *testing.T) {
 		t.Fatalf("creating the target range: %v\n%s", err, out)
 	}
 	w.planFile()
-	expect(t, "planned moves", w.planned(recreationAddr, "moves"), movesCheck(planned))
+	expect(t, "planned moves", w.planned(recreationAddr, "plan.moves"), movesCheck(planned))
 
 	churn := newClusterChurn(t, c.Kube)
 	churn.round("172.24.200.1")
@@ -90,7 +90,7 @@ func TestAccServiceRecreation_savedPlanChurn(t *testing.T) {
 	// The next plan holds exactly what is left: the replaced Service, the one whose IP was
 	// taken, the one created in the old range; nothing the churn put into the new range.
 	w.planFile()
-	left := w.planned(recreationAddr, "moves").(map[string]any)
+	left := w.planned(recreationAddr, "plan.moves").(map[string]any)
 	if got := slices.Sorted(maps.Keys(left)); !slices.Equal(got, []string{"app/late", "app/s2", "app/s3"}) {
 		t.Errorf("after the apply the plan moves %v, want app/late, app/s2 and app/s3", got)
 	}

@@ -122,7 +122,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 	least := lacking()
 	w.planFile()
 	most := lacking()
-	restore, _ := w.planned(recreationAddr, "restore").(map[string]any)
+	restore, _ := w.planned(recreationAddr, "plan.restore").(map[string]any)
 	for key := range least {
 		if _, ok := restore[key]; !ok {
 			t.Errorf("plan restore lacks %s, deleted or without its Endpoints: restore = %v", key, slices.Sorted(maps.Keys(restore)))
@@ -144,7 +144,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 	// not made but reported, and the next plan moves it to a free IP.
 	late := f.service("crash", ipService("late", "ClusterIP", "100.64.30.30"))
 	w.planFile()
-	newIP := fmt.Sprint(list(dig(w.planned(recreationAddr, "moves"), "crash/late", "new_ips"))[0])
+	newIP := fmt.Sprint(list(dig(w.planned(recreationAddr, "plan.moves"), "crash/late", "new_ips"))[0])
 	if newIP != "172.24.30.30" {
 		t.Fatalf("late planned to %s, want 172.24.30.30", newIP)
 	}
@@ -156,7 +156,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 		t.Error("the apply touched crash/late, whose planned IP was taken")
 	}
 	w.planFile()
-	if ip := fmt.Sprint(list(dig(w.planned(recreationAddr, "moves"), "crash/late", "new_ips"))[0]); ip != "172.24.30.31" {
+	if ip := fmt.Sprint(list(dig(w.planned(recreationAddr, "plan.moves"), "crash/late", "new_ips"))[0]); ip != "172.24.30.31" {
 		t.Errorf("the next plan moves crash/late to %s, want the next free 172.24.30.31", ip)
 	}
 	w.applyFile()

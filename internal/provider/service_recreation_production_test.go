@@ -75,8 +75,8 @@ func TestAccServiceRecreation_clusterDNSFoundAsItIs(t *testing.T) {
 	}
 	setKubeletClusterDNS(t, c, "100.64.0.10")
 	w.planFile()
-	expect(t, "planned dns_service", w.planned(recreationAddr, "dns_service"), knownvalue.StringExact("kube-system/coredns"))
-	expect(t, "planned first", w.planned(recreationAddr, "first"), strListCheck("kube-system/coredns"))
+	expect(t, "planned dns_service", w.planned(recreationAddr, "plan.dns_service"), knownvalue.StringExact("kube-system/coredns"))
+	expect(t, "planned first", w.planned(recreationAddr, "plan.first_moves"), strListCheck("kube-system/coredns"))
 	w.applyFile()
 	expect(t, "dns_service_ips", w.stateValue("data.k8scidr_service_moves.this", "dns_service_ips"), strListCheck("172.24.0.10"))
 	after := servicesIn(t, c.Kube, "kube-system")
@@ -110,7 +110,7 @@ func TestAccServiceRecreation_dualStackDNSOneFamilyStays(t *testing.T) {
 	f.waitReadySlice("kube-system", "kube-dns")
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 	w.planFile()
-	expect(t, "planned moves", w.planned(recreationAddr, "moves"),
+	expect(t, "planned moves", w.planned(recreationAddr, "plan.moves"),
 		movesCheck(map[string][2][]string{"kube-system/kube-dns": {{"100.64.0.10", "fd00:10::a"}, {"172.24.0.10", "fd00:10::a"}}}))
 	w.applyFile()
 	after := servicesIn(t, c.Kube, "kube-system")
@@ -219,7 +219,7 @@ func TestAccServiceRecreation_bridgeRetried(t *testing.T) {
 	}
 	allow()
 	w.planFile()
-	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(1))
+	expect(t, "planned restore", w.planned(recreationAddr, "plan.restore"), knownvalue.MapSizeExact(1))
 	w.applyFile()
 	bridge, ok := servicesIn(t, c.Kube, "kube-system")["kube-system/"+k8sops.DefaultDNSBridgeName]
 	if !ok || !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) {
@@ -496,7 +496,7 @@ func TestAccServiceRecreation_noResurrection(t *testing.T) {
 	}
 	allow()
 	w.planFile()
-	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapExact(map[string]knownvalue.Check{
+	expect(t, "planned restore", w.planned(recreationAddr, "plan.restore"), knownvalue.MapExact(map[string]knownvalue.Check{
 		"app/b": knownvalue.ObjectPartial(map[string]knownvalue.Check{"new_ips": strListCheck("172.24.1.2")}),
 	}))
 	w.applyFile()
@@ -552,7 +552,7 @@ func TestAccServiceRecreation_namespaceGoingDropped(t *testing.T) {
 	if !diagRE("Journal Entries Dropped, Not Restored", "doomed/x: its namespace doomed is being deleted").MatchString(out) {
 		t.Errorf("the plan does not say the journal entry is dropped:\n%s", out)
 	}
-	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(0))
+	expect(t, "planned restore", w.planned(recreationAddr, "plan.restore"), knownvalue.MapSizeExact(0))
 	w.applyFile()
 	expect(t, "skipped", w.stateValue("data.k8scidr_service_moves.this", "skipped"), knownvalue.MapPartial(map[string]knownvalue.Check{
 		"doomed/z": knownvalue.StringExact("its namespace doomed is being deleted"),
@@ -679,7 +679,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	}
 	allow()
 	w.planFile()
-	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(1))
+	expect(t, "planned restore", w.planned(recreationAddr, "plan.restore"), knownvalue.MapSizeExact(1))
 	if out := w.applyFile(); !diagRE("app/ext2: its Endpoints were written by another client after the delete", "kept as they are").MatchString(out) {
 		t.Errorf("the apply does not say it kept app/ext2's newer Endpoints:\n%s", out)
 	}
@@ -801,11 +801,10 @@ func TestAccServiceRecreation_formerOwnersKeep(t *testing.T) {
 }
 
 // groupConfig is a recreation of the Services of namespace ns alone into faultTarget (a range
-// made beforehand), with its own journal_group ns passed from the data source to the resource.
+// made beforehand), with its own journal_group ns, which the resource takes with the plan.
 func groupConfig(kubeconfig, ns, journalNamespace string) string {
 	data := fmt.Sprintf("  target_cidrs = [%q]\n  namespaces = [%q]\n  journal_group = %q\n  journal_namespace = %q", faultTarget, ns, ns, journalNamespace)
-	return providerBlock(kubeconfig) + recreationHCL("", data,
-		"  journal_group = data.k8scidr_service_moves.this.journal_group\n  journal_namespace = data.k8scidr_service_moves.this.journal_namespace")
+	return providerBlock(kubeconfig) + recreationHCL("", data, "")
 }
 
 // TestAccServiceRecreation_journalPerResource: two recreations with journal groups of their own
@@ -848,7 +847,7 @@ func TestAccServiceRecreation_journalPerResource(t *testing.T) {
 
 	wa := newCLIWorkspace(t, groupConfig(c.Kubeconfig, "app-a", "kube-system"))
 	wa.planFile()
-	if r := wa.planned(recreationAddr, "restore"); r != nil && len(r.(map[string]any)) > 0 {
+	if r := wa.planned(recreationAddr, "plan.restore"); r != nil && len(r.(map[string]any)) > 0 {
 		t.Errorf("app-a's plan restores %v: another resource's journal entry", r)
 	}
 	wa.applyFile()
@@ -949,7 +948,7 @@ func TestAccServiceRecreation_bridgeRemovalSafe(t *testing.T) {
 		t.Fatal("no DNS bridge after the DNS move")
 	}
 
-	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", "172.24.0.0/15"))
+	w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "", "172.24.0.0/15"))
 	out := w.planFile()
 	inUse := diagRE("DNS Bridge Still in Use", "1 running pods on 1 nodes", "started before the DNS move", "100.64.0.10: app/old (node")
 	if !inUse.MatchString(out) || !strings.Contains(out, "DNS Bridge Removal Not Fully Checked") || strings.Contains(out, "app/own-dns") || strings.Contains(out, "app/host") {
@@ -975,7 +974,7 @@ func TestAccServiceRecreation_bridgeRemovalSafe(t *testing.T) {
 			"not app/new, and what could not be checked per kubelet: apply %v\n%s", err, out)
 	}
 
-	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false\n  dns_bridge_force_removal = true", "172.24.0.0/15"))
+	w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "dns_bridge_force_removal = true", "172.24.0.0/15"))
 	w.planFile()
 	w.applyFile()
 	if bridgeThere() {

@@ -11,19 +11,18 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -52,48 +51,33 @@ func (r *serviceRecreationResource) Metadata(_ context.Context, req resource.Met
 func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Moves Services into a new range by recreating each one at an explicitly chosen IP: exactly the " +
-			"`moves` and `restore` of a `k8scidr_service_moves` data source, which the plan shows. Apply re-checks each " +
+			"`moves` and `restore` of a `k8scidr_service_moves` data source (`plan`), which the plan shows. Apply re-checks each " +
 			"move against the live Service and makes only those that still hold (the same object, at the planned old IPs, " +
 			"its planned IPs free); the others are reported in `not_moved`, and the next plan shows what remains. Each " +
 			"Service is journaled in the cluster before it is deleted, so an interrupted apply loses nothing: the next " +
 			"plan lists the leftovers under the data source's `restore`. The cluster DNS Service moves first, and a DNS " +
-			"bridge Service keeps its old IP answering until kubelets and pods follow. Destroy forgets; it moves nothing back.",
+			"bridge Service keeps its old IP answering until kubelets and pods follow. Destroy forgets (it moves nothing " +
+			"back), and is refused while the journal holds entries of an interrupted apply: they are Services that would stay deleted.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The target ranges, comma-separated.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"target_cidrs": schema.ListAttribute{
-				Required: true, ElementType: types.StringType,
-				MarkdownDescription: "The new Service range(s), as given to the data source, each served by a Ready ServiceCIDR " +
-					"(typically `k8scidr_service_cidr.new.cidrs`, which also orders this resource after it). Every new IP " +
-					"in `moves` must lie inside them.",
-				Validators: []validator.List{listvalidator.SizeBetween(1, 2)},
-			},
-			// moves, restore, recreated and bridges are maps of objects, not nested attributes: the
-			// framework plans a nested map by copying the whole map once per element
-			// (fwserver.mapElemObject), quadratic in the number of Services (38 s and 10 GB allocated
-			// per plan at 10,000 moves). The values and the Terraform types are the same.
-			"moves": schema.MapAttribute{Required: true, ElementType: moveType,
-				MarkdownDescription: movesDescription + " Set it to `data.k8scidr_service_moves.<name>.moves`. After a " +
-					"refresh it reads as empty, so the next plan shows only what the data source still finds to move. Each " +
-					"entry: `uid` (of the Service planned from), `type` (its type when planned), `old_ips` (spec.clusterIPs " +
-					"when planned), `new_ips` (spec.clusterIPs after the move)."},
-			"restore": schema.MapAttribute{Optional: true, ElementType: restoreType,
-				MarkdownDescription: restoreDescription + " Set it to `data.k8scidr_service_moves.<name>.restore`. Unset, no " +
-					"entry is restored: what an interrupted apply left stays in the journal for the next plan. Each entry: " +
-					"`new_ips` (the IPs it has, or is recreated with), `journal` (the journal ConfigMap holding it)."},
-			"first": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: firstDescription + " Set it to `data.k8scidr_service_moves.<name>.first_moves`. If a " +
-					"first move no longer holds at apply, nothing is moved. Unset, no Service goes ahead of the others, not even the " +
-					"cluster DNS Service."},
-			"dns_service": schema.StringAttribute{Optional: true,
-				MarkdownDescription: dnsServiceDescription + " Set it to `data.k8scidr_service_moves.<name>.dns_service`. Unset, " +
-					"no Service is treated as the cluster DNS Service: no DNS bridge is created and `dns_moved_at` stays null."},
-			"dns_bridge": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "When the cluster DNS Service moves, create a bridge Service on its old IP with its selector " +
-					"and ports, so pods and kubelets still using the old resolver keep working. It stays until this is set " +
-					"to false (after kubelets' `clusterDNS` changed and pods restarted). Default `true`."},
+			// plan is one object attribute, the moves data source whole: nothing to wire by hand or
+			// forget. Its maps are maps of objects, not nested attributes: the framework plans a
+			// nested map by copying the whole map once per element (fwserver.mapElemObject),
+			// quadratic in the number of Services (38 s and 10 GB allocated per plan at 10,000 moves).
+			"plan": schema.ObjectAttribute{Required: true, AttributeTypes: recreationPlanType.AttrTypes,
+				MarkdownDescription: "What to do: a `k8scidr_service_moves` data source, whole (`plan = " +
+					"data.k8scidr_service_moves.NAME`; Terraform keeps the attributes listed here and drops the rest). " +
+					"Its `target_cidrs` must each be served by a Ready ServiceCIDR when the apply starts (order this resource " +
+					"after the `k8scidr_service_cidr` that creates it with `depends_on`). After a refresh `moves`, `restore` " +
+					"and `first_moves` read as empty, so the next plan shows only what the data source still finds. " +
+					"`moves`: " + movesDescription + " Each entry: `uid` (of the Service planned from), `type` (its type " +
+					"when planned), `old_ips`, `new_ips`. `restore`: " + restoreDescription + " `first_moves`: " +
+					firstDescription + " If a first move no longer holds at apply, nothing is moved. `dns_service`: " +
+					dnsServiceDescription + " `dns_bridge`, `dns_bridge_off_reason`: whether the DNS bridge is on, and why " +
+					"not. `journal_namespace`, `journal_group`: the journal the data source read, which this resource writes."},
 			"dns_bridge_force_removal": schema.BoolAttribute{Optional: true,
-				MarkdownDescription: "Delete the bridge when `dns_bridge` is false even though running pods may still resolve " +
+				MarkdownDescription: "Delete the bridge when the plan's `dns_bridge` is false even though running pods may still resolve " +
 					"through it. Without it the apply refuses, naming them, while a pod that uses the cluster resolver started " +
 					"before the DNS move (or before the last change of kubeadm's `kube-system/kubelet-config`) still runs, or " +
 					"while kubelet-config's `clusterDNS` still names the bridge's IP. Default `false`.",
@@ -115,18 +99,6 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"(kube-controller-manager is down or stuck, and every further move would be one more Service without " +
 					"endpoints). The next apply moves the rest. Default `" + defaultEndpointWait + "`.",
 				Validators: []validator.String{durationBetween(time.Second, time.Hour)}},
-			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultJournalNamespace),
-				MarkdownDescription: "Namespace of the journal ConfigMaps (label `k8scidr.io/journal`); the data source's " +
-					"`journal_namespace`. Default `" + k8sops.DefaultJournalNamespace + "`.",
-				Validators: []validator.String{namespaceName()}},
-			"journal_group": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "Whose journal this is (label `k8scidr.io/journal-group`): give each " +
-					"`k8scidr_service_recreation` of a cluster its own (e.g. one per namespace group applied side by side), so " +
-					"that none restores, settles or removes another's entries, and the data source's `journal_group` the same " +
-					"value (`journal_group = data.k8scidr_service_moves.NAME.journal_group`). Changing it, or " +
-					"`journal_namespace`, is refused at plan while the old journal still holds entries. Default `" + k8sops.DefaultJournalGroup + "`.",
-				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(labelValueRegexp,
-					"must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")}},
 			"recreated": schema.MapAttribute{Computed: true, ElementType: recreatedType,
 				MarkdownDescription: "Services the last apply that moved anything recreated, with the IPs they got: " +
 					"`old_ips` (before) and `new_ips` (after)."},
@@ -138,8 +110,8 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 			"dns_moved_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time this resource moved the cluster DNS Service; null until it has. Pods started " +
 					"before it may still resolve through the old IP (see `k8scidr_workload_restarts.started_before`)."},
-			"timeouts": timeoutsAttribute(ctx, serviceRecreationTimeout, serviceRecreationTimeout, 0),
 		},
+		Blocks: map[string]schema.Block{"timeouts": timeoutsBlock(ctx, serviceRecreationTimeout, serviceRecreationTimeout, 0)},
 	}
 	maps.Copy(resp.Schema.Attributes, oldIPBridgeAttributes())
 }
@@ -153,10 +125,12 @@ func (r *serviceRecreationResource) Configure(_ context.Context, req resource.Co
 func (r *serviceRecreationResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m serviceRecreationModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || !m.plannedKnown() || m.TargetCIDRs.IsNull() {
+	if resp.Diagnostics.HasError() || !m.plannedKnown() {
 		return
 	}
-	addFindings(&resp.Diagnostics, k8sops.ValidatePlanned(m.planned(ctx, &resp.Diagnostics)), true)
+	v := m.values()
+	checkPlanNames(v, &resp.Diagnostics)
+	addFindings(&resp.Diagnostics, planFindings(k8sops.ValidatePlanned(m.planned(ctx, &resp.Diagnostics))), true)
 }
 
 // ModifyPlan plans the computed values from the configuration and prior state only, and reads
@@ -164,7 +138,8 @@ func (r *serviceRecreationResource) ValidateConfig(ctx context.Context, req reso
 // bridge name. The apply refuses those before touching anything.
 func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
-		return // destroy forgets
+		r.refuseDestroyWithJournal(ctx, req.State, &resp.Diagnostics)
+		return
 	}
 	var plan, state serviceRecreationModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -178,12 +153,12 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if !creating {
 		r.checkJournalChange(ctx, &plan, &state, &resp.Diagnostics)
 	}
-	if fullyKnown(plan.TargetCIDRs) {
-		plan.ID = types.StringValue(strings.Join(stringList(ctx, plan.TargetCIDRs, &resp.Diagnostics), ","))
+	if v := plan.values(); fullyKnown(v.TargetCIDRs) {
+		plan.ID = types.StringValue(strings.Join(stringList(ctx, v.TargetCIDRs, &resp.Diagnostics), ","))
 	}
 	if !plan.plannedKnown() {
 		resp.Diagnostics.AddWarning("Service Moves Not Known Until Apply",
-			"moves, restore, first or dns_service is known only during apply, so this plan cannot show which Services move "+
+			"plan is known only during apply, so this plan cannot show which Services move "+
 				"to which IPs, and the apply will move Services nobody reviewed. The usual cause is a k8scidr_service_moves "+
 				"data source that references or depends_on a resource with changes in this plan: give it only variables "+
 				"and locals, or apply that resource first (-target).")
@@ -218,7 +193,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 		plan.DNSMovedAt = state.DNSMovedAt
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
-	if work || creating || !plan.DNSBridge.Equal(state.DNSBridge) {
+	if work || creating || !plan.values().DNSBridge.Equal(state.values().DNSBridge) {
 		r.warnNotReady(ctx, &plan, p, &resp.Diagnostics)
 	}
 	if _, checked := plan.bridgeRemovals(ctx, prior, &resp.Diagnostics); r.data != nil && r.data.client != nil {
@@ -234,13 +209,14 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 // journal holds entries: neither this resource nor its data source would read them again, and
 // the Services an interrupted apply deleted would stay deleted.
 func (r *serviceRecreationResource) checkJournalChange(ctx context.Context, plan, state *serviceRecreationModel, diags *diag.Diagnostics) {
-	if r.data == nil || r.data.client == nil || plan.JournalNamespace.IsUnknown() || plan.JournalGroup.IsUnknown() ||
-		state.JournalNamespace.IsNull() || plan.journal() == state.journal() {
+	pv, sv := plan.values(), state.values()
+	if r.data == nil || r.data.client == nil || pv.JournalNamespace.IsUnknown() || pv.JournalGroup.IsUnknown() ||
+		sv.JournalNamespace.IsNull() || plan.journal() == state.journal() {
 		return
 	}
-	at := path.Root("journal_group")
-	if !plan.JournalNamespace.Equal(state.JournalNamespace) {
-		at = path.Root("journal_namespace")
+	at := path.Root("plan").AtName("journal_group")
+	if !pv.JournalNamespace.Equal(sv.JournalNamespace) {
+		at = path.Root("plan").AtName("journal_namespace")
 	}
 	left, err := k8sops.JournalLeftovers(ctx, r.data.client, state.journal())
 	switch {
@@ -250,16 +226,15 @@ func (r *serviceRecreationResource) checkJournalChange(ctx context.Context, plan
 	case len(left) > 0:
 		diags.AddAttributeError(at, "Old Journal Still Holds Entries", fmt.Sprintf("The journal changes from %s to %s, but "+
 			"the old one holds entries of an interrupted apply for %s: after the change nothing would read them, and "+
-			"those Services would stay deleted. Apply once more with the old journal_namespace and journal_group (on "+
-			"this resource and its k8scidr_service_moves data source): that apply restores them and removes the "+
-			"journal. Then change both.", state.journal(), plan.journal(), strings.Join(left, ", ")))
+			"those Services would stay deleted. Apply once more with the old journal_namespace and journal_group on the "+
+			"k8scidr_service_moves data source: that apply restores them and removes the journal. Then change them.", state.journal(), plan.journal(), strings.Join(left, ", ")))
 	}
 }
 
 // warnNotReady reads what the apply will refuse to start without, and warns: it may be created
 // in the same apply (a ServiceCIDR this resource depends on).
 func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
-	if r.data == nil || r.data.client == nil || plan.DNSBridgeName.IsUnknown() || plan.DNSBridge.IsUnknown() || plan.JournalNamespace.IsUnknown() || plan.JournalGroup.IsUnknown() {
+	if r.data == nil || r.data.client == nil || plan.DNSBridgeName.IsUnknown() {
 		return
 	}
 	snap, err := k8sops.TakeBridgeSnapshot(ctx, r.data.client, p.DNSService, plan.DNSBridgeName.ValueString(), plan.journal())
@@ -267,7 +242,7 @@ func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serv
 		diags.AddWarning("Cluster Not Readable", "The plan could not check that the target ranges are served: "+apiErrorText(err))
 		return
 	}
-	addFindings(diags, k8sops.RecreationPreflight(snap, p, plan.bridge()), false)
+	addFindings(diags, planFindings(k8sops.RecreationPreflight(snap, p, plan.bridge())), false)
 	checkBridgeRemoval(ctx, r.data.client, snap, plan, diags, false)
 }
 
@@ -303,7 +278,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		return false
 	}
 	planned := plan.planned(ctx, diags)
-	if addFindings(diags, k8sops.ValidatePlanned(planned), true); diags.HasError() {
+	if addFindings(diags, planFindings(k8sops.ValidatePlanned(planned)), true); diags.HasError() {
 		return false
 	}
 	snap, err := k8sops.TakeSnapshot(ctx, client, plan.journal(), true)
@@ -324,7 +299,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		bridges.RemoveOldIPs = append(bridges.RemoveOldIPs, b.Key())
 	}
 	steps, errs := k8sops.PrepareRecreation(snap, planned, bridges)
-	if addFindings(diags, errs, true); diags.HasError() {
+	if addFindings(diags, planFindings(errs), true); diags.HasError() {
 		return false
 	}
 	if steps.RemoveBridge != "" {
@@ -336,9 +311,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	if len(steps.Unplanned) > 0 {
 		diags.AddWarning("Journal Entries Not in the Plan",
 			fmt.Sprintf("The journal in %s holds entries the plan did not show for %d Services (%s): an apply interrupted "+
-				"after this plan was made, or a k8scidr_service_moves data source whose journal_namespace or journal_group "+
-				"differs from this resource's. They are left as they are; make both read the same journal and plan again: "+
-				"the plan then shows them under restore.", plan.journal(), len(steps.Unplanned), strings.Join(steps.Unplanned, ", ")))
+				"after this plan was made. They are left as they are; plan again: the plan then shows them under restore.", plan.journal(), len(steps.Unplanned), strings.Join(steps.Unplanned, ", ")))
 	}
 	res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
@@ -367,26 +340,50 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	return !diags.HasError()
 }
 
-// Read sets moves, restore and first to the converged value, empty: only the data source
-// computes what is outstanding, so it shows as a diff.
+// Read sets the plan's moves, restore and first_moves to the converged value, empty: only the
+// data source computes what is outstanding, so it shows as a diff.
 func (r *serviceRecreationResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state serviceRecreationModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	state.Moves = movesValue(nil, &resp.Diagnostics)
-	if !state.Restore.IsNull() {
-		state.Restore = restoreValue(nil, &resp.Diagnostics)
-	}
-	if !state.First.IsNull() {
-		state.First = ipsValue(nil, &resp.Diagnostics)
-	}
+	state.Plan = state.values().converged(&resp.Diagnostics)
 	if client, diags := r.data.Client(); !diags.HasError() {
 		state.refreshBridges(ctx, client, &resp.Diagnostics)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// Delete forgets: moved Services stay where they are.
-func (r *serviceRecreationResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {
+// Delete forgets: moved Services stay where they are. It re-checks the journal, which may
+// have filled since the plan.
+func (r *serviceRecreationResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	r.refuseDestroyWithJournal(ctx, req.State, &resp.Diagnostics)
+}
+
+// refuseDestroyWithJournal refuses to forget a recreation whose journal holds entries: they
+// are Services an interrupted apply deleted, and nothing else would ever restore them.
+func (r *serviceRecreationResource) refuseDestroyWithJournal(ctx context.Context, st tfsdk.State, diags *diag.Diagnostics) {
+	var state serviceRecreationModel
+	if diags.Append(st.Get(ctx, &state)...); diags.HasError() {
+		return
+	}
+	client, d := r.data.Client()
+	if d.HasError() {
+		diags.AddError("Journal Not Checked", "Destroying k8scidr_service_recreation needs the cluster, to check that its "+
+			"journal holds no Service an interrupted apply deleted: "+d[0].Detail())
+		return
+	}
+	j := state.journal()
+	left, err := k8sops.JournalLeftovers(ctx, client, j)
+	switch {
+	case err != nil:
+		diags.AddError("Journal Not Readable", fmt.Sprintf("Destroying k8scidr_service_recreation forgets its journal %s, "+
+			"which could not be read to check that it holds nothing: %s", j, apiErrorText(err)))
+	case len(left) > 0:
+		diags.AddError("Journal Still Holds Deleted Services", fmt.Sprintf("The journal %s holds entries of an interrupted "+
+			"apply for %s: Services deleted and not yet recreated. Destroying (or removing) this resource would forget "+
+			"them, and they would stay deleted. Keep the resource and apply once more: the k8scidr_service_moves data "+
+			"source lists them under restore, and that apply recreates them and empties the journal. Then destroy.",
+			j, strings.Join(left, ", ")))
+	}
 }
 
 // ImportState takes the target ranges, comma-separated.
@@ -401,11 +398,12 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		resp.Diagnostics.AddError("Invalid Import ID", "Use the target ranges, comma-separated: e.g. 172.24.0.0/15 or 172.24.0.0/15,fd00:24::/108.")
 		return
 	}
+	v := recreationPlanModel{TargetCIDRs: ipsValue(cidrs, &resp.Diagnostics), DNSService: types.StringNull(), DNSBridge: types.BoolValue(true),
+		DNSBridgeOffReason: types.StringNull(), JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace),
+		JournalGroup: types.StringValue(k8sops.DefaultJournalGroup)}
 	m := serviceRecreationModel{
-		ID: types.StringValue(strings.Join(cidrs, ",")), TargetCIDRs: ipsValue(cidrs, &resp.Diagnostics),
-		Moves: movesValue(nil, &resp.Diagnostics), Restore: types.MapNull(restoreType), First: types.ListNull(types.StringType),
-		DNSService: types.StringNull(), DNSBridge: types.BoolValue(true), DNSBridgeName: types.StringValue(k8sops.DefaultDNSBridgeName),
-		Parallelism: types.Int64Value(k8sops.DefaultParallelism), JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace), JournalGroup: types.StringNull(),
+		ID: types.StringValue(strings.Join(cidrs, ",")), Plan: v.converged(&resp.Diagnostics),
+		DNSBridgeName: types.StringValue(k8sops.DefaultDNSBridgeName), Parallelism: types.Int64Value(k8sops.DefaultParallelism),
 		EndpointWait: types.StringValue(defaultEndpointWait),
 		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
 		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(), OldIPBridges: types.StringValue(k8sops.BridgesDNS),
@@ -421,45 +419,37 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 var faultDelay = func(string) time.Duration { return 0 }
 
 // plannedKnown reports whether every value the apply acts on is known.
-func (m *serviceRecreationModel) plannedKnown() bool {
-	return !slices.ContainsFunc([]attr.Value{m.TargetCIDRs, m.Moves, m.Restore, m.First, m.DNSService},
-		func(v attr.Value) bool { return !fullyKnown(v) })
-}
+func (m *serviceRecreationModel) plannedKnown() bool { return fullyKnown(m.Plan) }
 
 // planned is what the apply does, from known configuration.
 func (m *serviceRecreationModel) planned(ctx context.Context, diags *diag.Diagnostics) k8sops.PlannedRecreation {
-	p := k8sops.PlannedRecreation{TargetCIDRs: stringList(ctx, m.TargetCIDRs, diags), Moves: movesFrom(ctx, m.Moves, diags),
-		Restore: restoresFrom(ctx, m.Restore, diags), DNSService: m.DNSService.ValueString()}
-	if !m.First.IsNull() {
-		p.First = stringList(ctx, m.First, diags)
+	v := m.values()
+	p := k8sops.PlannedRecreation{TargetCIDRs: stringList(ctx, v.TargetCIDRs, diags), Moves: movesFrom(ctx, v.Moves, diags),
+		Restore: restoresFrom(ctx, v.Restore, diags), DNSService: v.DNSService.ValueString(), DNSBridge: v.DNSBridge.ValueBool(),
+		DNSBridgeOffReason: v.DNSBridgeOffReason.ValueString()}
+	if !v.FirstMoves.IsNull() {
+		p.First = stringList(ctx, v.FirstMoves, diags)
 	}
 	return p
 }
 
 func (m *serviceRecreationModel) bridge() k8sops.BridgeOptions {
-	return k8sops.BridgeOptions{Enabled: m.DNSBridge.ValueBool(), Name: m.DNSBridgeName.ValueString(),
+	return k8sops.BridgeOptions{Enabled: m.values().DNSBridge.ValueBool(), Name: m.DNSBridgeName.ValueString(),
 		OldIPs: m.OldIPBridges.ValueString(), Group: m.journal().Group}
 }
 
 type serviceRecreationModel struct {
-	ID               types.String   `tfsdk:"id"`
-	TargetCIDRs      types.List     `tfsdk:"target_cidrs"`
-	Moves            types.Map      `tfsdk:"moves"`
-	Restore          types.Map      `tfsdk:"restore"`
-	First            types.List     `tfsdk:"first"`
-	DNSService       types.String   `tfsdk:"dns_service"`
-	DNSBridge        types.Bool     `tfsdk:"dns_bridge"`
-	ForceRemoval     types.Bool     `tfsdk:"dns_bridge_force_removal"`
-	DNSBridgeName    types.String   `tfsdk:"dns_bridge_name"`
-	Parallelism      types.Int64    `tfsdk:"parallelism"`
-	EndpointWait     types.String   `tfsdk:"endpoint_wait"`
-	JournalNamespace types.String   `tfsdk:"journal_namespace"`
-	JournalGroup     types.String   `tfsdk:"journal_group"`
-	Recreated        types.Map      `tfsdk:"recreated"`
-	NotMoved         types.Map      `tfsdk:"not_moved"`
-	CompletedAt      types.String   `tfsdk:"completed_at"`
-	DNSMovedAt       types.String   `tfsdk:"dns_moved_at"`
-	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+	ID            types.String   `tfsdk:"id"`
+	Plan          types.Object   `tfsdk:"plan"`
+	ForceRemoval  types.Bool     `tfsdk:"dns_bridge_force_removal"`
+	DNSBridgeName types.String   `tfsdk:"dns_bridge_name"`
+	Parallelism   types.Int64    `tfsdk:"parallelism"`
+	EndpointWait  types.String   `tfsdk:"endpoint_wait"`
+	Recreated     types.Map      `tfsdk:"recreated"`
+	NotMoved      types.Map      `tfsdk:"not_moved"`
+	CompletedAt   types.String   `tfsdk:"completed_at"`
+	DNSMovedAt    types.String   `tfsdk:"dns_moved_at"`
+	Timeouts      timeouts.Value `tfsdk:"timeouts"`
 	// recreation_bridges.go
 	OldIPBridges      types.String `tfsdk:"old_ip_bridges"`
 	OldIPBridgeTTL    types.String `tfsdk:"old_ip_bridge_ttl"`
@@ -478,7 +468,9 @@ func (m *serviceRecreationModel) endpointWait() time.Duration {
 	return d
 }
 
-// journal is the resource's own journal.
+// journal is the journal the plan's data source read, which this resource writes.
 func (m *serviceRecreationModel) journal() k8sops.Journal {
-	return k8sops.Journal{Namespace: m.JournalNamespace.ValueString(), Group: stringOr(m.JournalGroup, k8sops.DefaultJournalGroup)}
+	v := m.values()
+	return k8sops.Journal{Namespace: stringOr(v.JournalNamespace, k8sops.DefaultJournalNamespace),
+		Group: stringOr(v.JournalGroup, k8sops.DefaultJournalGroup)}
 }

@@ -41,7 +41,7 @@ resource "k8scidr_service_cidr" "this" {
   cidrs             = [%s]
   wait_for_deletion = false
 }
-`, quoteJoin(cidrs)) + recreationHCL("k8scidr_service_cidr.this.cidrs", fmt.Sprintf("  target_cidrs = [%s]\n%s", quoteJoin(cidrs), dataArgs), extra)
+`, quoteJoin(cidrs)) + recreationHCL("k8scidr_service_cidr.this", fmt.Sprintf("  target_cidrs = [%s]\n%s", quoteJoin(cidrs), dataArgs), extra)
 }
 
 // fixture creates objects in a test cluster and fails the test on error.
@@ -267,10 +267,10 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", cidrs...))
 
 	w.planFile()
-	expect(t, "planned moves", w.planned(recreationAddr, "moves"), movesCheck(moves))
-	expect(t, "planned restore", w.planned(recreationAddr, "restore"), knownvalue.MapSizeExact(0))
-	expect(t, "planned first", w.planned(recreationAddr, "first"), strListCheck("kube-system/kube-dns"))
-	expect(t, "planned dns_service", w.planned(recreationAddr, "dns_service"), knownvalue.StringExact("kube-system/kube-dns"))
+	expect(t, "planned moves", w.planned(recreationAddr, "plan.moves"), movesCheck(moves))
+	expect(t, "planned restore", w.planned(recreationAddr, "plan.restore"), knownvalue.MapSizeExact(0))
+	expect(t, "planned first", w.planned(recreationAddr, "plan.first_moves"), strListCheck("kube-system/kube-dns"))
+	expect(t, "planned dns_service", w.planned(recreationAddr, "plan.dns_service"), knownvalue.StringExact("kube-system/kube-dns"))
 	w.applyFile()
 	if err := checkMoved(c.Kube, before, moves); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	expect(t, "skipped", w.stateValue(movesAddr, "skipped"), knownvalue.MapExact(skipped))
 	expect(t, "dns_service_ips", w.stateValue(movesAddr, "dns_service_ips"), strListCheck("172.24.0.10"))
 	expect(t, "recreated", w.stateValue(recreationAddr, "recreated"), recreatedCheck(moves))
-	expect(t, "moves", w.stateValue(recreationAddr, "moves"), movesCheck(moves))
+	expect(t, "moves", w.stateValue(recreationAddr, "plan.moves"), movesCheck(moves))
 	expect(t, "not_moved", w.stateValue(recreationAddr, "not_moved"), knownvalue.MapSizeExact(0))
 	dnsMovedAt := w.stateValue(recreationAddr, "dns_moved_at")
 	expect(t, "dns_moved_at", dnsMovedAt, knownvalue.StringRegexp(rfc3339RE))
@@ -294,8 +294,8 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	f.service("app", ipService("late", "ClusterIP", "100.64.9.9"))
 	late := map[string][2][]string{"app/late": {{"100.64.9.9"}, {"172.24.9.9"}}}
 	w.planFile()
-	expect(t, "late moves", w.planned(recreationAddr, "moves"), movesCheck(late))
-	expect(t, "late first", w.planned(recreationAddr, "first"), knownvalue.ListSizeExact(0))
+	expect(t, "late moves", w.planned(recreationAddr, "plan.moves"), movesCheck(late))
+	expect(t, "late first", w.planned(recreationAddr, "plan.first_moves"), knownvalue.ListSizeExact(0))
 	w.applyFile()
 	w.converged()
 	expect(t, "dns_moved_at after a later move", w.stateValue(recreationAddr, "dns_moved_at"), knownvalue.StringExact(fmt.Sprint(dnsMovedAt)))
@@ -304,7 +304,7 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	// dns_bridge = false is refused while app/web's pod, started before the DNS move, runs;
 	// once it is replaced, the bridge goes and nothing moves.
 	completedAt := w.stateValue(recreationAddr, "completed_at")
-	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", cidrs...))
+	w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "", cidrs...))
 	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("Error: DNS Bridge Still in Use", "app/web-").MatchString(out) {
 		t.Fatalf("removing the bridge under app/web's pod: apply %v\n%s", err, out)
 	}
@@ -335,11 +335,11 @@ func importThenForget(t *testing.T, w *cliWorkspace, kube kubernetes.Interface, 
 		}
 	}
 	expect(t, "imported id", w.stateValue(recreationAddr, "id"), knownvalue.StringExact(fmt.Sprint(id)))
-	expect(t, "imported target_cidrs", w.stateValue(recreationAddr, "target_cidrs"), strListCheck(strings.Split(importID, ",")...))
-	expect(t, "imported moves", w.stateValue(recreationAddr, "moves"), knownvalue.MapSizeExact(0))
+	expect(t, "imported target_cidrs", w.stateValue(recreationAddr, "plan.target_cidrs"), strListCheck(strings.Split(importID, ",")...))
+	expect(t, "imported moves", w.stateValue(recreationAddr, "plan.moves"), knownvalue.MapSizeExact(0))
 	expect(t, "imported recreated", w.stateValue(recreationAddr, "recreated"), knownvalue.MapSizeExact(0))
 	w.planFile()
-	expect(t, "moves planned after the import", w.planned(recreationAddr, "moves"), knownvalue.MapSizeExact(0))
+	expect(t, "moves planned after the import", w.planned(recreationAddr, "plan.moves"), knownvalue.MapSizeExact(0))
 	w.applyFile()
 	w.converged()
 	sameServices(t, "after applying the imported recreation", before, servicesIn(t, kube, ""))
@@ -526,12 +526,9 @@ func TestAccServiceRecreation_invalid(t *testing.T) {
 	handMoves := func(target, newIP string) string {
 		return providerBlock(c.Kubeconfig) + fmt.Sprintf(`
 resource "k8scidr_service_recreation" "this" {
-  target_cidrs = [%q]
-  moves = {
-    "app/keep" = { uid = %q, type = "ClusterIP", old_ips = ["100.64.1.1"], new_ips = [%q] }
-  }
-}
-`, target, keep.UID, newIP)
+%s}
+`, handPlan(map[string]string{"target_cidrs": fmt.Sprintf("[%q]", target),
+			"moves": fmt.Sprintf(`{ "app/keep" = { uid = %q, type = "ClusterIP", old_ips = ["100.64.1.1"], new_ips = [%q] } }`, keep.UID, newIP)}))
 	}
 	unchanged := func(*terraform.State) error {
 		after := servicesIn(t, c.Kube, "")
@@ -554,11 +551,11 @@ resource "k8scidr_service_recreation" "this" {
 				ExpectError: regexp.MustCompile(`(?s)parallelism.*between 1 and 200`)},
 			// Hand edits: outside the target, the target's network, broadcast and first addresses.
 			{Config: handMoves("172.24.0.0/15", "10.0.0.1"), PlanOnly: true,
-				ExpectError: diagRE("IP Outside the Target", `moves["app/keep"].new_ips[0]`, "10.0.0.1 is in none of target_cidrs")},
+				ExpectError: diagRE("IP Outside the Target", `plan.moves["app/keep"].new_ips[0]`, "10.0.0.1 is in none of target_cidrs")},
 			{Config: handMoves("172.24.0.0/15", "172.25.255.255"), PlanOnly: true,
-				ExpectError: diagRE("Unallocatable IP", `moves["app/keep"].new_ips[0]`, "broadcast")},
+				ExpectError: diagRE("Unallocatable IP", `plan.moves["app/keep"].new_ips[0]`, "broadcast")},
 			{Config: handMoves("172.24.0.0/15", "172.24.0.1"), PlanOnly: true,
-				ExpectError: diagRE("Reserved IP", `moves["app/keep"].new_ips[0]`, "first address")},
+				ExpectError: diagRE("Reserved IP", `plan.moves["app/keep"].new_ips[0]`, "first address")},
 			// A /30 holds two addresses and .1 is reserved: one Service fits, two do not.
 			{PreConfig: func() { f.service("app", ipService("second", "ClusterIP", "100.64.1.2")) },
 				Config: recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/30"), PlanOnly: true,
@@ -607,7 +604,13 @@ func TestAccServiceRecreation_bridgeOutsideReadyRange(t *testing.T) {
 	if s, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "10.200.0.10" {
 		t.Fatalf("kube-dns touched: %v", err)
 	}
-	w.write(recreationConfig(c.Kubeconfig, "", "dns_bridge = false", "172.24.0.0/15"))
+	// Without the bridge, kube-dns's move is an outage unless the user states why it is not.
+	w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "", "172.24.0.0/15"))
+	if out, err := w.run("plan", "-out=tfplan"); err == nil || !diagRE("Error: Cluster DNS Would Move Without Its Bridge", "with data.k8scidr_service_moves.this",
+		"kube-system/kube-dns", "dns_bridge_off_reason").MatchString(out) {
+		t.Errorf("moving kube-dns with dns_bridge = false and no reason passed plan: %v\n%s", err, out)
+	}
+	w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false\n  dns_bridge_off_reason = \"every node runs NodeLocal DNSCache\"", "", "172.24.0.0/15"))
 	if out := w.planFile(); diagRE("DNS Bridge IP Outside a Ready Range").MatchString(out) {
 		t.Errorf("with dns_bridge = false the plan still warns about the bridge:\n%s", out)
 	}
@@ -665,17 +668,17 @@ resource "k8scidr_service_cidr" "this" {
   cidrs             = ["172.24.0.0/15"]
   wait_for_deletion = false
 }
-` + recreationHCL("k8scidr_service_cidr.this.cidrs", "  target_cidrs = [\"172.24.0.0/15\"]\n  depends_on = [k8scidr_service_cidr.this]", "")
+` + recreationHCL("k8scidr_service_cidr.this", "  target_cidrs = [\"172.24.0.0/15\"]\n  depends_on = [k8scidr_service_cidr.this]", "")
 	web := map[string][2][]string{"app/web": {{"100.64.7.200"}, {"172.24.7.200"}}}
 	w := newCLIWorkspace(t, config)
 	if out := w.planFile(); !diagRE("Service Moves Not Known Until Apply", "will move Services nobody reviewed").MatchString(out) {
 		t.Errorf("the plan does not warn that the moves are unknown:\n%s", out)
 	}
-	if !w.plannedUnknown(recreationAddr, "moves") || !w.plannedUnknown(recreationAddr, "recreated") {
+	if !w.plannedUnknown(recreationAddr, "plan.moves") || !w.plannedUnknown(recreationAddr, "recreated") {
 		t.Error("moves and recreated must be unknown at plan")
 	}
 	w.applyFile()
 	w.converged()
-	expect(t, "moves", w.stateValue(recreationAddr, "moves"), movesCheck(web))
+	expect(t, "moves", w.stateValue(recreationAddr, "plan.moves"), movesCheck(web))
 	expect(t, "recreated", w.stateValue(recreationAddr, "recreated"), recreatedCheck(web))
 }

@@ -1,16 +1,23 @@
 package provider
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
 
 // recreationHCL is a k8scidr_service_moves data source "this" with dataArgs and the
-// k8scidr_service_recreation "this" that makes its moves, with resourceArgs. The resource's
-// target_cidrs is target (an HCL expression, e.g. a ServiceCIDR's cidrs, which orders it after
-// that range), or the data source's own when target is "".
-func recreationHCL(target, dataArgs, resourceArgs string) string {
+// k8scidr_service_recreation "this" that makes its moves, with resourceArgs. after, when not
+// "", is an address the resource depends on (e.g. the ServiceCIDR of the target range).
+func recreationHCL(after, dataArgs, resourceArgs string) string {
 	const name = "this"
-	moves := "data.k8scidr_service_moves." + name
-	if target == "" {
-		target = moves + ".target_cidrs"
+	dependsOn := ""
+	if after != "" {
+		dependsOn = "  depends_on = [" + after + "]\n"
 	}
 	return fmt.Sprintf(`
 data "k8scidr_service_moves" %[1]q {
@@ -18,14 +25,10 @@ data "k8scidr_service_moves" %[1]q {
 }
 
 resource "k8scidr_service_recreation" %[1]q {
-  target_cidrs = %[3]s
-  moves        = %[4]s.moves
-  restore      = %[4]s.restore
-  first        = %[4]s.first_moves
-  dns_service  = %[4]s.dns_service
-%[5]s
-}
-`, name, dataArgs, target, moves, resourceArgs)
+  plan = data.k8scidr_service_moves.%[1]s
+%[3]s
+%[4]s}
+`, name, dataArgs, resourceArgs, dependsOn)
 }
 
 // rollHCL is a k8scidr_workload_restarts data source with dataArgs and the
@@ -37,10 +40,25 @@ data "k8scidr_workload_restarts" %[1]q {
 }
 
 resource "k8scidr_workload_roll" %[1]q {
-  workloads      = data.k8scidr_workload_restarts.%[1]s.workloads
-  pod_cidrs      = data.k8scidr_workload_restarts.%[1]s.pod_cidrs
-  started_before = data.k8scidr_workload_restarts.%[1]s.started_before
+  plan = data.k8scidr_workload_restarts.%[1]s
 %[3]s
 }
 `, name, dataArgs, resourceArgs)
+}
+
+// handPlan is a k8scidr_service_recreation "plan" argument written by hand, as an edited
+// configuration would have it: every attribute of the plan object, set gives HCL expressions
+// for some of them (e.g. "moves").
+func handPlan(set map[string]string) string {
+	attrs := map[string]string{"target_cidrs": `["172.24.0.0/15"]`, "moves": "{}", "restore": "{}", "first_moves": "[]",
+		"dns_service": "null", "dns_bridge": "true", "dns_bridge_off_reason": "null",
+		"journal_namespace": strconv.Quote(k8sops.DefaultJournalNamespace), "journal_group": strconv.Quote(k8sops.DefaultJournalGroup)}
+	maps.Copy(attrs, set)
+	var b strings.Builder
+	b.WriteString("  plan = {\n")
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		fmt.Fprintf(&b, "    %s = %s\n", k, attrs[k])
+	}
+	b.WriteString("  }\n")
+	return b.String()
 }

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -41,6 +44,17 @@ func (v stringCheck) ValidateString(_ context.Context, req validator.StringReque
 	}
 	if why := v.check(req.ConfigValue.ValueString()); why != "" {
 		resp.Diagnostics.AddAttributeError(req.Path, v.summary, why)
+	}
+}
+
+// checkAt runs the check on a value inside an object attribute, where attribute validators do
+// not reach: an error at p when s is known and refused.
+func (v stringCheck) checkAt(p path.Path, s types.String, diags *diag.Diagnostics) {
+	if s.IsNull() || s.IsUnknown() {
+		return
+	}
+	if why := v.check(s.ValueString()); why != "" {
+		diags.AddAttributeError(p, v.summary, why)
 	}
 }
 

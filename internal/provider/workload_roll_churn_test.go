@@ -46,7 +46,7 @@ func TestAccWorkloadRoll_savedPlanChurn(t *testing.T) {
 	e.setPool(oldPoolName, true)
 	w := newCLIWorkspace(t, rollConfig(e, "", ""))
 	w.planFile()
-	expect(t, "planned workloads", w.planned(rollAddr, "workloads"), strListCheck("default/deployment/api",
+	expect(t, "planned workloads", w.planned(rollAddr, "plan.workloads"), strListCheck("default/deployment/api",
 		"default/deployment/byhand", "default/deployment/gone", "default/deployment/web"))
 
 	churn := newClusterChurn(t, e.c.Kube)
@@ -96,7 +96,7 @@ func TestAccWorkloadRoll_savedPlanChurn(t *testing.T) {
 	}
 
 	w.planFile()
-	expect(t, "the next plan", w.planned(rollAddr, "workloads"), strListCheck("default/deployment/late"))
+	expect(t, "the next plan", w.planned(rollAddr, "plan.workloads"), strListCheck("default/deployment/late"))
 	w.applyFile()
 	e.waitPodsMoved("late", 2)
 	w.converged()

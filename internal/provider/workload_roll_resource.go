@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -22,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -60,14 +62,15 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "Constant identifier.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"workloads": keyList("Workloads to restart (`namespace/kind/name`; bare pods to evict through the Eviction API " +
-				"as `namespace/pod/name`): `data.k8scidr_workload_restarts.<name>.workloads`. Unset, only `include` is rolled."),
-			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: podCIDRsDescription + " The data source's triggers: at apply a workload none of whose pods " +
-					"matches them any more is not restarted. Unset, pod addresses are no trigger.",
-				Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator())}},
-			"started_before": schema.StringAttribute{Optional: true, MarkdownDescription: startedBeforeDesc + " As `pod_cidrs`. Unset, start times are no trigger.",
-				Validators: []validator.String{rfc3339Validator()}},
+			// One object, the restarts data source whole: the workloads and the triggers they were
+			// found by cannot be wired apart.
+			"plan": schema.ObjectAttribute{Optional: true, AttributeTypes: rollPlanType.AttrTypes,
+				MarkdownDescription: "What to restart: a `k8scidr_workload_restarts` data source, whole (`plan = " +
+					"data.k8scidr_workload_restarts.NAME`; Terraform keeps the attributes listed here and drops the rest). " +
+					"`workloads`: the workloads to restart (`namespace/kind/name`; bare pods to evict through the Eviction API " +
+					"as `namespace/pod/name`). `pod_cidrs`, `started_before`: the data source's triggers. At apply a workload " +
+					"none of whose pods matches them any more is not restarted. After a refresh `workloads` reads as empty. " +
+					"Unset, only `include` is rolled."},
 			"include": keyList("Workloads (`namespace/kind/name`) rolled whatever their pods, e.g. " +
 				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses: once, by the apply that adds " +
 				"them here (or creates the resource). Unset, only `workloads` is rolled."),
@@ -87,8 +90,8 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 					"could no longer be, with the reason."},
 			"completed_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time the last apply that rolled something finished."},
-			"timeouts": timeoutsAttribute(ctx, workloadRollTimeout, workloadRollTimeout, 0),
 		},
+		Blocks: map[string]schema.Block{"timeouts": timeoutsBlock(ctx, workloadRollTimeout, workloadRollTimeout, 0)},
 	}
 }
 
@@ -103,14 +106,25 @@ func (r *workloadRollResource) ValidateConfig(ctx context.Context, req resource.
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if m.Workloads.IsNull() && m.Include.IsNull() {
-		resp.Diagnostics.AddAttributeError(path.Root("workloads"), "Nothing To Roll",
-			"Set workloads (from a k8scidr_workload_restarts data source) or include: otherwise nothing is rolled.")
+	if m.Plan.IsNull() && m.Include.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("plan"), "Nothing To Roll",
+			"Set plan (a k8scidr_workload_restarts data source, whole) or include: otherwise nothing is rolled.")
 	}
-	if !m.Workloads.IsNull() && m.PodCIDRs.IsNull() && m.StartedBefore.IsNull() {
-		resp.Diagnostics.AddAttributeError(path.Root("workloads"), "Triggers Missing",
-			"Set pod_cidrs and/or started_before as on the k8scidr_workload_restarts data source the workloads come from: "+
-				"the apply restarts a listed workload only while one of its pods still matches them.")
+	v := m.values()
+	at := path.Root("plan")
+	rfc3339Validator().checkAt(at.AtName("started_before"), v.StartedBefore, &resp.Diagnostics)
+	for i, e := range v.PodCIDRs.Elements() {
+		s, _ := e.(types.String)
+		cidrValidator().checkAt(at.AtName("pod_cidrs").AtListIndex(i), s, &resp.Diagnostics)
+	}
+	for i, e := range v.Workloads.Elements() {
+		s, _ := e.(types.String)
+		workloadKeyValidator().checkAt(at.AtName("workloads").AtListIndex(i), s, &resp.Diagnostics)
+	}
+	if fullyKnown(m.Plan) && !m.Plan.IsNull() && v.PodCIDRs.IsNull() && v.StartedBefore.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("plan"), "Triggers Missing",
+			"plan has neither pod_cidrs nor started_before: the apply restarts a listed workload only while one of its pods "+
+				"still matches them. Give plan the k8scidr_workload_restarts data source whole: plan = data.k8scidr_workload_restarts.NAME.")
 	}
 }
 
@@ -130,9 +144,9 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 		return
 	}
 	plan.ID = types.StringValue("workload-roll")
-	if !fullyKnown(plan.Workloads) || !fullyKnown(plan.Include) {
+	if !fullyKnown(plan.Plan) || !fullyKnown(plan.Include) {
 		resp.Diagnostics.AddWarning("Workloads To Restart Not Known Until Apply",
-			"workloads or include is known only during apply, so this plan cannot show which workloads restart, and the "+
+			"plan or include is known only during apply, so this plan cannot show which workloads restart, and the "+
 				"apply will restart workloads nobody reviewed. The usual cause is a k8scidr_workload_restarts data source that "+
 				"references or depends_on a resource with changes in this plan: give it only variables, locals and data sources.")
 		plan.Rolled, plan.NotRolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType), types.StringUnknown()
@@ -276,13 +290,17 @@ func describeMap(m map[string]string) string {
 	return strings.Join(lines, "\n")
 }
 
-// Read sets workloads to empty, the converged value: only the data source computes what still
-// matches, so it shows as a diff.
+// Read sets the plan's workloads to empty, the converged value: only the data source computes
+// what still matches, so it shows as a diff.
 func (r *workloadRollResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state workloadRollModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if !state.Workloads.IsNull() {
-		state.Workloads = ipsValue(nil, &resp.Diagnostics)
+	if !state.Plan.IsNull() {
+		v := state.values()
+		v.Workloads = ipsValue(nil, &resp.Diagnostics)
+		var d diag.Diagnostics
+		state.Plan, d = types.ObjectValueFrom(ctx, rollPlanType.AttrTypes, v)
+		resp.Diagnostics.Append(d...)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
@@ -293,8 +311,9 @@ func (r *workloadRollResource) Delete(context.Context, resource.DeleteRequest, *
 // planned is what the apply does, from known configuration: the listed workloads, and the
 // included ones the prior state did not include yet (all of them on create).
 func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollModel, diags *diag.Diagnostics) k8sops.PlannedRoll {
-	p := k8sops.PlannedRoll{Workloads: stringList(ctx, m.Workloads, diags), First: stringList(ctx, m.First, diags),
-		Triggers: triggers(ctx, m.PodCIDRs, m.StartedBefore, diags)}
+	v := m.values()
+	p := k8sops.PlannedRoll{Workloads: stringList(ctx, v.Workloads, diags), First: stringList(ctx, m.First, diags),
+		Triggers: triggers(ctx, v.PodCIDRs, v.StartedBefore, diags)}
 	var before []string
 	if prior != nil {
 		before = stringList(ctx, prior.Include, diags)
@@ -305,9 +324,7 @@ func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollMode
 
 type workloadRollModel struct {
 	ID              types.String   `tfsdk:"id"`
-	Workloads       types.List     `tfsdk:"workloads"`
-	PodCIDRs        types.List     `tfsdk:"pod_cidrs"`
-	StartedBefore   types.String   `tfsdk:"started_before"`
+	Plan            types.Object   `tfsdk:"plan"`
 	Include         types.List     `tfsdk:"include"`
 	First           types.List     `tfsdk:"first"`
 	Parallelism     types.Int64    `tfsdk:"parallelism"`
@@ -317,4 +334,28 @@ type workloadRollModel struct {
 	NotRolled       types.Map      `tfsdk:"not_rolled"`
 	CompletedAt     types.String   `tfsdk:"completed_at"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
+}
+
+// rollPlanType is k8scidr_workload_roll's plan: the attributes of the restarts data source the
+// apply acts on. Terraform converts the data source's whole object to it, dropping the rest.
+var rollPlanType = types.ObjectType{AttrTypes: map[string]attr.Type{
+	"workloads": types.ListType{ElemType: types.StringType}, "pod_cidrs": types.ListType{ElemType: types.StringType},
+	"started_before": types.StringType,
+}}
+
+type rollPlanModel struct {
+	Workloads     types.List   `tfsdk:"workloads"`
+	PodCIDRs      types.List   `tfsdk:"pod_cidrs"`
+	StartedBefore types.String `tfsdk:"started_before"`
+}
+
+// values are the plan's attributes: null while the plan is null or unknown (nothing to roll
+// but include).
+func (m *workloadRollModel) values() rollPlanModel {
+	v := rollPlanModel{Workloads: types.ListNull(types.StringType), PodCIDRs: types.ListNull(types.StringType), StartedBefore: types.StringNull()}
+	if !m.Plan.IsNull() && !m.Plan.IsUnknown() {
+		// Cannot fail: the schema gives the object exactly this type.
+		_ = m.Plan.As(context.Background(), &v, basetypes.ObjectAsOptions{})
+	}
+	return v
 }

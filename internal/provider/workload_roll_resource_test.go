@@ -143,7 +143,7 @@ func TestAccWorkloadRoll_poolMigration(t *testing.T) {
 	}
 	w := newCLIWorkspace(t, rollConfig(e, "", ""))
 	w.planFile()
-	expect(t, "planned workloads", w.planned(rollAddr, "workloads"),
+	expect(t, "planned workloads", w.planned(rollAddr, "plan.workloads"),
 		strListCheck("default/daemonset/agent", "default/deployment/web", "default/statefulset/db"))
 	w.applyFile()
 	w.converged()
@@ -169,7 +169,7 @@ func TestAccWorkloadRoll_poolMigration(t *testing.T) {
 	}
 	w.write(rollConfig(e, "  evict_bare_pods = true\n", ""))
 	w.planFile()
-	expect(t, "planned eviction", w.planned(rollAddr, "workloads"), strListCheck("default/pod/bare"))
+	expect(t, "planned eviction", w.planned(rollAddr, "plan.workloads"), strListCheck("default/pod/bare"))
 	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Rollout Failed", "default/pod/bare:", "PodDisruptionBudget refuses the eviction").MatchString(out) {
 		t.Errorf("eviction under a PodDisruptionBudget: %v\n%s", err, out)
 	}
@@ -196,7 +196,7 @@ func TestAccWorkloadRoll_poolMigration(t *testing.T) {
 	if got := w.plannedActions(rollAddr); !slices.Equal(got, []string{"update"}) {
 		t.Errorf("actions %v, want update", got)
 	}
-	expect(t, "late", w.planned(rollAddr, "workloads"), strListCheck("default/deployment/late"))
+	expect(t, "late", w.planned(rollAddr, "plan.workloads"), strListCheck("default/deployment/late"))
 	w.applyFile()
 	moved("late")
 	w.converged()
@@ -212,8 +212,8 @@ func TestAccWorkloadRoll_stuckRollout(t *testing.T) {
 	e.statefulSet("db", 1, appsv1.RollingUpdateStatefulSetStrategyType)
 	// No pool is left enabled: new pods never get an address.
 	e.setPool(oldPoolName, true)
-	noFirst := e.provider() + rollHCL("pods", fmt.Sprintf("  pod_cidrs = [%q]", oldPoolCIDR), "  timeouts = { create = \"20s\" }")
-	w := newCLIWorkspace(t, rollConfig(e, "", "  timeouts = { create = \"20s\" }\n"))
+	noFirst := e.provider() + rollHCL("pods", fmt.Sprintf("  pod_cidrs = [%q]", oldPoolCIDR), "  timeouts {\n    create = \"20s\"\n  }")
+	w := newCLIWorkspace(t, rollConfig(e, "", "  timeouts {\n    create = \"20s\"\n  }\n"))
 	// web goes first and fails at its progress deadline: db is not touched.
 	w.planFile()
 	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Rollout Failed", "default/deployment/web:", `deployment "web" exceeded its progress deadline`,
@@ -242,7 +242,7 @@ func TestAccWorkloadRoll_stuckRollout(t *testing.T) {
 	}
 	expect(t, "rolled", w.stateValue(rollAddr, "rolled"), knownvalue.MapSizeExact(0))
 	w.planFile()
-	expect(t, "web again", w.planned(rollAddr, "workloads"), strListCheck("default/deployment/web"))
+	expect(t, "web again", w.planned(rollAddr, "plan.workloads"), strListCheck("default/deployment/web"))
 }
 
 // Plan-time mistakes name the attribute, and need no cluster.
@@ -264,13 +264,13 @@ func TestAccWorkloadRoll_invalid(t *testing.T) {
 		{data("  started_before = \"yesterday\"\n"), []string{"Invalid Time", "RFC 3339"}},
 		{data("  pod_cidrs = [\"10.10.0.0/18\"]\n  selector = \"a in (\"\n"), []string{"Invalid Label Selector"}},
 		{data("  pod_cidrs = [\"10.10.0.0/18\"]\n  kinds = [\"Job\"]\n"), []string{"value must be one of"}},
-		{res(""), []string{"Nothing To Roll", "Set workloads"}},
-		{res("  workloads = [\"default/deployment/web\"]\n"), []string{"Triggers Missing", "pod_cidrs"}},
+		{res(""), []string{"Nothing To Roll", "Set plan"}},
+		{res("  plan = { workloads = [\"default/deployment/web\"], pod_cidrs = null, started_before = null }\n"), []string{"Triggers Missing", "pod_cidrs"}},
 		{res("  include = [\"kube-system/calico-node\"]\n"), []string{"Invalid Workload", "namespace/kind/name"}},
 		{res("  include = [\"kube-system/job/x\"]\n"), []string{"Invalid Workload", `kind "job"`}},
 		{res("  include = [\"a/deployment/b\"]\n  first = [\"default/deployment/absent\", \"x\"]\n"), []string{"Invalid Workload", "first"}},
 		{res("  include = [\"a/deployment/b\"]\n  parallelism = 0\n"), []string{"parallelism", "between 1 and 100"}},
-		{res("  workloads = [\"a/deployment/b\"]\n  pod_cidrs = [\"10.10.0.0/18\"]\n  started_before = \"today\"\n"), []string{"Invalid Time"}},
+		{res("  plan = { workloads = [\"a/deployment/b\"], pod_cidrs = [\"10.10.0.0/18\"], started_before = \"today\" }\n"), []string{"Invalid Time"}},
 	} {
 		steps = append(steps, resource.TestStep{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)})
 	}
@@ -322,11 +322,11 @@ resource "terraform_data" "dns_moved" {
 	if !diagRE("Workload Not Found", "other/deployment/absent does not exist").MatchString(out) {
 		t.Errorf("the plan does not warn about the absent included workload:\n%s", out)
 	}
-	if !w.plannedUnknown(addr, "workloads") {
+	if !w.plannedUnknown(addr, "plan.workloads") {
 		t.Error("workloads must be unknown at plan")
 	}
 	w.applyFile()
-	expect(t, "workloads", w.stateValue(addr, "workloads"), strListCheck("default/deployment/hostdns", "default/deployment/web"))
+	expect(t, "workloads", w.stateValue(addr, "plan.workloads"), strListCheck("default/deployment/hostdns", "default/deployment/web"))
 	expect(t, "rolled", w.stateValue(addr, "rolled"), knownvalue.MapExact(map[string]knownvalue.Check{
 		"default/deployment/web": knownvalue.NotNull(), "default/deployment/hostdns": knownvalue.NotNull(),
 		"other/deployment/idle": knownvalue.NotNull(),

@@ -35,7 +35,7 @@ resource "k8scidr_calico_ippool" "old" {
   cidr         = %q
   ipip_mode    = "Always"
   nat_outgoing = true
-  timeouts     = { delete = "30m" }
+  timeouts { delete = "30m" }
 }
 `
 

@@ -92,11 +92,7 @@ data "k8scidr_service_moves" "bench" {
 }
 
 resource "k8scidr_service_recreation" "bench" {
-  target_cidrs = [%[1]q]
-  moves        = data.k8scidr_service_moves.bench.moves
-  restore      = data.k8scidr_service_moves.bench.restore
-  first        = data.k8scidr_service_moves.bench.first_moves
-  dns_service  = data.k8scidr_service_moves.bench.dns_service
+  plan = data.k8scidr_service_moves.bench
 }
 
 data "k8scidr_workload_restarts" "bench" {
@@ -105,8 +101,7 @@ data "k8scidr_workload_restarts" "bench" {
 }
 
 resource "k8scidr_workload_roll" "bench" {
-  workloads = data.k8scidr_workload_restarts.bench.workloads
-  pod_cidrs = ["100.96.0.0/11"]
+  plan = data.k8scidr_workload_restarts.bench
 }
 `
 

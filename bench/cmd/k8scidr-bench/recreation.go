@@ -193,11 +193,7 @@ data "k8scidr_service_moves" "bench" {
 }
 
 resource "k8scidr_service_recreation" "bench" {
-  target_cidrs   = [%[1]q]
-  moves          = data.k8scidr_service_moves.bench.moves
-  restore        = data.k8scidr_service_moves.bench.restore
-  first          = data.k8scidr_service_moves.bench.first_moves
-  dns_service    = data.k8scidr_service_moves.bench.dns_service
+  plan           = data.k8scidr_service_moves.bench
   old_ip_bridges = %[3]q
 }
 `

@@ -119,9 +119,8 @@ data "k8scidr_workload_restarts" "bench" {
 }
 
 resource "k8scidr_workload_roll" "bench" {
-  workloads      = data.k8scidr_workload_restarts.bench.workloads
-  started_before = data.k8scidr_workload_restarts.bench.started_before
-  parallelism    = %d
+  plan        = data.k8scidr_workload_restarts.bench
+  parallelism = %d
 }
 `
 

@@ -1,12 +1,9 @@
-resource "k8scidr_service_cidr" "new" {
-  name  = "services-172-24"
-  cidrs = ["172.24.0.0/15"]
-}
-
 # Which Services are still outside the new range, and the ranges that keep the IPs that stay
-# (LoadBalancers, the DNS bridge) valid once the old range is retired.
+# (LoadBalancers, the bridges, also_keep) valid once the old range is retired. Only literals
+# and variables here: a resource's attribute would make Terraform read it during apply, and
+# for_each below could not be planned.
 data "k8scidr_service_allocations" "migration" {
-  cidrs     = k8scidr_service_cidr.new.cidrs
+  cidrs     = ["172.24.0.0/15"]
   also_keep = ["ingress/public-gateway"]
 }
 

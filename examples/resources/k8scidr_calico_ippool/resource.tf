@@ -18,7 +18,7 @@ resource "k8scidr_calico_ippool" "old" {
   # k8scidr_workload_roll), releases addresses whose pods are gone, then deletes it.
   deletion_policy = "wait_for_drain"
   release_leaked  = true
-  timeouts = {
+  timeouts {
     delete = "1h"
   }
 

@@ -1,4 +1,4 @@
-# The new Service range, Ready before any Service moves (the reference orders the apply).
+# The new Service range, Ready before any Service moves (depends_on below orders the apply).
 resource "k8scidr_service_cidr" "new" {
   name  = "services-172-24"
   cidrs = ["172.24.0.0/15"]
@@ -12,27 +12,26 @@ data "k8scidr_service_moves" "this" {
   target_cidrs       = ["172.24.0.0/15"]
   exclude_namespaces = ["kube-public"]
   exclude            = ["monitoring/legacy-exporter"]
-}
-
-# Makes exactly those moves. `terraform plan` shows each of them under `moves`.
-resource "k8scidr_service_recreation" "this" {
-  target_cidrs = k8scidr_service_cidr.new.cidrs
-  moves        = data.k8scidr_service_moves.this.moves
-  restore      = data.k8scidr_service_moves.this.restore
-  first        = data.k8scidr_service_moves.this.first_moves
-  dns_service  = data.k8scidr_service_moves.this.dns_service
 
   # The cluster DNS Service moves first, then a bridge Service keeps its old IP answering
   # until kubelets' clusterDNS points at the new one. Set dns_bridge = false afterwards.
   dns_bridge = true
+}
+
+# Makes exactly those moves: the data source, whole. `terraform plan` shows each of them
+# under `plan.moves`.
+resource "k8scidr_service_recreation" "this" {
+  plan = data.k8scidr_service_moves.this
 
   # With "all", every other moved Service keeps answering on its old ClusterIP too (an old-IP
   # bridge each), for clients that cached it, until this is set back to "dns".
   # old_ip_bridges = "all"
 
-  timeouts = {
+  timeouts {
     create = "30m"
   }
+
+  depends_on = [k8scidr_service_cidr.new]
 }
 
 # The cluster DNS Service's IP after the moves, for the kubelet clusterDNS setting (kOps:

@@ -8,13 +8,12 @@ data "k8scidr_workload_restarts" "pool_move" {
 # a pod in the old pool at apply (rolled meanwhile, scaled down) is left alone and listed in
 # not_rolled.
 resource "k8scidr_workload_roll" "pool_move" {
-  workloads = data.k8scidr_workload_restarts.pool_move.workloads
-  pod_cidrs = ["100.96.0.0/11"]
-  first     = ["kube-system/deployment/coredns"]
-  include   = ["kube-system/daemonset/calico-node"]
+  plan    = data.k8scidr_workload_restarts.pool_move
+  first   = ["kube-system/deployment/coredns"]
+  include = ["kube-system/daemonset/calico-node"]
 
   parallelism = 5
-  timeouts = {
+  timeouts {
     create = "1h"
     update = "1h"
   }
@@ -31,6 +30,5 @@ data "k8scidr_workload_restarts" "dns_move" {
 }
 
 resource "k8scidr_workload_roll" "dns_move" {
-  workloads      = data.k8scidr_workload_restarts.dns_move.workloads
-  started_before = data.k8scidr_workload_restarts.dns_move.started_before
+  plan = data.k8scidr_workload_restarts.dns_move
 }
