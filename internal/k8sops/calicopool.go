@@ -163,3 +163,65 @@ func CheckPoolAmongOthers(name string, s PoolSettings, pools []IPPool) (errs, wa
 	}
 	return errs, warnings
 }
+
+// CheckPoolsLeft says what taking pool name (cidr, nodeSelector) out of service, by disabling
+// or deleting it, leaves for new pods of its address family: an error when no other enabled
+// pool of the family gives workload addresses (no pod of that family could start), a warning
+// when the pools left select nodes with selectors that do not plainly cover the nodes this one
+// served. others are the cluster's other pools and those planned enabled in the same run.
+func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool) (errs, warnings []Finding) {
+	pfx, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return nil, nil
+	}
+	var left []IPPool
+	for _, o := range others {
+		if o.Name == name || o.Settings.Disabled || o.Prefix().Addr().Is4() != pfx.Addr().Is4() || !givesWorkloads(o.Settings.AllowedUses) {
+			continue
+		}
+		left = append(left, o)
+	}
+	family := "IPv4"
+	if !pfx.Addr().Is4() {
+		family = "IPv6"
+	}
+	if len(left) == 0 {
+		return []Finding{{At("disabled"), "Last Enabled Pool of Its Family", fmt.Sprintf("IPPool %s (%s) is the only enabled %s "+
+			"pool that gives pods addresses: disabled or deleted, Calico has no %s address to give, and no new pod starts. "+
+			"Create the new pool in the same configuration and order this change after it (depends_on = "+
+			"[k8scidr_calico_ippool.new]), or keep this pool enabled. To stop managing it without deleting it, "+
+			"use terraform state rm (or a removed block with destroy = false); to delete it anyway, set "+
+			"deletion_policy = \"force\" first.", name, cidr, family, family)}}, nil
+	}
+	var selectors []string
+	for _, o := range left {
+		if allNodes(o.Settings.NodeSelector) {
+			return nil, nil
+		}
+		selectors = append(selectors, fmt.Sprintf("%s: %s", o.Name, o.Settings.NodeSelector))
+	}
+	if !allNodes(nodeSelector) {
+		// This pool served a subset of nodes; whether the others cover it is a question of labels.
+		selectors = append(selectors, fmt.Sprintf("this pool: %s", nodeSelector))
+	}
+	return nil, []Finding{{At("disabled"), "Node Coverage Not Verified", fmt.Sprintf("The enabled %s pools left select nodes "+
+		"(%s): a node none of them selects gets no pod address once %s is out of service. Check every node's labels, or "+
+		"give the new pool node_selector = \"all()\".", family, strings.Join(selectors, "; "), name)}}
+}
+
+// PlannedPool is a pool as a plan would create or leave it: name and settings, for CheckPoolsLeft.
+func PlannedPool(name string, s PoolSettings) IPPool {
+	return IPPool{Name: name, Spec: apiv3.IPPoolSpec{CIDR: s.CIDR}, Settings: s}
+}
+
+// givesWorkloads says whether a pool with these allowed uses gives pods addresses (empty: the
+// default, Workload and Tunnel).
+func givesWorkloads(uses []string) bool {
+	return len(uses) == 0 || slices.Contains(uses, string(apiv3.IPPoolAllowedUseWorkload))
+}
+
+// allNodes says whether a Calico node selector selects every node.
+func allNodes(sel string) bool {
+	s := strings.TrimSpace(sel)
+	return s == "" || s == "all()"
+}

@@ -81,3 +81,34 @@ func TestCheckPoolAmongOthers(t *testing.T) {
 		t.Errorf("a pool inside another: got %+v, want CIDR Overlaps Another Pool", errs)
 	}
 }
+
+func TestCheckPoolsLeft(t *testing.T) {
+	pool := func(name, cidr string, disabled bool, sel string, uses ...string) IPPool {
+		return IPPool{Name: name, Spec: apiv3.IPPoolSpec{CIDR: cidr},
+			Settings: PoolSettings{CIDR: cidr, Disabled: disabled, NodeSelector: sel, AllowedUses: uses}}
+	}
+	old := pool("default-ipv4-ippool", "100.96.0.0/11", false, "all()")
+	for _, c := range []struct {
+		name         string
+		others       []IPPool
+		errs, warned bool
+	}{
+		{"the only pool", []IPPool{old}, true, false},
+		{"another, disabled", []IPPool{old, pool("b", "172.16.0.0/13", true, "all()")}, true, false},
+		{"another of the other family", []IPPool{old, pool("v6", "fd00:16::/64", false, "all()")}, true, false},
+		{"another for load balancers only", []IPPool{old, pool("lb", "172.30.0.0/24", false, "all()", "LoadBalancer")}, true, false},
+		{"a new pool for all nodes", []IPPool{old, pool("new", "172.16.0.0/13", false, "all()")}, false, false},
+		{"a new pool with the default selector", []IPPool{old, pool("new", "172.16.0.0/13", false, "")}, false, false},
+		{"a new pool for some nodes", []IPPool{old, pool("new", "172.16.0.0/13", false, "zone == 'a'", "Workload")}, false, true},
+	} {
+		errs, warnings := CheckPoolsLeft(old.Name, old.Spec.CIDR, "all()", c.others)
+		if (len(errs) > 0) != c.errs || (len(warnings) > 0) != c.warned {
+			t.Errorf("%s: errors %v, warnings %v", c.name, errs, warnings)
+		}
+		for _, f := range append(errs, warnings...) {
+			if f.Path.String() != "disabled" || !strings.Contains(f.Detail, old.Name) {
+				t.Errorf("%s: finding %+v should be at disabled and name the pool", c.name, f)
+			}
+		}
+	}
+}

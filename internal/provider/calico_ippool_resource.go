@@ -198,6 +198,10 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 				"deletion_policy = \"force\": the pool is deleted without waiting for its pods; their addresses stay in orphaned "+
 					"IPAM blocks until released, and those pods keep working only until they restart.")
 		}
+		var state calicoIPPoolModel
+		if resp.Diagnostics.Append(req.State.Get(ctx, &state)...); !resp.Diagnostics.HasError() {
+			r.checkPoolsLeft(ctx, &state, true, true, &resp.Diagnostics)
+		}
 		return
 	}
 	var plan, config calicoIPPoolModel
@@ -249,6 +253,13 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	var wasDisabled types.Bool
 	if !creating {
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("disabled"), &wasDisabled)...)
+	}
+	if !s.Disabled {
+		r.data.plannedPools.Store(plan.Name.ValueString(), k8sops.PlannedPool(plan.Name.ValueString(), s))
+	} else if !creating && !wasDisabled.ValueBool() {
+		errs, warnings := k8sops.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools))
+		addFindings(&resp.Diagnostics, errs, true)
+		addWarnings(&resp.Diagnostics, warnings)
 	}
 	if pfx, err := netip.ParsePrefix(s.CIDR); err == nil {
 		if creating {
@@ -341,6 +352,12 @@ func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRe
 	}
 	want, _ := plan.settings(ctx, &resp.Diagnostics)
 	had, _ := state.settings(ctx, &resp.Diagnostics)
+	if want.Disabled && !had.Disabled {
+		// Re-checked live: the pools the plan counted on may be gone, or never created.
+		if r.checkPoolsLeft(ctx, &state, false, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
+			return
+		}
+	}
 	pool, err := api.GetIPPool(ctx, plan.Name.ValueString())
 	if fields := want.Fields(had); err == nil && len(fields) > 0 {
 		pool, err = api.UpdateIPPool(ctx, client.FieldManager, plan.Name.ValueString(), want, fields)
@@ -374,6 +391,9 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 	if api == nil {
 		return
 	}
+	if r.checkPoolsLeft(ctx, &state, true, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
+	}
 	res, err := api.DeleteIPPool(ctx, client, state.Name.ValueString(), k8sops.DeletePoolOptions{
 		Policy: state.DeletionPolicy.ValueString(), ReleaseLeaked: state.ReleaseLeaked.ValueBool(), FieldManager: client.FieldManager,
 	})
@@ -395,6 +415,37 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 		}
 		resp.Diagnostics.AddWarning("Addresses Left in the Deleted Pool's Blocks", detail)
 	}
+}
+
+// checkPoolsLeft refuses to take the enabled pool of state out of service (disable or delete)
+// when no other enabled pool of its family would give pods addresses: at plan (planned true)
+// counting the pools this run plans enabled, at apply against the live pools alone. A delete
+// with deletion_policy = "force" has said it accepts that.
+func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, state *calicoIPPoolModel, deleting, planned bool, diags *diag.Diagnostics) {
+	if state.Disabled.ValueBool() || deleting && state.DeletionPolicy.ValueString() == k8sops.DeleteForce {
+		return // out of service already, or forced
+	}
+	client, d := r.data.Client()
+	if diags.Append(d...); d.HasError() {
+		return
+	}
+	api := calicoAPI(ctx, client, diags)
+	if api == nil {
+		return
+	}
+	pools, err := api.ListIPPools(ctx)
+	if err != nil {
+		diags.AddError("Calico Not Readable", "Whether another pool would still give pods addresses could not be checked: "+apiErrorText(err))
+		return
+	}
+	if planned {
+		pools = r.data.poolsLeft(pools)
+	}
+	errs, warnings := k8sops.CheckPoolsLeft(state.Name.ValueString(), state.CIDR.ValueString(), state.NodeSelector.ValueString(), pools)
+	for _, f := range errs {
+		diags.AddError(f.Summary, f.Detail) // on destroy there is no attribute to point at
+	}
+	addWarnings(diags, warnings)
 }
 
 func (r *calicoIPPoolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

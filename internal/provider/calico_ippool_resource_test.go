@@ -350,7 +350,8 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 				Check: e.calicoctlAgrees(data),
 			},
 			{
-				// The pods go; the new pool drains too, and CheckDestroy finds no block left.
+				// Destroying the pool every pod now lives in, with no other enabled pool, is refused at
+				// plan: Calico would have no address to give, and no pod could start.
 				PreConfig: func() {
 					for _, d := range []string{"old-app", "new-app"} {
 						if err := e.c.Kube.AppsV1().Deployments("default").Delete(context.Background(), d, metav1.DeleteOptions{}); err != nil {
@@ -358,8 +359,15 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 						}
 					}
 				},
-				Config: e.provider(),
+				Config:      e.provider(),
+				ExpectError: diagRE("Last Enabled Pool of Its Family", "IPPool new (10.20.0.0/16) is the only enabled IPv4 pool", `deletion_policy = "force"`),
 			},
+			{
+				// Said explicitly, it goes: the pods are gone, so the pool drains, and CheckDestroy
+				// finds no block left.
+				Config: e.provider() + strings.Replace(newPool, "  name = \"new\"\n", "  name = \"new\"\n  deletion_policy = \"force\"\n", 1) + poolsData,
+			},
+			{Config: e.provider()},
 		},
 	})
 	if errs := e.ipam.Errors(); len(errs) > 0 {
@@ -384,7 +392,8 @@ func TestAccCalicoIPPool_allocationClasses(t *testing.T) {
 	orphan := netip.MustParsePrefix("10.99.0.0/26")
 	createOrphanBlock(t, e, orphan)
 
-	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n")
+	// force: the test's own destroy deletes the last enabled pool, which is otherwise refused.
+	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  deletion_policy = \"force\"\n")
 	oldPool := func(extra string) string {
 		return strings.Replace(poolBlock("old", oldPoolCIDR, extra), `name = "old"`, `name = "`+oldPoolName+`"`, 1)
 	}
@@ -657,7 +666,10 @@ func TestAccCalicoIPPool_planWarnings(t *testing.T) {
 		"nat_outgoing true (this pool: false)", "breaks cross-node").MatchString(out) {
 		t.Errorf("no encapsulation warning in:\n%s", out)
 	}
-	w.write(e.provider() + strings.Replace(poolBlock("old", oldPoolCIDR, "  disabled = true\n  deletion_policy = \"force\"\n"), `name = "old"`, `name = "`+oldPoolName+`"`, 1))
+	// Disabling the only pool is refused (TestAccCalicoIPPool_lastEnabledPool): the new one comes first.
+	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n")
+	w.write(e.provider() + newPool + strings.Replace(poolBlock("old", oldPoolCIDR,
+		"  disabled = true\n  deletion_policy = \"force\"\n  depends_on = [k8scidr_calico_ippool.new]\n"), `name = "old"`, `name = "`+oldPoolName+`"`, 1))
 	if out, err := w.run("import", "k8scidr_calico_ippool.old", oldPoolName); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
@@ -668,7 +680,7 @@ func TestAccCalicoIPPool_planWarnings(t *testing.T) {
 	if out, err := w.run("apply", "-auto-approve"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	w.write(e.provider())
+	w.write(e.provider() + newPool)
 	out, err = w.run("plan")
 	if err != nil || !diagRE("IPPool Deleted Even If Pods Hold Addresses").MatchString(out) {
 		t.Errorf("no force warning (%v) in:\n%s", err, out)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
@@ -292,6 +294,25 @@ func (p *k8scidrProvider) DataSources(context.Context) []func() datasource.DataS
 type providerData struct {
 	client *k8sops.Client
 	err    error
+	// plannedPools are the Calico pools this run plans enabled, by name: a pool disabled or
+	// destroyed in the same run counts them as what is left (CheckPoolsLeft). Terraform plans
+	// a resource after those it depends on, so a disable ordered after the new pool sees it.
+	plannedPools sync.Map
+}
+
+// poolsLeft are the live pools with those this run plans enabled in their place.
+func (d *providerData) poolsLeft(live []k8sops.IPPool) []k8sops.IPPool {
+	out := slices.Clone(live)
+	d.plannedPools.Range(func(_, v any) bool {
+		p, _ := v.(k8sops.IPPool)
+		if i := slices.IndexFunc(out, func(o k8sops.IPPool) bool { return o.Name == p.Name }); i >= 0 {
+			out[i] = p
+		} else {
+			out = append(out, p)
+		}
+		return true
+	})
+	return out
 }
 
 // Client returns the cluster client, or a diagnostic saying why there is none.
