@@ -118,7 +118,8 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DeleteWaitForDrain),
 				MarkdownDescription: "What destroy does while pods hold addresses in the pool: `wait_for_drain` disables the pool " +
 					"and waits, up to the delete timeout, until no live pod holds one; `refuse_if_allocated` fails at once, " +
-					"naming them; `force` deletes anyway (their addresses stay in orphaned blocks). Leaked addresses and node " +
+					"naming them; `force` deletes anyway (their addresses stay in orphaned blocks), even the last enabled pool of " +
+					"its family, which is otherwise refused. Leaked addresses and node " +
 					"tunnel addresses never hold a drain: they are reported. Default `" + k8sops.DeleteWaitForDrain + "`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.DeletionPolicies...)},
 			},
