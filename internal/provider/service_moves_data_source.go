@@ -93,7 +93,8 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"says why nothing resolves through the old IP. Default `true`."},
 			"dns_bridge_off_reason": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Why moving the cluster DNS Service without its bridge is safe here (e.g. every node " +
-					"runs NodeLocal DNSCache on its own address). Only read when `dns_bridge = false` and the DNS Service moves.",
+					"runs NodeLocal DNSCache on its own address). Only read when `dns_bridge = false` and the DNS Service moves. " +
+					"Unset, moving the DNS Service without its bridge is a plan error.",
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)}},
 			"moves": schema.MapNestedAttribute{Computed: true, MarkdownDescription: movesDescription,
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
