@@ -374,7 +374,8 @@ func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]net
 		if !servedByReady(snap.Ranges, t) {
 			p.Warnings = append(p.Warnings, Finding{At("target_cidrs"), "Target Range Not Served",
 				fmt.Sprintf("No Ready ServiceCIDR covers %s, so no Service can get an IP there. Create one first "+
-					"(k8scidr_service_cidr, and reference its cidrs here so it is applied before this resource).", t)})
+					"(a k8scidr_service_cidr in the same configuration, listed in the recreation's depends_on; never referenced "+
+					"from the data source, which would then be read only at apply).", t)})
 		}
 	}
 	return targets, true
