@@ -1,0 +1,61 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// TestAccServiceRecreation_destroyWithJournal: a recreation whose journal still holds a Service
+// an interrupted apply deleted cannot be destroyed (or removed from the configuration): that
+// would forget the Service for good. The refusal names it and the way out; once an apply has
+// restored it, the destroy plans.
+func TestAccServiceRecreation_destroyWithJournal(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.service("app", ipService("web", "ClusterIP", "100.64.10.20"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.planFile()
+	w.applyFile()
+	w.converged()
+
+	// What an apply killed between the delete and the create of app/lost leaves: its journal entry.
+	lost := ipService("lost", "ClusterIP", "172.24.10.30")
+	lost.Namespace = "app"
+	entries, err := json.Marshal([]k8sops.JournalEntry{{Key: "app/lost", OldIPs: []string{"100.64.10.30"}, Service: *lost, Written: time.Now().UTC()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Kube.CoreV1().ConfigMaps(k8sops.DefaultJournalNamespace).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "k8scidr-journal-test", Labels: map[string]string{
+			k8sops.JournalLabel: "service-recreation", k8sops.JournalGroupLabel: k8sops.DefaultJournalGroup}},
+		Data: map[string]string{"entries.json": string(entries)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.run("plan", "-destroy"); err == nil || !diagRE("Error: Journal Still Holds Deleted Services",
+		"app/lost", "would forget them", "apply once more").MatchString(out) {
+		t.Errorf("destroying a recreation whose journal holds app/lost passed plan (%v):\n%s", err, out)
+	}
+
+	// The next apply restores it from the journal; then nothing is left to forget.
+	w.planFile()
+	w.applyFile()
+	if s, err := c.Kube.CoreV1().Services("app").Get(context.Background(), "lost", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "172.24.10.30" {
+		t.Fatalf("app/lost not restored at its planned IP: %v %v", s, err)
+	}
+	if out, err := w.run("plan", "-destroy"); err != nil {
+		t.Errorf("with the journal empty the destroy does not plan: %v\n%s", err, out)
+	}
+}
