@@ -192,16 +192,21 @@ func (r *calicoIPPoolResource) ValidateConfig(ctx context.Context, req resource.
 
 func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() {
-		var policy types.String
-		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("deletion_policy"), &policy)...)
-		if policy.ValueString() == k8sops.DeleteForce {
+		var state calicoIPPoolModel
+		if resp.Diagnostics.Append(req.State.Get(ctx, &state)...); resp.Diagnostics.HasError() {
+			return
+		}
+		if state.DeletionPolicy.ValueString() == k8sops.DeleteForce {
 			resp.Diagnostics.AddWarning("IPPool Deleted Even If Pods Hold Addresses",
 				"deletion_policy = \"force\": the pool is deleted without waiting for its pods; their addresses stay in orphaned "+
 					"IPAM blocks until released, and those pods keep working only until they restart.")
 		}
-		var state calicoIPPoolModel
-		if resp.Diagnostics.Append(req.State.Get(ctx, &state)...); !resp.Diagnostics.HasError() {
-			r.checkPoolsLeft(ctx, &state, true, true, &resp.Diagnostics)
+		client, diags := r.data.Client()
+		if resp.Diagnostics.Append(diags...); diags.HasError() {
+			return
+		}
+		if api := calicoAPI(ctx, client, &resp.Diagnostics); api != nil {
+			r.checkPoolsLeft(ctx, api, &state, true, true, &resp.Diagnostics)
 		}
 		return
 	}
@@ -355,7 +360,7 @@ func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRe
 	had, _ := state.settings(ctx, &resp.Diagnostics)
 	if want.Disabled && !had.Disabled {
 		// Re-checked live: the pools the plan counted on may be gone, or never created.
-		if r.checkPoolsLeft(ctx, &state, false, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		if r.checkPoolsLeft(ctx, api, &state, false, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
 			return
 		}
 	}
@@ -392,7 +397,7 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 	if api == nil {
 		return
 	}
-	if r.checkPoolsLeft(ctx, &state, true, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
+	if r.checkPoolsLeft(ctx, api, &state, true, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
 		return
 	}
 	res, err := api.DeleteIPPool(ctx, client, state.Name.ValueString(), k8sops.DeletePoolOptions{
@@ -422,17 +427,9 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 // when no other enabled pool of its family would give pods addresses: at plan (planned true)
 // counting the pools this run plans enabled, at apply against the live pools alone. A delete
 // with deletion_policy = "force" has said it accepts that.
-func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, state *calicoIPPoolModel, deleting, planned bool, diags *diag.Diagnostics) {
+func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, api *k8sops.CalicoAPI, state *calicoIPPoolModel, deleting, planned bool, diags *diag.Diagnostics) {
 	if state.Disabled.ValueBool() || deleting && state.DeletionPolicy.ValueString() == k8sops.DeleteForce {
 		return // out of service already, or forced
-	}
-	client, d := r.data.Client()
-	if diags.Append(d...); d.HasError() {
-		return
-	}
-	api := calicoAPI(ctx, client, diags)
-	if api == nil {
-		return
 	}
 	pools, err := api.ListIPPools(ctx)
 	if err != nil {
