@@ -168,3 +168,80 @@ func journalSettled(e JournalEntry, svc *corev1.Service, endpoints map[string]co
 	_, ok := endpoints[e.Key]
 	return e.Endpoints == nil || ok
 }
+
+// UnrestoredJournal names, sorted, the Services whose entries in journal j need a restore that
+// the planned recreation p does not list: an apply of p would leave them, and a Service an
+// interrupted apply deleted would stay deleted. It lists the journal and, only when that holds
+// entries p does not restore, reads what planRestore judges those by (their Services, Endpoints,
+// old-IP bridges and namespaces, and the DNS bridge): a plan made by the data source costs one
+// list.
+func UnrestoredJournal(ctx context.Context, c *Client, j Journal, p PlannedRecreation) ([]string, error) {
+	var snap Snapshot
+	var err error
+	if snap.Journal, err = readJournal(ctx, c, j); err != nil {
+		return nil, err
+	}
+	restoring := map[string]bool{}
+	for _, r := range p.Restore {
+		restoring[r.Key] = true
+	}
+	services, namespaces := map[string]bool{}, map[string]bool{}
+	for _, e := range snap.Journal {
+		if restoring[e.Key] {
+			continue
+		}
+		services[e.Key] = true
+		ns, _, _ := strings.Cut(e.Key, "/")
+		namespaces[ns] = true
+		if e.Bridge != nil {
+			services[e.Bridge.Namespace+"/"+e.Bridge.Name] = true
+		}
+	}
+	if len(services) == 0 {
+		return nil, nil
+	}
+	for key := range services {
+		ns, name, _ := strings.Cut(key, "/")
+		svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading Service %s: %w", key, err)
+		default:
+			snap.Services = append(snap.Services, *svc)
+		}
+	}
+	bridges, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: DNSBridgeLabel + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("listing DNS bridges: %w", err)
+	}
+	snap.Services = append(snap.Services, bridges.Items...)
+	if err := readEndpoints(ctx, c, &snap); err != nil {
+		return nil, err
+	}
+	snap.Namespaces = map[string]corev1.NamespacePhase{}
+	for ns := range namespaces {
+		n, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading namespace %s: %w", ns, err)
+		default:
+			snap.Namespaces[ns] = n.Status.Phase
+		}
+	}
+	byKey := map[string]*corev1.Service{}
+	for i := range snap.Services {
+		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	judged := RecreationPlan{Dropped: map[string]string{}}
+	judged.planRestore(snap, byKey, parsePrefixes(p.TargetCIDRs), p.DNSService, &[]netip.Addr{}, &[]PlacementRequest{})
+	var out []string
+	for _, r := range judged.Restore {
+		if !restoring[r.Key] {
+			out = append(out, r.Key)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}

@@ -16,7 +16,8 @@ import (
 // TestAccServiceRecreation_destroyWithJournal: a recreation whose journal still holds a Service
 // an interrupted apply deleted cannot be destroyed (or removed from the configuration): that
 // would forget the Service for good. The refusal names it and the way out; once an apply has
-// restored it, the destroy plans.
+// restored it, the destroy plans. A plan written by hand that leaves the entry out of its restore
+// is refused too: its apply would leave app/lost deleted.
 func TestAccServiceRecreation_destroyWithJournal(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -48,6 +49,22 @@ func TestAccServiceRecreation_destroyWithJournal(t *testing.T) {
 		"app/lost", "would forget them", "apply once more").MatchString(out) {
 		t.Errorf("destroying a recreation whose journal holds app/lost passed plan (%v):\n%s", err, out)
 	}
+
+	config := recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15")
+	w.write(providerBlock(c.Kubeconfig) + `
+resource "k8scidr_service_cidr" "this" {
+  name              = "new"
+  cidrs             = ["172.24.0.0/15"]
+  wait_for_deletion = false
+}
+
+resource "k8scidr_service_recreation" "this" {
+` + handPlan(nil) + "}\n")
+	if out, err := w.run("plan"); err == nil || !diagRE("Error: Journal Entries Not Restored", "app/lost", "plan.restore does not list",
+		"stay deleted", "data source whole").MatchString(out) {
+		t.Errorf("a hand-written plan that leaves app/lost's journal entry out of restore passed plan (%v):\n%s", err, out)
+	}
+	w.write(config)
 
 	// The next apply restores it from the journal; then nothing is left to forget.
 	w.planFile()

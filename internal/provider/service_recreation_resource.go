@@ -168,6 +168,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 		return
 	}
 	p := plan.planned(ctx, &resp.Diagnostics)
+	r.checkJournalRestored(ctx, &plan, p, &resp.Diagnostics)
 	prior := &state
 	if creating {
 		prior = nil
@@ -228,6 +229,30 @@ func (r *serviceRecreationResource) checkJournalChange(ctx context.Context, plan
 			"the old one holds entries of an interrupted apply for %s: after the change nothing would read them, and "+
 			"those Services would stay deleted. Apply once more with the old journal_namespace and journal_group on the "+
 			"k8scidr_service_moves data source: that apply restores them and removes the journal. Then change them.", state.journal(), plan.journal(), strings.Join(left, ", ")))
+	}
+}
+
+// checkJournalRestored refuses a plan whose restore leaves out entries of its journal that need
+// one: an apply would leave them, and a Service an interrupted apply deleted would stay deleted.
+// A plan the data source made lists them all; one written by hand, or read from another journal,
+// may not. Terraform plans each resource again at apply, so a saved plan made before the journal
+// filled stops here too, before anything changes.
+func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
+	if r.data == nil || r.data.client == nil {
+		return
+	}
+	left, err := k8sops.UnrestoredJournal(ctx, r.data.client, plan.journal(), p)
+	switch {
+	case err != nil:
+		diags.AddAttributeError(path.Root("plan").AtName("restore"), "Journal Not Readable", fmt.Sprintf("Whether the journal in %s "+
+			"holds entries this plan does not restore could not be checked: %s", plan.journal(), apiErrorText(err)))
+	case len(left) > 0:
+		diags.AddAttributeError(path.Root("plan").AtName("restore"), "Journal Entries Not Restored", fmt.Sprintf("The journal in %s "+
+			"holds entries of an interrupted apply for %s, which plan.restore does not list: the apply would leave them, and "+
+			"a Service that apply deleted would stay deleted. Nothing was changed. Give plan the k8scidr_service_moves data "+
+			"source whole (plan = data.k8scidr_service_moves.NAME, with this journal_namespace and journal_group) and run "+
+			"terraform plan again (a saved plan made before that apply was interrupted is stale): its restore lists them.",
+			plan.journal(), strings.Join(left, ", ")))
 	}
 }
 
