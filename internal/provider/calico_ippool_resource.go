@@ -207,6 +207,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 		}
 		if api := calicoAPI(ctx, client, &resp.Diagnostics); api != nil {
 			r.checkPoolsLeft(ctx, api, &state, true, true, &resp.Diagnostics)
+			checkLivePods(ctx, api, client, &state, &resp.Diagnostics)
 		}
 		return
 	}
@@ -444,6 +445,41 @@ func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, api *k8sops.C
 		diags.AddError(f.Summary, f.Detail) // on destroy there is no attribute to point at
 	}
 	addWarnings(diags, warnings)
+}
+
+// checkLivePods says at plan what the delete will do about the live pods holding addresses in
+// the pool, by deletion_policy: refuse_if_allocated is refused now (the apply would refuse
+// anyway), wait_for_drain warns that the apply waits for them to restart elsewhere, naming them
+// and how long it waits. force warns on its own.
+func checkLivePods(ctx context.Context, api *k8sops.CalicoAPI, client *k8sops.Client, state *calicoIPPoolModel, diags *diag.Diagnostics) {
+	policy := state.DeletionPolicy.ValueString()
+	pfx, err := netip.ParsePrefix(state.CIDR.ValueString())
+	if policy == k8sops.DeleteForce || err != nil {
+		return
+	}
+	allocs, err := api.PoolAllocations(ctx, client, pfx.Masked())
+	if err != nil {
+		diags.AddWarning("Calico IPAM Not Readable", "Whether live pods hold addresses in the pool could not be checked: "+apiErrorText(err))
+		return
+	}
+	live := k8sops.ByClass(allocs, k8sops.AllocLivePod)
+	if len(live) == 0 {
+		return
+	}
+	name, held := state.Name.ValueString(), k8sops.DescribeAllocations(live)
+	if policy == k8sops.DeleteRefuseIfAllocated {
+		diags.AddError("IPPool Holds Live Pods", fmt.Sprintf("IPPool %s (%s) holds %s, and its deletion_policy = %q refuses to "+
+			"delete it while they do. Restart them first so they take addresses from another pool (k8scidr_workload_roll "+
+			"with pod_cidrs = [%q] on its k8scidr_workload_restarts data source), then plan the delete again; or set "+
+			"deletion_policy = \"%s\" to disable the pool and wait for them.", name, pfx.Masked(), held, policy, pfx.Masked(), k8sops.DeleteWaitForDrain))
+		return
+	}
+	timeout, d := state.Timeouts.Delete(ctx, calicoPoolDrainTimeout)
+	diags.Append(d...)
+	diags.AddWarning("Delete Waits for Live Pods", fmt.Sprintf("IPPool %s (%s) holds %s. The delete disables the pool and waits "+
+		"up to %s (timeouts.delete) until none holds an address in it; nothing restarts them. Roll them in an earlier apply "+
+		"(k8scidr_workload_roll with pod_cidrs = [%q]), or the delete fails when the wait ends and leaves the pool "+
+		"disabled, with every pod still working.", name, pfx.Masked(), held, timeout, pfx.Masked()))
 }
 
 func (r *calicoIPPoolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

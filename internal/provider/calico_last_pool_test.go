@@ -13,8 +13,9 @@ import (
 // leaves Calico's own IPAM with no address to give, and no pod starts. Refused at plan when the
 // configuration disables it alone; planned fine when the new pool is created first in the same
 // run; refused again at apply when, after the plan, the pool it counted on was disabled by
-// hand; and destroying the workspace, which would delete the pool every pod lives in, is
-// refused at plan.
+// hand; deleting the old pool while pods hold addresses in it is refused at plan or warned of, as
+// its deletion_policy says; and destroying the workspace, which would delete the pool every pod
+// lives in, is refused at plan.
 func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
 	ctx := context.Background()
@@ -23,6 +24,8 @@ func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 		return strings.Replace(poolBlock("old", oldPoolCIDR, "  disabled = true\n"+extra), `name = "old"`, `name = "`+oldPoolName+`"`, 1)
 	}
 	importOld := "import {\n  to = k8scidr_calico_ippool.old\n  id = \"" + oldPoolName + "\"\n}\n"
+
+	e.deployment("web", 2) // two live pods in the old pool, for the delete below
 
 	w := newCLIWorkspace(t, e.provider()+importOld+oldPool(""))
 	if out, err := w.run("plan"); err == nil || !diagRE("Error: Last Enabled Pool of Its Family", "disabled = true",
@@ -61,6 +64,25 @@ func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 	w.planFile()
 	w.applyFile()
 	w.converged()
+
+	// Deleting the old pool, which the two pods still hold addresses in: refused at plan with
+	// refuse_if_allocated (its apply would refuse), a warning naming them with wait_for_drain.
+	for _, c := range []struct{ policy, want string }{
+		{"refuse_if_allocated", "Error: IPPool Holds Live Pods"},
+		{"wait_for_drain", "Warning: Delete Waits for Live Pods"},
+	} {
+		w.write(e.provider() + importOld + newPool + oldPool("  depends_on = [k8scidr_calico_ippool.new]\n  deletion_policy = \""+c.policy+"\"\n"))
+		w.planFile()
+		w.applyFile()
+		w.write(e.provider() + newPool)
+		out, err := w.run("plan")
+		if !diagRE(c.want, "IPPool "+oldPoolName, "live pod: 2", "k8scidr_workload_roll").MatchString(out) || (err == nil) != (c.policy == "wait_for_drain") {
+			t.Errorf("deleting the old pool with deletion_policy = %s while two pods hold addresses there (%v), want %q:\n%s", c.policy, err, c.want, out)
+		}
+	}
+	w.write(e.provider() + importOld + newPool + oldPool("  depends_on = [k8scidr_calico_ippool.new]\n"))
+	w.planFile()
+	w.applyFile()
 
 	// Destroying the workspace would delete the pool every new pod takes its address from.
 	if out, err := w.run("plan", "-destroy"); err == nil || !diagRE("Error: Last Enabled Pool of Its Family",
