@@ -3,12 +3,15 @@
 package k8sops
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Calico encapsulation modes (ipipMode, vxlanMode).
@@ -166,10 +169,12 @@ func CheckPoolAmongOthers(name string, s PoolSettings, pools []IPPool) (errs, wa
 
 // CheckPoolsLeft says what taking pool name (cidr, nodeSelector) out of service, by disabling
 // or deleting it, leaves for new pods of its address family: an error when no other enabled
-// pool of the family gives workload addresses (no pod of that family could start), a warning
-// when the pools left select nodes with selectors that do not plainly cover the nodes this one
-// served. others are the cluster's other pools and those planned enabled in the same run.
-func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool) (errs, warnings []Finding) {
+// pool of the family gives workload addresses (no pod of that family could start), or when a
+// node this pool selects is selected by none of them (no pod could start there). others are the
+// cluster's other pools and those planned enabled in the same run; nodes are the labels of the
+// cluster's nodes by name, which Calico (on the Kubernetes datastore) evaluates node selectors
+// against. With nodes nil (not readable) node coverage is only warned of.
+func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes map[string]map[string]string) (errs, warnings []Finding) {
 	pfx, err := netip.ParsePrefix(cidr)
 	if err != nil {
 		return nil, nil
@@ -194,19 +199,63 @@ func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool) (errs, war
 			"deletion_policy = \"force\" first.", name, cidr, family, family)}}, nil
 	}
 	var selectors []string
+	var selects []CalicoSelector
 	for _, o := range left {
 		if allNodes(o.Settings.NodeSelector) {
 			return nil, nil
 		}
 		selectors = append(selectors, fmt.Sprintf("%s: %s", o.Name, o.Settings.NodeSelector))
+		if sel, err := ParseCalicoSelector(o.Settings.NodeSelector); err == nil {
+			selects = append(selects, sel) // Calico skips a pool whose selector it cannot parse
+		}
 	}
-	if !allNodes(nodeSelector) {
-		// This pool served a subset of nodes; whether the others cover it is a question of labels.
-		selectors = append(selectors, fmt.Sprintf("this pool: %s", nodeSelector))
+	this, err := ParseCalicoSelector(nodeSelector)
+	if err != nil {
+		return nil, nil // Calico skips this pool on every node already
 	}
-	return nil, []Finding{{At("disabled"), "Node Coverage Not Verified", fmt.Sprintf("The enabled %s pools left select nodes "+
-		"(%s): a node none of them selects gets no pod address once %s is out of service. Check every node's labels, or "+
-		"give the new pool node_selector = \"all()\".", family, strings.Join(selectors, "; "), name)}}
+	if nodes == nil {
+		if !allNodes(nodeSelector) {
+			selectors = append(selectors, fmt.Sprintf("this pool: %s", nodeSelector))
+		}
+		return nil, []Finding{{At("disabled"), "Node Coverage Not Verified", fmt.Sprintf("The nodes could not be read, and the "+
+			"enabled %s pools left select nodes (%s): a node none of them selects gets no pod address once %s is out of "+
+			"service. Check every node's labels, or give the new pool node_selector = \"all()\".", family, strings.Join(selectors, "; "), name)}}
+	}
+	var uncovered []string
+	for _, node := range slices.Sorted(maps.Keys(nodes)) {
+		labels := nodes[node]
+		if this.Matches(labels) && !slices.ContainsFunc(selects, func(s CalicoSelector) bool { return s.Matches(labels) }) {
+			uncovered = append(uncovered, node)
+		}
+	}
+	if len(uncovered) == 0 {
+		return nil, nil
+	}
+	shown := uncovered
+	if len(shown) > 10 {
+		shown = append(slices.Clone(shown[:10]), fmt.Sprintf("and %d more", len(uncovered)-10))
+	}
+	return []Finding{{At("disabled"), "Nodes No Other Pool Selects", fmt.Sprintf("Once IPPool %s (%s) is out of service, no "+
+		"enabled %s pool left selects %d of the %d nodes (%s): pods scheduled there get no address and do not start. The "+
+		"pools left select %s. Widen a pool's node_selector (node_selector = \"all()\" on the new pool), or keep this "+
+		"pool enabled until those nodes are covered; to delete it anyway, set deletion_policy = \"force\" first.",
+		name, cidr, family, len(uncovered), len(nodes), strings.Join(shown, ", "), strings.Join(selectors, "; "))}}, nil
+}
+
+// NodeLabels lists the cluster's nodes: their labels by name, for CheckPoolsLeft.
+func NodeLabels(ctx context.Context, c *Client) (map[string]map[string]string, error) {
+	nodes := map[string]map[string]string{}
+	err := eachItem(ctx, listPages(c.Kube.CoreV1().Nodes().List), func(n *corev1.Node) error {
+		nodes[n.Name] = n.Labels
+		if nodes[n.Name] == nil {
+			nodes[n.Name] = map[string]string{}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return nodes, nil
 }
 
 // PlannedPool is a pool as a plan would create or leave it: name and settings, for CheckPoolsLeft.

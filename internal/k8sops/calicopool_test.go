@@ -101,7 +101,7 @@ func TestCheckPoolsLeft(t *testing.T) {
 		{"a new pool with the default selector", []IPPool{old, pool("new", "172.16.0.0/13", false, "")}, false, false},
 		{"a new pool for some nodes", []IPPool{old, pool("new", "172.16.0.0/13", false, "zone == 'a'", "Workload")}, false, true},
 	} {
-		errs, warnings := CheckPoolsLeft(old.Name, old.Spec.CIDR, "all()", c.others)
+		errs, warnings := CheckPoolsLeft(old.Name, old.Spec.CIDR, "all()", c.others, nil)
 		if (len(errs) > 0) != c.errs || (len(warnings) > 0) != c.warned {
 			t.Errorf("%s: errors %v, warnings %v", c.name, errs, warnings)
 		}
@@ -110,5 +110,39 @@ func TestCheckPoolsLeft(t *testing.T) {
 				t.Errorf("%s: finding %+v should be at disabled and name the pool", c.name, f)
 			}
 		}
+	}
+}
+
+// TestCheckPoolsLeftNodes: with the nodes' labels known, a pool is refused out of service when a
+// node it selects is selected by no enabled pool left, and allowed when each is.
+func TestCheckPoolsLeftNodes(t *testing.T) {
+	pool := func(name, sel string) IPPool {
+		return IPPool{Name: name, Spec: apiv3.IPPoolSpec{CIDR: "172.16.0.0/13"}, Settings: PoolSettings{CIDR: "172.16.0.0/13", NodeSelector: sel}}
+	}
+	nodes := map[string]map[string]string{"n-a": {"zone": "a"}, "n-b": {"zone": "b"}, "n-none": {}}
+	for _, c := range []struct {
+		name, old string
+		left      []IPPool
+		uncovered string // "" when allowed
+	}{
+		{"one zone left", "all()", []IPPool{pool("new", "zone == 'a'")}, "2 of the 3 nodes (n-b, n-none)"},
+		{"two selectors that cover all", "all()", []IPPool{pool("new", "zone == 'a'"), pool("new2", "zone != 'a'")}, ""},
+		{"a zone pool replaced by the same zone", "zone == 'b'", []IPPool{pool("new", "zone in {'b', 'c'}")}, ""},
+		{"a zone pool replaced by another zone", "zone == 'b'", []IPPool{pool("new", "zone == 'a'")}, "1 of the 3 nodes (n-b)"},
+		{"a selector Calico cannot parse selects nothing", "all()", []IPPool{pool("new", "zone = 'a'")}, "3 of the 3 nodes"},
+		{"the old pool's selector unparsable: it served nothing", "zone = 'b'", []IPPool{pool("new", "zone == 'a'")}, ""},
+	} {
+		errs, warnings := CheckPoolsLeft("old", "10.0.0.0/16", c.old, c.left, nodes)
+		switch {
+		case len(warnings) > 0:
+			t.Errorf("%s: warnings %v with the nodes known", c.name, warnings)
+		case c.uncovered == "" && len(errs) > 0:
+			t.Errorf("%s: refused: %v", c.name, errs)
+		case c.uncovered != "" && (len(errs) != 1 || errs[0].Summary != "Nodes No Other Pool Selects" || !strings.Contains(errs[0].Detail, c.uncovered)):
+			t.Errorf("%s: errors %v, want one naming %s", c.name, errs, c.uncovered)
+		}
+	}
+	if errs, warnings := CheckPoolsLeft("old", "10.0.0.0/16", "all()", []IPPool{pool("new", "zone == 'a'")}, nil); len(errs) > 0 || len(warnings) != 1 {
+		t.Errorf("with the nodes unknown: errors %v, warnings %v; want one warning", errs, warnings)
 	}
 }

@@ -43,117 +43,198 @@ const (
 
 // ValidateCalicoSelector reports why Calico would refuse s, or nil.
 func ValidateCalicoSelector(s string) error {
+	_, err := ParseCalicoSelector(s)
+	return err
+}
+
+// CalicoSelector is a parsed Calico selector.
+type CalicoSelector struct{ match selMatch }
+
+// Matches reports whether a resource with these labels is selected, as Calico evaluates it
+// (libcalico-go/lib/selector/parser/ast.go): == and the string operators need the label, != and
+// not in hold when it is absent, all() and global() select everything.
+func (s CalicoSelector) Matches(labels map[string]string) bool { return s.match(labels) }
+
+type selMatch func(map[string]string) bool
+
+// ParseCalicoSelector parses s as Calico does; an empty selector selects everything.
+func ParseCalicoSelector(s string) (CalicoSelector, error) {
 	toks, err := tokenizeCalicoSelector(s)
 	if err != nil {
-		return err
+		return CalicoSelector{}, err
 	}
-	if toks[0] == selEOF {
-		return nil
+	if toks[0].kind == selEOF {
+		return CalicoSelector{func(map[string]string) bool { return true }}, nil
 	}
 	p := selParser{toks: toks}
-	if err := p.or(); err != nil {
-		return err
+	m, err := p.or()
+	if err != nil {
+		return CalicoSelector{}, err
 	}
-	if p.peek() != selEOF {
-		return errors.New("unexpected content at the end of the selector")
+	if p.peek().kind != selEOF {
+		return CalicoSelector{}, errors.New("unexpected content at the end of the selector")
 	}
-	return nil
+	return CalicoSelector{m}, nil
+}
+
+// selToken is a token and its text: a label, an unquoted string, an operator's words, or the
+// function of a term (has, all, global) with its label after a space.
+type selToken struct {
+	kind selTok
+	text string
 }
 
 type selParser struct {
-	toks []selTok // always ends with selEOF
+	toks []selToken // always ends with selEOF
 	i    int
 }
 
-func (p *selParser) peek() selTok { return p.toks[p.i] }
-func (p *selParser) next() selTok { t := p.toks[p.i]; p.i = min(p.i+1, len(p.toks)-1); return t }
+func (p *selParser) peek() selToken { return p.toks[p.i] }
+func (p *selParser) next() selToken { t := p.toks[p.i]; p.i = min(p.i+1, len(p.toks)-1); return t }
 
-func (p *selParser) or() error {
+func (p *selParser) or() (selMatch, error) {
+	var terms []selMatch
 	for {
-		if err := p.and(); err != nil {
-			return err
+		m, err := p.and()
+		if err != nil {
+			return nil, err
 		}
-		if p.peek() != selOr {
-			return nil
+		terms = append(terms, m)
+		if p.peek().kind != selOr {
+			return joinSel(terms, true), nil
 		}
 		p.next()
 	}
 }
 
-func (p *selParser) and() error {
+func (p *selParser) and() (selMatch, error) {
+	var terms []selMatch
 	for {
-		if err := p.op(); err != nil {
-			return err
+		m, err := p.op()
+		if err != nil {
+			return nil, err
 		}
-		if p.peek() != selAnd {
-			return nil
+		terms = append(terms, m)
+		if p.peek().kind != selAnd {
+			return joinSel(terms, false), nil
 		}
 		p.next()
 	}
 }
 
-func (p *selParser) op() error {
-	for p.peek() == selNot {
-		p.next()
+// joinSel joins terms with || (or) or && (!or).
+func joinSel(terms []selMatch, or bool) selMatch {
+	if len(terms) == 1 {
+		return terms[0]
 	}
-	switch p.next() {
-	case selTerm:
-		return nil
-	case selLParen:
-		if err := p.or(); err != nil {
-			return err
-		}
-		if p.next() != selRParen {
-			return errors.New("expected )")
-		}
-		return nil
-	case selLabel:
-		switch p.next() {
-		case selCompare:
-			if p.next() != selString {
-				return errors.New("expected a quoted string after the operator")
+	return func(l map[string]string) bool {
+		for _, t := range terms {
+			if t(l) == or {
+				return or
 			}
-			return nil
+		}
+		return !or
+	}
+}
+
+func (p *selParser) op() (selMatch, error) {
+	negate := false
+	for p.peek().kind == selNot {
+		p.next()
+		negate = !negate
+	}
+	m, err := p.operand()
+	if err != nil || !negate {
+		return m, err
+	}
+	return func(l map[string]string) bool { return !m(l) }, nil
+}
+
+func (p *selParser) operand() (selMatch, error) {
+	switch t := p.next(); t.kind {
+	case selTerm:
+		if label, ok := strings.CutPrefix(t.text, "has "); ok {
+			return func(l map[string]string) bool { _, ok := l[label]; return ok }, nil
+		}
+		return func(map[string]string) bool { return true }, nil // all(), global()
+	case selLParen:
+		m, err := p.or()
+		if err != nil {
+			return nil, err
+		}
+		if p.next().kind != selRParen {
+			return nil, errors.New("expected )")
+		}
+		return m, nil
+	case selLabel:
+		switch op := p.next(); op.kind {
+		case selCompare:
+			v := p.next()
+			if v.kind != selString {
+				return nil, errors.New("expected a quoted string after the operator")
+			}
+			return compareLabel(t.text, op.text, v.text), nil
 		case selSetOp:
-			return p.set()
+			set, err := p.set()
+			if err != nil {
+				return nil, err
+			}
+			in := op.text == "in"
+			return func(l map[string]string) bool {
+				v, ok := l[t.text]
+				return ok && set[v] == in || !ok && !in
+			}, nil
 		default:
-			return errors.New("expected an operator after the label (==, !=, in, not in, contains, starts with, ends with)")
+			return nil, errors.New("expected an operator after the label (==, !=, in, not in, contains, starts with, ends with)")
 		}
 	case selEOF:
-		return errors.New("unexpected end of the selector")
+		return nil, errors.New("unexpected end of the selector")
 	default:
-		return errors.New("expected a label, has(), all(), global(), ! or (")
+		return nil, errors.New("expected a label, has(), all(), global(), ! or (")
 	}
 }
 
-func (p *selParser) set() error {
-	if p.next() != selLBrace {
-		return errors.New(`expected a set literal such as {"a", "b"}`)
+// compareLabel is label op value; only != holds for a resource without the label.
+func compareLabel(label, op, value string) selMatch {
+	test := map[string]func(string, string) bool{
+		"==": func(a, b string) bool { return a == b }, "contains": strings.Contains,
+		"starts with": strings.HasPrefix, "ends with": strings.HasSuffix,
+	}[op]
+	if op == "!=" {
+		return func(l map[string]string) bool { v, ok := l[label]; return !ok || v != value }
 	}
-	for p.peek() == selString {
-		p.next()
-		if p.peek() != selComma {
+	return func(l map[string]string) bool { v, ok := l[label]; return ok && test(v, value) }
+}
+
+func (p *selParser) set() (map[string]bool, error) {
+	if p.next().kind != selLBrace {
+		return nil, errors.New(`expected a set literal such as {"a", "b"}`)
+	}
+	set := map[string]bool{}
+	for p.peek().kind == selString {
+		set[p.next().text] = true
+		if p.peek().kind != selComma {
 			break
 		}
 		p.next()
 	}
-	if p.next() != selRBrace {
-		return errors.New("expected }")
+	if p.next().kind != selRBrace {
+		return nil, errors.New("expected }")
 	}
-	return nil
+	return set, nil
 }
 
 // tokenizeCalicoSelector follows Calico's tokenizer: which words are operators depends on
 // whether a label came just before.
-func tokenizeCalicoSelector(in string) ([]selTok, error) {
-	var toks []selTok
+func tokenizeCalicoSelector(in string) ([]selToken, error) {
+	var toks []selToken
 	for {
 		in = strings.TrimLeft(in, " \t")
 		if in == "" {
-			return append(toks, selEOF), nil
+			return append(toks, selToken{kind: selEOF}), nil
 		}
-		afterLabel := len(toks) > 0 && toks[len(toks)-1] == selLabel
-		var tok selTok
+		afterLabel := len(toks) > 0 && toks[len(toks)-1].kind == selLabel
+		var tok selToken
 		var err error
 		switch c := in[0]; {
 		case c == '"' || c == '\'':
@@ -161,14 +242,14 @@ func tokenizeCalicoSelector(in string) ([]selTok, error) {
 			if end < 0 {
 				return nil, errors.New("unterminated string")
 			}
-			tok, in = selString, in[end+2:]
+			tok, in = selToken{selString, in[1 : end+1]}, in[end+2:]
 		case strings.IndexByte("(){},", c) >= 0:
-			tok, in = map[byte]selTok{'(': selLParen, ')': selRParen, '{': selLBrace, '}': selRBrace, ',': selComma}[c], in[1:]
+			tok, in = selToken{kind: map[byte]selTok{'(': selLParen, ')': selRParen, '{': selLBrace, '}': selRBrace, ',': selComma}[c]}, in[1:]
 		case c == '!':
 			if rest, ok := strings.CutPrefix(in, "!="); ok {
-				tok, in = selCompare, rest
+				tok, in = selToken{selCompare, "!="}, rest
 			} else {
-				tok, in = selNot, in[1:]
+				tok, in = selToken{kind: selNot}, in[1:]
 			}
 		case c == '=' || c == '&' || c == '|':
 			pair := string([]byte{c, c})
@@ -176,7 +257,7 @@ func tokenizeCalicoSelector(in string) ([]selTok, error) {
 			if !ok {
 				return nil, fmt.Errorf("expected %s", pair)
 			}
-			tok, in = map[byte]selTok{'=': selCompare, '&': selAnd, '|': selOr}[c], rest
+			tok, in = selToken{map[byte]selTok{'=': selCompare, '&': selAnd, '|': selOr}[c], pair}, rest
 		case afterLabel:
 			tok, in, err = cutSelectorOperator(in)
 		default:
@@ -190,7 +271,7 @@ func tokenizeCalicoSelector(in string) ([]selTok, error) {
 }
 
 // cutSelectorOperator reads the word operator that must follow a label.
-func cutSelectorOperator(in string) (selTok, string, error) {
+func cutSelectorOperator(in string) (selToken, string, error) {
 	for _, op := range []struct {
 		words []string
 		tok   selTok
@@ -199,10 +280,10 @@ func cutSelectorOperator(in string) (selTok, string, error) {
 		{[]string{"ends", "with"}, selCompare}, {[]string{"not", "in"}, selSetOp}, {[]string{"in"}, selSetOp},
 	} {
 		if rest, ok := cutWords(in, op.words); ok {
-			return op.tok, rest, nil
+			return selToken{op.tok, strings.Join(op.words, " ")}, rest, nil
 		}
 	}
-	return 0, in, errors.New("expected an operator after the label (==, !=, in, not in, contains, starts with, ends with)")
+	return selToken{}, in, errors.New("expected an operator after the label (==, !=, in, not in, contains, starts with, ends with)")
 }
 
 // cutWords cuts words (blanks allowed between them, as in "starts with" or "startswith") that
@@ -225,27 +306,29 @@ func cutWords(in string, words []string) (string, bool) {
 }
 
 // cutSelectorTerm reads has(label), all(), global() or a label.
-func cutSelectorTerm(in string) (selTok, string, error) {
+func cutSelectorTerm(in string) (selToken, string, error) {
 	for _, fn := range []string{"has(", "all(", "global("} {
 		rest, ok := strings.CutPrefix(in, fn)
 		if !ok {
 			continue
 		}
+		tok := selToken{selTerm, strings.TrimSuffix(fn, "(")}
 		rest = strings.TrimLeft(rest, " \t")
 		if fn == "has(" {
-			var err error
-			if rest, err = cutSelectorLabel(rest); err != nil {
-				return 0, in, err
+			after, err := cutSelectorLabel(rest)
+			if err != nil {
+				return selToken{}, in, err
 			}
-			rest = strings.TrimLeft(rest, " \t")
+			tok.text += " " + rest[:len(rest)-len(after)]
+			rest = strings.TrimLeft(after, " \t")
 		}
 		if rest, ok = strings.CutPrefix(rest, ")"); !ok {
-			return 0, in, fmt.Errorf("no closing ) after %s", fn)
+			return selToken{}, in, fmt.Errorf("no closing ) after %s", fn)
 		}
-		return selTerm, rest, nil
+		return tok, rest, nil
 	}
 	rest, err := cutSelectorLabel(in)
-	return selLabel, rest, err
+	return selToken{selLabel, in[:len(in)-len(rest)]}, rest, err
 }
 
 // cutSelectorLabel cuts the label in starts with.

@@ -56,3 +56,28 @@ func FuzzValidateCalicoSelector(f *testing.F) {
 		}
 	})
 }
+
+// TestCalicoSelectorMatchesCalico: every selector of Calico's own evaluation table matches the
+// label sets Calico's parser matches, and no other.
+func TestCalicoSelectorMatchesCalico(t *testing.T) {
+	if len(calicoSelectorTests) < 50 {
+		t.Fatalf("Calico's table has %d selectors: not the copied table", len(calicoSelectorTests))
+	}
+	for _, c := range calicoSelectorTests {
+		sel, err := ParseCalicoSelector(c.sel)
+		if err != nil {
+			t.Errorf("%q: %v", c.sel, err)
+			continue
+		}
+		for _, l := range c.expMatches {
+			if !sel.Matches(l) {
+				t.Errorf("%q does not match %v; Calico's does", c.sel, l)
+			}
+		}
+		for _, l := range c.expNonMatches {
+			if sel.Matches(l) {
+				t.Errorf("%q matches %v; Calico's does not", c.sel, l)
+			}
+		}
+	}
+}

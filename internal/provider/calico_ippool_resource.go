@@ -206,7 +206,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 			return
 		}
 		if api := calicoAPI(ctx, client, &resp.Diagnostics); api != nil {
-			r.checkPoolsLeft(ctx, api, &state, true, true, &resp.Diagnostics)
+			r.checkPoolsLeft(ctx, client, api, &state, true, true, &resp.Diagnostics)
 			checkLivePods(ctx, api, client, &state, &resp.Diagnostics)
 		}
 		return
@@ -264,7 +264,8 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	if !s.Disabled {
 		r.data.plannedPools.Store(plan.Name.ValueString(), k8sops.PlannedPool(plan.Name.ValueString(), s))
 	} else if !creating && !wasDisabled.ValueBool() {
-		errs, warnings := k8sops.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools))
+		nodes, _ := k8sops.NodeLabels(ctx, client) // nil when unreadable: coverage is then warned of
+		errs, warnings := k8sops.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools), nodes)
 		addFindings(&resp.Diagnostics, errs, true)
 		addWarnings(&resp.Diagnostics, warnings)
 	}
@@ -361,7 +362,7 @@ func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRe
 	had, _ := state.settings(ctx, &resp.Diagnostics)
 	if want.Disabled && !had.Disabled {
 		// Re-checked live: the pools the plan counted on may be gone, or never created.
-		if r.checkPoolsLeft(ctx, api, &state, false, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		if r.checkPoolsLeft(ctx, client, api, &state, false, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
 			return
 		}
 	}
@@ -398,7 +399,7 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 	if api == nil {
 		return
 	}
-	if r.checkPoolsLeft(ctx, api, &state, true, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
+	if r.checkPoolsLeft(ctx, client, api, &state, true, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
 		return
 	}
 	res, err := api.DeleteIPPool(ctx, client, state.Name.ValueString(), k8sops.DeletePoolOptions{
@@ -428,7 +429,7 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 // when no other enabled pool of its family would give pods addresses: at plan (planned true)
 // counting the pools this run plans enabled, at apply against the live pools alone. A delete
 // with deletion_policy = "force" has said it accepts that.
-func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, api *k8sops.CalicoAPI, state *calicoIPPoolModel, deleting, planned bool, diags *diag.Diagnostics) {
+func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, client *k8sops.Client, api *k8sops.CalicoAPI, state *calicoIPPoolModel, deleting, planned bool, diags *diag.Diagnostics) {
 	if state.Disabled.ValueBool() || deleting && state.DeletionPolicy.ValueString() == k8sops.DeleteForce {
 		return // out of service already, or forced
 	}
@@ -440,7 +441,8 @@ func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, api *k8sops.C
 	if planned {
 		pools = r.data.poolsLeft(pools)
 	}
-	errs, warnings := k8sops.CheckPoolsLeft(state.Name.ValueString(), state.CIDR.ValueString(), state.NodeSelector.ValueString(), pools)
+	nodes, _ := k8sops.NodeLabels(ctx, client) // nil when unreadable: coverage is then warned of
+	errs, warnings := k8sops.CheckPoolsLeft(state.Name.ValueString(), state.CIDR.ValueString(), state.NodeSelector.ValueString(), pools, nodes)
 	for _, f := range errs {
 		diags.AddError(f.Summary, f.Detail) // on destroy there is no attribute to point at
 	}

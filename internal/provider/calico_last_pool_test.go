@@ -2,8 +2,12 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
@@ -91,5 +95,57 @@ func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 	}
 	if p, err := e.api.GetIPPool(ctx, "new"); err != nil || p == nil || p.Settings.Disabled {
 		t.Errorf("the new pool: %+v (%v)", p, err)
+	}
+}
+
+// TestAccCalicoIPPool_nodeCoverage: disabling the old pool when the new one selects only some
+// nodes is refused at plan, naming the nodes left without a pool. Calico's own IPAM is the
+// oracle: with the old pool disabled by hand, it gives a pod address on the covered node and
+// none on the other. A selector that covers both nodes plans.
+func TestAccCalicoIPPool_nodeCoverage(t *testing.T) {
+	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
+	ctx := context.Background()
+	for node, zone := range map[string]string{"kwok-node-0": "a", "kwok-node-1": "b"} {
+		n, err := e.c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Labels["zone"] = zone
+		if _, err := e.c.Kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newPool := func(sel string) string {
+		return poolBlock("new", "10.20.0.0/16", fmt.Sprintf("  ipip_mode     = \"Always\"\n  nat_outgoing  = true\n  node_selector = %q\n", sel))
+	}
+	oldPool := "import {\n  to = k8scidr_calico_ippool.old\n  id = \"" + oldPoolName + "\"\n}\n" +
+		strings.Replace(poolBlock("old", oldPoolCIDR, "  disabled = true\n  depends_on = [k8scidr_calico_ippool.new]\n"), `name = "old"`, `name = "`+oldPoolName+`"`, 1)
+
+	w := newCLIWorkspace(t, e.provider()+newPool("zone == 'a'")+oldPool)
+	if out, err := w.run("plan"); err == nil || !diagRE("Error: Nodes No Other Pool Selects", "IPPool "+oldPoolName,
+		"1 of the 2 nodes (kwok-node-1)", "new: zone == 'a'", `node_selector = "all()"`).MatchString(out) {
+		t.Errorf("disabling the old pool with the new one selecting zone a only passed plan (%v):\n%s", err, out)
+	}
+
+	// What that plan would have done, by hand: Calico's IPAM finds no pool for kwok-node-1.
+	w.write(e.provider() + newPool("zone == 'a'"))
+	w.planFile()
+	w.applyFile()
+	if _, err := e.api.UpdateIPPool(ctx, "test", oldPoolName, k8sops.PoolSettings{Disabled: true}, []string{"disabled"}); err != nil {
+		t.Fatal(err)
+	}
+	if ip, err := e.ipam.AssignLeaked(ctx, "default", "probe-a", "kwok-node-0"); err != nil || !netip.MustParsePrefix("10.20.0.0/16").Contains(ip) {
+		t.Errorf("Calico's IPAM on kwok-node-0 (zone a): %v, %v; want an address in the new pool", ip, err)
+	}
+	if ip, err := e.ipam.AssignLeaked(ctx, "default", "probe-b", "kwok-node-1"); err == nil || !strings.Contains(err.Error(), "no configured Calico pools for node kwok-node-1") {
+		t.Errorf("Calico's IPAM on kwok-node-1 (zone b) with only the zone-a pool enabled: %v, %v; want no configured pool", ip, err)
+	}
+	if _, err := e.api.UpdateIPPool(ctx, "test", oldPoolName, k8sops.PoolSettings{}, []string{"disabled"}); err != nil {
+		t.Fatal(err)
+	}
+
+	w.write(e.provider() + newPool("zone in {'a', 'b'}") + oldPool)
+	if out, err := w.run("plan"); err != nil || strings.Contains(out, "Nodes No Other Pool Selects") || strings.Contains(out, "Node Coverage") {
+		t.Errorf("with the new pool selecting both zones the plan fails or warns (%v):\n%s", err, out)
 	}
 }
