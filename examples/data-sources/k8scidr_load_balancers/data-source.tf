@@ -7,12 +7,8 @@ output "uncovered_load_balancers" {
 }
 
 # When LoadBalancer Services are recreated on purpose (include_load_balancers), their cloud
-# load balancers are new: keep a DNS record per Service pointing at the current ingress.
-resource "aws_route53_record" "lb" {
-  for_each = { for k, lb in data.k8scidr_load_balancers.all.load_balancers : k => lb if length(lb.ingress_hostnames) > 0 }
-  zone_id  = var.zone_id
-  name     = "${each.value.name}.${each.value.namespace}.example.com"
-  type     = "CNAME"
-  ttl      = 60
-  records  = [each.value.ingress_hostnames[0]]
+# load balancers are new: feed the current ingress of each to the DNS records that name it
+# (e.g. a for_each over this map in your DNS provider's record resource).
+output "load_balancer_ingress" {
+  value = { for k, lb in data.k8scidr_load_balancers.all.load_balancers : k => lb.ingress_hostnames if length(lb.ingress_hostnames) > 0 }
 }
