@@ -2,13 +2,19 @@
 // It starts the cluster in the conflicted state (kOps' default ranges inside Tailscale's
 // 100.64.0.0/10), then walks examples/migration stage by stage with terraform plan and apply
 // and the locally built provider, doing the steps outside the Kubernetes API where they fall,
-// and prints where Services, pods and node podCIDRs stand before and after.
+// and prints where Services, pods and node podCIDRs stand before and after. The screen shows each
+// stage as its reviewer would see it (the pull-request summary of the saved plan, then what the
+// apply did); terraform's full output goes to the log file it names (bin/demo.log).
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -22,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/plansummary"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -93,6 +100,8 @@ func run(root string, groups int) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(w.dir) }()
+	defer w.log.Close()
+	fmt.Printf("terraform's full output goes to %s\n", w.logPath)
 	stages := []struct {
 		n      int
 		title  string
@@ -117,10 +126,10 @@ func run(root string, groups int) error {
 			}
 		}
 		say("%s", st.title)
-		if err := w.tf("plan", "-input=false", "-no-color", fmt.Sprintf("-var=stage=%d", st.n), "-out=stage.tfplan"); err != nil {
+		if err := w.plan(fmt.Sprintf("Stage %d: the plan a reviewer sees", st.n), fmt.Sprintf("-var=stage=%d", st.n)); err != nil {
 			return err
 		}
-		if err := w.tf("apply", "-input=false", "-no-color", "stage.tfplan"); err != nil {
+		if err := w.apply(); err != nil {
 			return err
 		}
 		if st.n == 1 {
@@ -138,7 +147,7 @@ func run(root string, groups int) error {
 		return err
 	}
 	// Terraform reads the new node list on the next refresh.
-	if err := w.tf("apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", "-var=stage=5"); err != nil {
+	if err := w.tf(nil, "apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", "-var=stage=5"); err != nil {
 		return err
 	}
 	after, err := census(ctx, c, client)
@@ -147,12 +156,16 @@ func run(root string, groups int) error {
 	}
 	say("Before and after")
 	printTable(before, after)
-	say("What still collides with Tailscale's %s (the LoadBalancer keep-range is kept on purpose)", tailscale)
+	say("What still collides with Tailscale's %s", tailscale)
 	if err := overlaps(ctx, client); err != nil {
 		return err
 	}
 	say("A last plan finds nothing to do")
-	return w.tf("plan", "-input=false", "-no-color", "-var=stage=5", "-detailed-exitcode")
+	if err := w.tf(nil, "plan", "-input=false", "-no-color", "-var=stage=5", "-detailed-exitcode"); err != nil {
+		return fmt.Errorf("the last plan is not empty (exit 2 means changes): %w", err)
+	}
+	fmt.Printf("No changes: the cluster matches the configuration.\n\nThe migration is done. terraform's full output: %s\n", w.logPath)
+	return nil
 }
 
 // counts is where things stand: Services, pods and node podCIDRs per range.
@@ -225,11 +238,27 @@ func overlaps(ctx context.Context, client *k8sops.Client) error {
 	}
 	ranges = append(ranges, k8sops.NamedRange{Kind: k8sops.RangeReserved, Name: "tailscale", CIDR: tailscale})
 	conflicts := k8sops.FindConflicts(ranges)
+	onPurpose := 0
 	for _, cf := range conflicts {
 		fmt.Printf("  %-14s %-28s %-18s overlaps %s %s in %s\n", cf.A.Kind, cf.A.Name, cf.A.CIDR, cf.B.Kind, cf.B.Name, cf.Overlap)
+		if keepRange(cf.A) || keepRange(cf.B) {
+			onPurpose++
+		}
 	}
-	fmt.Printf("conflict_free = %t\n", len(conflicts) == 0)
+	switch {
+	case len(conflicts) == 0:
+		fmt.Println("Nothing overlaps.")
+	case onPurpose == len(conflicts):
+		fmt.Println("Only the keep-ranges overlap, on purpose: the LoadBalancer Services keep their ClusterIPs (and cloud load balancers) until you recreate them.")
+	default:
+		fmt.Printf("%d overlap(s).\n", len(conflicts))
+	}
 	return nil
+}
+
+// keepRange says whether r is a keep-range of examples/migration (a ServiceCIDR keep-…).
+func keepRange(r k8sops.NamedRange) bool {
+	return r.Kind == k8sops.RangeServiceCIDR && strings.HasPrefix(r.Name, "keep-")
 }
 
 // retireDefaultRange is KEP-1880 steps 5-7 after the flag change: the apiserver restarts on the
@@ -264,10 +293,11 @@ func retireDefaultRange(ctx context.Context, c *testcluster.Cluster, client *k8s
 }
 
 // workspace runs the built terraform on examples/migration/main.tf (linked, not copied) with
-// the locally built provider through a dev override.
+// the locally built provider through a dev override; terraform's output goes to log.
 type workspace struct {
-	dir, terraform string
-	env            []string
+	dir, terraform, logPath string
+	env                     []string
+	log                     *os.File
 }
 
 func newWorkspace(root, bin, kubeconfig string) (*workspace, error) {
@@ -283,13 +313,131 @@ func newWorkspace(root, bin, kubeconfig string) (*workspace, error) {
 	if err := os.WriteFile(rc, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
-	return &workspace{dir: dir, terraform: filepath.Join(bin, "terraform"),
+	logPath := filepath.Join(bin, "demo.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	return &workspace{dir: dir, terraform: filepath.Join(bin, "terraform"), logPath: logPath, log: log,
 		env: append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBE_CONFIG_PATH="+kubeconfig)}, nil
 }
 
-func (w *workspace) tf(args ...string) error {
-	fmt.Printf("$ terraform %s\n", strings.Join(args, " "))
+// tf runs terraform with its output in the log; with capture (for -json commands) the output
+// goes there, and the log gets each record's message and diagnostic detail. On failure the
+// screen gets the end of the log.
+func (w *workspace) tf(capture *bytes.Buffer, args ...string) error {
+	line := "$ terraform " + strings.Join(args, " ")
+	fmt.Println(line)
+	if _, err := fmt.Fprintf(w.log, "\n%s\n", line); err != nil {
+		return err
+	}
+	var text bytes.Buffer
 	cmd := exec.Command(w.terraform, append([]string{"-chdir=" + w.dir}, args...)...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = w.env, os.Stdout, os.Stderr
-	return cmd.Run()
+	cmd.Env, cmd.Stdout, cmd.Stderr = w.env, io.MultiWriter(w.log, &text), io.MultiWriter(w.log, &text)
+	if capture != nil {
+		cmd.Stdout = capture
+	}
+	err := cmd.Run()
+	if capture != nil {
+		records := readable(capture.Bytes())
+		text.WriteString(records)
+		if _, werr := io.WriteString(w.log, records); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		lines := strings.Split(strings.TrimSpace(text.String()), "\n")
+		fmt.Printf("%s\n(the end of terraform's output; all of it is in %s)\n", strings.Join(lines[max(0, len(lines)-40):], "\n"), w.logPath)
+		return fmt.Errorf("terraform %s: %w", args[0], err)
+	}
+	return nil
+}
+
+// readable renders terraform's -json records as text: each message, and a diagnostic's detail.
+func readable(records []byte) string {
+	var out strings.Builder
+	sc := bufio.NewScanner(bytes.NewReader(records))
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		var r struct {
+			Message    string `json:"@message"`
+			Diagnostic *struct {
+				Detail string `json:"detail"`
+			} `json:"diagnostic"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			out.WriteString(sc.Text() + "\n")
+			continue
+		}
+		out.WriteString(r.Message + "\n")
+		if r.Diagnostic != nil && r.Diagnostic.Detail != "" {
+			out.WriteString("  " + strings.ReplaceAll(r.Diagnostic.Detail, "\n", "\n  ") + "\n")
+		}
+	}
+	return out.String()
+}
+
+// plan saves the plan of the stage to stage.tfplan and prints its pull-request summary: the
+// moves, restarts and changes a reviewer approves, with the warnings. The log gets the plan as
+// terraform shows it.
+func (w *workspace) plan(title string, args ...string) error {
+	var jsonLog bytes.Buffer
+	err := w.tf(&jsonLog, append([]string{"plan", "-input=false", "-json", "-out=stage.tfplan"}, args...)...)
+	if err != nil {
+		return err
+	}
+	var planJSON bytes.Buffer
+	if err := w.tf(nil, "show", "-no-color", "stage.tfplan"); err != nil {
+		return err
+	}
+	cmd := exec.Command(w.terraform, "-chdir="+w.dir, "show", "-json", "stage.tfplan")
+	cmd.Env, cmd.Stdout, cmd.Stderr = w.env, &planJSON, w.log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("terraform show -json: %w", err)
+	}
+	p, err := plansummary.ReadPlan(&planJSON)
+	if err != nil {
+		return err
+	}
+	diags, err := plansummary.ReadLog(&jsonLog)
+	if err != nil {
+		return err
+	}
+	fmt.Print(plansummary.Summarize(p, demoDiagnostics(diags), plansummary.Options{Title: title, Entries: 6}))
+	return nil
+}
+
+// apply applies stage.tfplan and prints its outcome: terraform's last line and each warning's
+// summary (their details are in the log).
+func (w *workspace) apply() error {
+	var jsonLog bytes.Buffer
+	if err := w.tf(&jsonLog, "apply", "-input=false", "-json", "stage.tfplan"); err != nil {
+		return err
+	}
+	diags, err := plansummary.ReadLog(bytes.NewReader(jsonLog.Bytes()))
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(&jsonLog)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		var m struct {
+			Type    string `json:"type"`
+			Message string `json:"@message"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Type == "change_summary" {
+			fmt.Println(m.Message)
+		}
+	}
+	for _, d := range demoDiagnostics(diags) {
+		fmt.Printf("  %s: %s\n", d.Severity, d.Summary)
+	}
+	return nil
+}
+
+// demoDiagnostics drops the warning the demo's own dev override causes on every command.
+func demoDiagnostics(diags []plansummary.Diagnostic) []plansummary.Diagnostic {
+	return slices.DeleteFunc(diags, func(d plansummary.Diagnostic) bool {
+		return strings.Contains(d.Summary, "development overrides")
+	})
 }
