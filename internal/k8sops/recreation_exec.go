@@ -33,11 +33,13 @@ type ExecOptions struct {
 	// WindowTarget is the unavailability per Service the run steers its concurrency to;
 	// default DefaultWindowTarget. Parallelism stays the upper bound.
 	WindowTarget time.Duration
-	// DelayAfterDelete is fault injection for crash tests: it holds every move between delete
-	// and create, so a kill lands while Services are gone. DelayBeforeDelete holds every move
-	// between its journal write and its delete, so a test can change the Service meanwhile.
-	DelayAfterDelete  time.Duration
-	DelayBeforeDelete time.Duration
+	// HoldAfterDelete is fault injection for crash tests, nil otherwise: every move calls it
+	// between delete and create, so a kill lands while Services are gone. HoldBeforeDelete is
+	// called between a move's journal write and its delete, so a test can change the Service
+	// meanwhile. Each gets the apply's context and the Service's key, and returns when the test
+	// lets the move go on, or when ctx ends (the apply is interrupted).
+	HoldAfterDelete  func(ctx context.Context, key string)
+	HoldBeforeDelete func(ctx context.Context, key string)
 }
 
 // RecreationResult is what an apply did.

@@ -261,8 +261,8 @@ const (
 func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, err error) {
 	old := x.services[e.Key]
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
-	if x.o.DelayBeforeDelete > 0 {
-		time.Sleep(x.o.DelayBeforeDelete)
+	if x.o.HoldBeforeDelete != nil {
+		x.o.HoldBeforeDelete(ctx, e.Key)
 	}
 	e, err = x.refreshDependents(ctx, old, e)
 	if err != nil {
@@ -313,8 +313,8 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 			x.mu.Unlock()
 		}
 	}()
-	if x.o.DelayAfterDelete > 0 {
-		time.Sleep(x.o.DelayAfterDelete)
+	if x.o.HoldAfterDelete != nil {
+		x.o.HoldAfterDelete(ctx, e.Key)
 	}
 	// The garbage collector would delete the owned slices some time after the Service, maybe
 	// after their restored copies (same names) were refused as existing: gone now, they are

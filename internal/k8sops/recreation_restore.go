@@ -219,16 +219,16 @@ func UnrestoredJournal(ctx context.Context, c *Client, j Journal, p PlannedRecre
 	if err := readEndpoints(ctx, c, &snap); err != nil {
 		return nil, err
 	}
+	// Listed, as TakeSnapshot does: the roles of examples/rbac may list namespaces, not get them.
 	snap.Namespaces = map[string]corev1.NamespacePhase{}
-	for ns := range namespaces {
-		n, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return nil, fmt.Errorf("reading namespace %s: %w", ns, err)
-		default:
-			snap.Namespaces[ns] = n.Status.Phase
+	err = eachItem(ctx, listPages(c.Kube.CoreV1().Namespaces().List), func(n *corev1.Namespace) error {
+		if namespaces[n.Name] {
+			snap.Namespaces[n.Name] = n.Status.Phase
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
 	}
 	byKey := map[string]*corev1.Service{}
 	for i := range snap.Services {

@@ -99,10 +99,12 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 					k8sops.DefaultBlockSize4, k8sops.DefaultBlockSize6),
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown(), int64planmodifier.RequiresReplace()},
 			},
-			"ipip_mode":          ipip,
-			"vxlan_mode":         vxlan,
-			"nat_outgoing":       keepBool("Masquerade traffic from the pool's pods to destinations outside every pool. Default on create: `false`."),
-			"disabled":           keepBool("No new address is assigned from a disabled pool; existing ones stay until their pods go. Default on create: `false`."),
+			"ipip_mode":    ipip,
+			"vxlan_mode":   vxlan,
+			"nat_outgoing": keepBool("Masquerade traffic from the pool's pods to destinations outside every pool. Default on create: `false`."),
+			"disabled": keepBool("No new address is assigned from a disabled pool; existing ones stay until their pods go. " +
+				"Disabling (or destroying) the last enabled pool of an address family, or one that serves nodes no other enabled " +
+				"pool's `node_selector` selects, is a plan error (pools this run creates first count). Default on create: `false`."),
 			"disable_bgp_export": keepBool("Do not export the pool's routes over BGP. Default on create: `false`."),
 			"node_selector":      nodeSelector,
 			"allowed_uses": schema.SetAttribute{
@@ -116,10 +118,11 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"assignment_mode": assignment,
 			"deletion_policy": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DeleteWaitForDrain),
-				MarkdownDescription: "What destroy does while pods hold addresses in the pool: `wait_for_drain` disables the pool " +
-					"and waits, up to the delete timeout, until no live pod holds one; `refuse_if_allocated` fails at once, " +
-					"naming them; `force` deletes anyway (their addresses stay in orphaned blocks), even the last enabled pool of " +
-					"its family, which is otherwise refused. Leaked addresses and node " +
+				MarkdownDescription: "What destroy does while pods hold addresses in the pool, which the destroy plan names: " +
+					"`wait_for_drain` disables the pool and waits, up to the delete timeout, until no live pod holds one (a plan " +
+					"warning); `refuse_if_allocated` is refused at plan (and at apply, if pods came since); `force` deletes anyway " +
+					"(their addresses stay in orphaned blocks), even the last enabled pool of its family or one whose nodes no " +
+					"other pool selects, which are otherwise refused. Leaked addresses and node " +
 					"tunnel addresses never hold a drain: they are reported. Default `" + k8sops.DeleteWaitForDrain + "`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.DeletionPolicies...)},
 			},
@@ -468,12 +471,17 @@ func checkLivePods(ctx context.Context, api *k8sops.CalicoAPI, client *k8sops.Cl
 	if len(live) == 0 {
 		return
 	}
-	name, held := state.Name.ValueString(), k8sops.DescribeAllocations(live)
+	name, held := state.Name.ValueString(), k8sops.DescribeAllocations(allocs)
+	tunnels := ""
+	if len(k8sops.ByClass(allocs, k8sops.AllocTunnel)) > 0 {
+		tunnels = " " + k8sops.TunnelNote
+	}
 	if policy == k8sops.DeleteRefuseIfAllocated {
-		diags.AddError("IPPool Holds Live Pods", fmt.Sprintf("IPPool %s (%s) holds %s, and its deletion_policy = %q refuses to "+
-			"delete it while they do. Restart them first so they take addresses from another pool (k8scidr_workload_roll "+
-			"with pod_cidrs = [%q] on its k8scidr_workload_restarts data source), then plan the delete again; or set "+
-			"deletion_policy = \"%s\" to disable the pool and wait for them.", name, pfx.Masked(), held, policy, pfx.Masked(), k8sops.DeleteWaitForDrain))
+		diags.AddError("IPPool Holds Live Pods", fmt.Sprintf("IPPool %s (%s) holds %s. Its deletion_policy = %q refuses to "+
+			"delete it while live pods hold addresses, so nothing was changed. Restart them first so they take addresses "+
+			"from another pool (k8scidr_workload_roll with pod_cidrs = [%q] on its k8scidr_workload_restarts data source), "+
+			"then plan the delete again; or set deletion_policy = \"%s\" to disable the pool and wait for them.%s",
+			name, pfx.Masked(), held, policy, pfx.Masked(), k8sops.DeleteWaitForDrain, tunnels))
 		return
 	}
 	timeout, d := state.Timeouts.Delete(ctx, calicoPoolDrainTimeout)
@@ -481,7 +489,7 @@ func checkLivePods(ctx context.Context, api *k8sops.CalicoAPI, client *k8sops.Cl
 	diags.AddWarning("Delete Waits for Live Pods", fmt.Sprintf("IPPool %s (%s) holds %s. The delete disables the pool and waits "+
 		"up to %s (timeouts.delete) until none holds an address in it; nothing restarts them. Roll them in an earlier apply "+
 		"(k8scidr_workload_roll with pod_cidrs = [%q]), or the delete fails when the wait ends and leaves the pool "+
-		"disabled, with every pod still working.", name, pfx.Masked(), held, timeout, pfx.Masked()))
+		"disabled, with every pod still working.%s", name, pfx.Masked(), held, timeout, pfx.Masked(), tunnels))
 }
 
 func (r *calicoIPPoolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

@@ -5,16 +5,43 @@
 package provider
 
 import (
+	"context"
 	"os"
 	"time"
 )
 
-// K8SCIDR_FAULT_DELAY_AFTER_DELETE widens the window in which a killed apply leaves Services
-// deleted; K8SCIDR_FAULT_DELAY_BEFORE_DELETE the one in which another client changes a
-// journaled Service.
+// At each point of every move (AFTER_DELETE: between delete and create, where a kill leaves
+// Services deleted; BEFORE_DELETE: between the journal write and the delete, where another
+// client changes a journaled Service):
+//   - K8SCIDR_FAULT_DELAY_<point> (a duration) holds the move that long: many moves are then in
+//     flight at a kill;
+//   - K8SCIDR_FAULT_GATE_<point> (a file) holds the move until the file exists: a barrier the
+//     test opens once it has made its change, instead of a window it must hit.
+//
+// Both end early when the apply is interrupted, as the moves in flight then go on.
 func init() {
-	faultDelay = func(point string) time.Duration {
-		d, _ := time.ParseDuration(os.Getenv("K8SCIDR_FAULT_DELAY_" + point))
-		return d
+	faultHold = func(point string) func(context.Context, string) {
+		delay, _ := time.ParseDuration(os.Getenv("K8SCIDR_FAULT_DELAY_" + point))
+		gate := os.Getenv("K8SCIDR_FAULT_GATE_" + point)
+		if delay == 0 && gate == "" {
+			return nil
+		}
+		return func(ctx context.Context, _ string) {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return
+			}
+			for deadline := time.Now().Add(5 * time.Minute); gate != "" && time.Now().Before(deadline); {
+				if _, err := os.Stat(gate); err == nil {
+					return
+				}
+				select {
+				case <-time.After(10 * time.Millisecond):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
 	}
 }

@@ -298,6 +298,22 @@ type providerData struct {
 	// destroyed in the same run counts them as what is left (CheckPoolsLeft). Terraform plans
 	// a resource after those it depends on, so a disable ordered after the new pool sees it.
 	plannedPools sync.Map
+	// plannedRanges are the ServiceCIDRs this run plans to create, by name: a recreation
+	// planned after them (depends_on) counts them Ready, as its apply, which re-checks live,
+	// will find them. Its plan then warns only of what no range of the run serves.
+	plannedRanges sync.Map
+}
+
+// rangesWithPlanned are the live ServiceCIDRs with those this run plans to create, Ready.
+func (d *providerData) rangesWithPlanned(live []k8sops.ServiceCIDR) []k8sops.ServiceCIDR {
+	out := slices.Clone(live)
+	d.plannedRanges.Range(func(_, v any) bool {
+		if sc, _ := v.(k8sops.ServiceCIDR); !slices.ContainsFunc(out, func(o k8sops.ServiceCIDR) bool { return o.Name == sc.Name }) {
+			out = append(out, sc)
+		}
+		return true
+	})
+	return out
 }
 
 // poolsLeft are the live pools with those this run plans enabled in their place.

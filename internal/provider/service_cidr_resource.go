@@ -129,6 +129,10 @@ func (r *serviceCIDRResource) ModifyPlan(ctx context.Context, req resource.Modif
 				"The \"kubernetes\" ServiceCIDR belongs to the apiserver, which creates it from --service-cluster-ip-range. "+
 					"Import it instead: terraform import <address> kubernetes.")
 		}
+		if r.data != nil && fullyKnown(plan.CIDRs) && !plan.Name.IsUnknown() {
+			r.data.plannedRanges.Store(plan.Name.ValueString(), k8sops.ServiceCIDR{Name: plan.Name.ValueString(),
+				CIDRs: stringList(ctx, plan.CIDRs, &resp.Diagnostics), Ready: true})
+		}
 		return
 	}
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)

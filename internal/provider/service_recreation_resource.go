@@ -256,8 +256,9 @@ func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, pl
 	}
 }
 
-// warnNotReady reads what the apply will refuse to start without, and warns: it may be created
-// in the same apply (a ServiceCIDR this resource depends on).
+// warnNotReady reads what the apply will refuse to start without, and warns: a target or bridge
+// IP that no Ready range serves, counting the ServiceCIDRs this run creates first (the apply
+// re-checks live).
 func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
 	if r.data == nil || r.data.client == nil || plan.DNSBridgeName.IsUnknown() {
 		return
@@ -267,6 +268,7 @@ func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serv
 		diags.AddWarning("Cluster Not Readable", "The plan could not check that the target ranges are served: "+apiErrorText(err))
 		return
 	}
+	snap.Ranges = r.data.rangesWithPlanned(snap.Ranges)
 	addFindings(diags, planFindings(k8sops.RecreationPreflight(snap, p, plan.bridge())), false)
 	checkBridgeRemoval(ctx, r.data.client, snap, plan, diags, false)
 }
@@ -340,9 +342,9 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	}
 	res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
-		SliceWait:        plan.endpointWait(),
-		Log:              func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) },
-		DelayAfterDelete: faultDelay("AFTER_DELETE"), DelayBeforeDelete: faultDelay("BEFORE_DELETE"),
+		SliceWait:       plan.endpointWait(),
+		Log:             func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) },
+		HoldAfterDelete: faultHold("AFTER_DELETE"), HoldBeforeDelete: faultHold("BEFORE_DELETE"),
 	})
 	for _, n := range res.Notes {
 		diags.AddWarning("Service Recreation", n)
@@ -438,10 +440,10 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// faultDelay is the fault-injection delay at a point of each move (AFTER_DELETE, BEFORE_DELETE),
-// always zero in the shipped provider: the crash, kill and fault suites build it with
+// faultHold is the fault-injection hold at a point of each move (AFTER_DELETE, BEFORE_DELETE),
+// always nil in the shipped provider: the crash, kill and fault suites build it with
 // -tags k8scidr_faults (fault_hook.go), which reads it from the environment.
-var faultDelay = func(string) time.Duration { return 0 }
+var faultHold = func(string) func(context.Context, string) { return nil }
 
 // plannedKnown reports whether every value the apply acts on is known.
 func (m *serviceRecreationModel) plannedKnown() bool { return fullyKnown(m.Plan) }
