@@ -11,13 +11,27 @@
 #   4. the plan-contract tests under OpenTofu and under terraform 1.8.5 (make testacc-cli)
 #   5. fuzzing, and the benchmark's smoke mode
 #
-# Any failure fails the run. MATRIX and TEST_TIMEOUT come from the GNUmakefile.
+# Any failure fails the run, and so does a skip: every go test runs with -json through
+# k8scidr-testreport, which prints each failure in full and fails on a skip that
+# tools/test-skips.txt does not list with its reason. MATRIX and TEST_TIMEOUT come from the
+# GNUmakefile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MATRIX=${MATRIX:-1.29 1.32 1.33}
 TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 bin=$PWD/bin
 step() { printf '\ntest: %s (%ds)\n' "$*" "$SECONDS" >&2; }
+# The suite runs on the clusters it starts itself: a kubeconfig exported for `make testacc`
+# (K8SCIDR_TEST_KUBECONFIG) would make every test that needs its own cluster skip.
+unset K8SCIDR_TEST_KUBECONFIG
+go build -o "$bin/k8scidr-testreport" ./internal/testcluster/cmd/k8scidr-testreport
+# gotest NAME [-each] GO-TEST-ARGS...: go test -json, reported (see above).
+gotest() {
+	local name=$1 each=
+	shift
+	if [ "${1:-}" = -each ]; then each=-each; shift; fi
+	go test -json "$@" | "$bin/k8scidr-testreport" -allow tools/test-skips.txt -step "$name" $each
+}
 
 step "building the suite's binaries"
 K8SCIDR_TESTBIN_PART=core bash tools/testbin.sh
@@ -32,8 +46,9 @@ extra=$!
 trap 'kill -- -$extra 2>/dev/null || true' EXIT
 
 step "unit tests and the acceptance suite on the newest Kubernetes"
-# K8SCIDR_MATRIX is empty here: the TestAccMatrix_ tests run in step 3.
-TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX= go test ./... -count=1 -timeout "$TEST_TIMEOUT"
+# The TestAccMatrix_ tests run in step 3, on each release of MATRIX.
+TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX= gotest "the suite on the newest Kubernetes" \
+	./... -count=1 -timeout "$TEST_TIMEOUT" -skip '^TestAccMatrix_'
 
 step "waiting for the background builds"
 if ! wait "$extra"; then
@@ -45,16 +60,9 @@ trap - EXIT
 grep '^testbin: built' "$extra_log" >&2 || true
 
 step "the TestAccMatrix_ tests on Kubernetes $MATRIX"
-matrix_log=$bin/.test-matrix.log
-status=0
-TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX="$MATRIX" go test ./internal/provider -count=1 -v -run 'TestAccMatrix_' \
-	-timeout "$TEST_TIMEOUT" >"$matrix_log" 2>&1 || status=$?
-# Which test ran on which release, and every failure with its output.
-grep -E '^(--- |\s+--- |ok|FAIL)' "$matrix_log" >&2 || true
-if [ "$status" -ne 0 ]; then
-	cat "$matrix_log" >&2
-	exit "$status"
-fi
+# -each: which test ran on which release.
+TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX="$MATRIX" gotest "the matrix on Kubernetes $MATRIX" -each \
+	./internal/provider -count=1 -run 'TestAccMatrix_' -timeout "$TEST_TIMEOUT"
 
 step "the plan-contract tests under OpenTofu"
 make --no-print-directory testacc-cli CLI="$bin/tofu"

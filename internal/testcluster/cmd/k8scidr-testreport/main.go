@@ -1,0 +1,177 @@
+// Command k8scidr-testreport reads `go test -json` on stdin and prints what a person reads of a
+// run: each package's result line, and the whole output of every test that failed. It fails
+// (exit 1) when a test failed, when the stream holds no result for a test that started (a
+// crash, a timeout), and when a test was skipped that the allow-list does not name: under
+// `make test` a skip is a failure unless tools/test-skips.txt says why it is expected.
+//
+//	go test -json ./... | k8scidr-testreport -allow tools/test-skips.txt -step "the acceptance suite"
+//
+// The allow-list holds one rule a line, "<pattern> <reason>", the pattern matched against the
+// whole "<package path>.<test>" with * standing for any text (e.g.
+// "*/internal/provider.TestAccMatrix_*"); # starts a comment. The skips it allowed are printed with their rule, so a run's log says
+// what did not run and why.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+	Elapsed float64
+}
+
+type rule struct {
+	pattern *regexp.Regexp
+	reason  string
+}
+
+func main() {
+	allow := flag.String("allow", "", "the allow-list of expected skips")
+	step := flag.String("step", "go test", "what this run is, for the summary")
+	each := flag.Bool("each", false, "print a line for every test that ends (which ran, and how long)")
+	flag.Parse()
+	rules, err := readRules(*allow)
+	if err == nil {
+		err = report(os.Stdin, os.Stdout, rules, *step, *each)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "k8scidr-testreport:", err)
+		os.Exit(1)
+	}
+}
+
+func readRules(file string) ([]rule, error) {
+	if file == "" {
+		return nil, nil
+	}
+	text, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var rules []rule
+	for i, line := range strings.Split(string(text), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		pattern, reason, ok := strings.Cut(line, " ")
+		if !ok || strings.TrimSpace(reason) == "" {
+			return nil, fmt.Errorf("%s:%d: want \"<pattern> <reason>\", got %q", file, i+1, line)
+		}
+		re := regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*") + "$")
+		rules = append(rules, rule{re, strings.TrimSpace(reason)})
+	}
+	return rules, nil
+}
+
+// report prints the run and returns an error naming what failed it.
+func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) error {
+	output := map[string]*strings.Builder{} // by package.test, while it runs
+	started := map[string]bool{}
+	var failed, unexpected, allowed, packageFailed []string
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			// go test's own messages (build errors) are not JSON: show them as they are.
+			fmt.Fprintln(out, sc.Text())
+			continue
+		}
+		id := e.Package + "." + e.Test
+		switch {
+		case e.Test == "" && e.Action == "output":
+			fmt.Fprint(out, e.Output) // the package's "ok"/"FAIL" lines, and output outside tests
+		case e.Test == "":
+			if e.Action == "fail" { // "skip" is a package without tests
+				packageFailed = append(packageFailed, e.Package)
+			}
+		case e.Action == "run":
+			started[id], output[id] = true, &strings.Builder{}
+		case e.Action == "output":
+			if b := output[id]; b != nil {
+				b.WriteString(e.Output)
+			}
+		case e.Action == "pass" || e.Action == "fail" || e.Action == "skip":
+			delete(started, id)
+			text := output[id]
+			delete(output, id)
+			if each {
+				fmt.Fprintf(out, "--- %s: %s (%.1fs)\n", strings.ToUpper(e.Action), e.Test, e.Elapsed)
+			}
+			switch e.Action {
+			case "fail":
+				failed = append(failed, id)
+				if text != nil {
+					fmt.Fprint(out, text.String())
+				}
+			case "skip":
+				if r, ok := matchRule(rules, id); ok {
+					allowed = append(allowed, fmt.Sprintf("%s (%s)", id, r.reason))
+				} else {
+					unexpected = append(unexpected, id)
+					if text != nil {
+						fmt.Fprint(out, text.String())
+					}
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	unfinished := slices.Sorted(func(yield func(string) bool) {
+		for id := range started {
+			if !yield(id) {
+				return
+			}
+		}
+	})
+	for _, id := range unfinished {
+		if text := output[id]; text != nil {
+			fmt.Fprint(out, text.String())
+		}
+	}
+	fmt.Fprintf(out, "\n%s: %d test(s) failed, %d unfinished, %d skipped unexpectedly, %d skipped as allowed\n",
+		step, len(failed), len(unfinished), len(unexpected), len(allowed))
+	for _, a := range allowed {
+		fmt.Fprintln(out, "  allowed skip:", a)
+	}
+	var errs []error
+	if len(failed) > 0 {
+		errs = append(errs, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
+	}
+	if len(unfinished) > 0 {
+		errs = append(errs, fmt.Errorf("started but never finished (crash or timeout): %s", strings.Join(unfinished, ", ")))
+	}
+	if len(unexpected) > 0 {
+		errs = append(errs, fmt.Errorf("skipped, and not on the allow-list: %s (a skip under make test hides a test that did not run; "+
+			"fix what made it skip, or add it to the allow-list with the reason)", strings.Join(unexpected, ", ")))
+	}
+	if len(errs) == 0 && len(packageFailed) > 0 {
+		errs = append(errs, fmt.Errorf("package(s) failed: %s", strings.Join(packageFailed, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+func matchRule(rules []rule, id string) (rule, bool) {
+	for _, r := range rules {
+		if r.pattern.MatchString(id) {
+			return r, true
+		}
+	}
+	return rule{}, false
+}
