@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,9 @@ import (
 )
 
 // The TestAccMatrix_ tests run a focused subset on each older Kubernetes release named in
-// K8SCIDR_MATRIX (make test: 1.29 1.32 1.33; make test-matrix: every release); the rest of the
-// suite runs on the newest. Each release gets a cluster of its own per test.
+// K8SCIDR_MATRIX (make test: 1.29 1.32 1.33; make test-matrix: every release) and on the
+// suite's own, the newest, which the rest of the suite runs on. Each release gets a cluster of
+// its own per test.
 
 // forEachRelease runs f as a subtest on a fresh cluster of each release of the matrix, started
 // with opts applied. A release that is not built fails the test under make (which builds them)
@@ -35,6 +37,9 @@ func forEachRelease(t *testing.T, opts func(*testcluster.Options), f func(*testi
 	names := strings.Fields(strings.ReplaceAll(os.Getenv("K8SCIDR_MATRIX"), ",", " "))
 	if len(names) == 0 {
 		t.Skip("K8SCIDR_MATRIX names no release (make test sets it)")
+	}
+	if !slices.Contains(names, testcluster.NewestRelease) {
+		names = append(names, testcluster.NewestRelease) // and always the suite's own
 	}
 	for _, name := range names {
 		r, err := testcluster.ReleaseNamed(name)

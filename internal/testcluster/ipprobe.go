@@ -90,6 +90,16 @@ func (p *IPProbe) Report(ip string) (time.Time, []Outage) {
 	return p.first[ip], out
 }
 
+// RoutesAt says whether ip routed at time at: it had first routed by then, and no outage
+// (an open one included) covers it.
+func (p *IPProbe) RoutesAt(ip string, at time.Time) bool {
+	first, outages := p.Report(ip)
+	if first.IsZero() || first.After(at) {
+		return false
+	}
+	return !slices.ContainsFunc(outages, func(o Outage) bool { return !o.From.After(at) && (o.To.IsZero() || o.To.After(at)) })
+}
+
 // Longest is the longest outage of ip that began in [from, to), and how many there were.
 func (p *IPProbe) Longest(ip string, from, to time.Time) (time.Duration, int) {
 	_, outages := p.Report(ip)
@@ -132,7 +142,7 @@ func (p *IPProbe) routes(ip string) bool {
 		}
 		for _, o := range p.slices.List() {
 			es, ok := o.(*discoveryv1.EndpointSlice)
-			if !ok || es.Labels[discoveryv1.LabelServiceName] != s.Name {
+			if !ok || !servesService(es, s) {
 				continue
 			}
 			for _, ep := range es.Endpoints {
@@ -143,4 +153,20 @@ func (p *IPProbe) routes(ip string) bool {
 		}
 	}
 	return false
+}
+
+// servesService says whether es is one of s's slices: its namespace and service-name label, as
+// kube-proxy matches them, and, when a Service owns it, s itself. A slice the garbage collector
+// has not yet deleted with the Service's previous object would otherwise count as serving the
+// new one, and hide the gap a move leaves. Slices mirrored from Endpoints are owned by those.
+func servesService(es *discoveryv1.EndpointSlice, s *corev1.Service) bool {
+	if es.Namespace != s.Namespace || es.Labels[discoveryv1.LabelServiceName] != s.Name {
+		return false
+	}
+	for _, ref := range es.OwnerReferences {
+		if ref.Kind == "Service" && ref.UID != s.UID {
+			return false
+		}
+	}
+	return true
 }

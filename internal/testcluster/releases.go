@@ -12,8 +12,9 @@ import (
 // NewestRelease is the minor version of the suite's own control plane (tools/testbin/kube/go.mod).
 const NewestRelease = "1.37"
 
-// Release is an older Kubernetes control plane whose binaries tools/testbin.sh builds into
-// bin/k8s-<Name>/ (make testbin-matrix), with the flags that make it serve ServiceCIDR.
+// Release is a Kubernetes control plane whose binaries tools/testbin.sh builds into
+// bin/k8s-<Name>/ (make testbin-matrix; the newest is the suite's own, in bin/), with the flags
+// that make it serve ServiceCIDR.
 type Release struct {
 	Name string // minor version, e.g. "1.29"
 	// ServiceCIDRVersion is the group/version its ServiceCIDRs are served as.
@@ -26,7 +27,7 @@ type Release struct {
 
 const multiCIDRGate = "--feature-gates=MultiCIDRServiceAllocator=true"
 
-// Releases are the older releases, oldest first. A newer apiserver cannot stand in for them:
+// Releases are the releases, oldest first, the newest last. A newer apiserver cannot stand in for them:
 // with networking.k8s.io/v1 servicecidrs disabled it never becomes ready, because it runs on
 // that API itself.
 var Releases = []Release{
@@ -42,6 +43,8 @@ var Releases = []Release{
 	{Name: "1.33", ServiceCIDRVersion: "networking.k8s.io/v1", DualWrite: true},
 	{Name: "1.35", ServiceCIDRVersion: "networking.k8s.io/v1"},
 	{Name: "1.36", ServiceCIDRVersion: "networking.k8s.io/v1"},
+	// The suite's own control plane (bin/), so that the matrix tests run on the newest too.
+	{Name: NewestRelease, ServiceCIDRVersion: "networking.k8s.io/v1"},
 }
 
 // ReleaseNamed is the release of that name.
@@ -57,8 +60,14 @@ func ReleaseNamed(name string) (Release, error) {
 	return Releases[i], nil
 }
 
-// BinDir is where tools/testbin.sh puts the release's binaries.
-func (r Release) BinDir() string { return filepath.Join(DefaultBinDir(), "k8s-"+r.Name) }
+// BinDir is where tools/testbin.sh puts the release's binaries: bin/k8s-<Name>/, and bin/ itself
+// for the newest.
+func (r Release) BinDir() string {
+	if r.Name == NewestRelease {
+		return DefaultBinDir()
+	}
+	return filepath.Join(DefaultBinDir(), "k8s-"+r.Name)
+}
 
 // Built says whether the release's binaries are there, and if not what to run.
 func (r Release) Built() error {
