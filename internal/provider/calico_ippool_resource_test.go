@@ -239,7 +239,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 	oldPool = strings.Replace(oldPool, `"old" {`+"\n  name = \"old\"", `"old" {`+"\n  name = \""+oldPoolName+"\"", 1)
 	disabledOld := strings.Replace(oldPool, "}\n", "  disabled = true\n}\n", 1)
 	const newAddr, oldAddr, data = "k8scidr_calico_ippool.new", "k8scidr_calico_ippool.old", "data.k8scidr_calico_ippools.all"
-	var drainStarted time.Time
+	restarted := make(chan struct{})
 	var oldSpec map[string]any
 
 	resource.Test(t, resource.TestCase{
@@ -322,13 +322,15 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 			{
 				// Destroy the old pool: it waits until its pods have been restarted elsewhere.
 				PreConfig: func() {
-					drainStarted = time.Now()
-					go func() { time.Sleep(4 * time.Second); e.restart("old-app") }()
+					// Some time into the destroy, its pods are restarted: the destroy must end after.
+					go func() { time.Sleep(4 * time.Second); e.restart("old-app"); close(restarted) }()
 				},
 				Config: e.provider() + newPool + poolsData,
 				Check: func(*terraform.State) error {
-					if waited := time.Since(drainStarted); waited < 4*time.Second {
-						return fmt.Errorf("destroy returned after %s, before the pods were restarted", waited)
+					select {
+					case <-restarted:
+					default:
+						return fmt.Errorf("the destroy returned before the pods holding addresses in the pool were restarted")
 					}
 					podsIn(t, e.waitPods("old-app", 4), "10.20.0.0/16")
 					if blocks, affs := e.blocksIn(oldPoolCIDR); len(blocks)+len(affs) > 0 {
@@ -445,9 +447,9 @@ func TestAccCalicoIPPool_allocationClasses(t *testing.T) {
 				),
 			},
 			{
-				// refuse_if_allocated: fails at once, naming the live pods and the other classes; nothing changes.
+				// refuse_if_allocated: refused at plan, naming the live pods and the other classes; nothing changes.
 				Config: e.provider() + newPool + poolsData,
-				ExpectError: diagRE("IPPool Not Deleted", "holds live pod: 2 (", livePods[0]+",", livePods[1]+");",
+				ExpectError: diagRE("IPPool Holds Live Pods", "holds live pod: 2 (", livePods[0]+",", livePods[1]+");",
 					"leaked: 1 (default/gone-pod "+leaked.String()+");", "node tunnel address: 1 (node kwok-node-1 "+tunnel.String()+")",
 					"nothing was changed", "move only when calico-node restarts", `include = ["kube-system/daemonset/calico-node"]`),
 			},

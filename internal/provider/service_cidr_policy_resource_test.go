@@ -287,9 +287,9 @@ func TestAccServiceCIDRPolicy_invalid(t *testing.T) {
 		"neither":       {"", "Missing Policy Setting"},
 		"host bits":     {"  allowed_cidrs = [\"172.24.0.1/15\"]\n", `"172.24.0.1/15" has host bits set: use 172.24.0.0/15`},
 		"not a CIDR":    {"  allowed_cidrs = [\"services\"]\n", "Invalid CIDR"},
-		"empty":         {"  allowed_cidrs = []\n", "allowed_cidrs"},
+		"empty":         {"  allowed_cidrs = []\n", "@allowed_cidrs"},
 		"deny and warn": {"  deny_new = true\n  validation_actions = [\"Deny\", \"Warn\"]\n", "Deny and Warn cannot be combined"},
-		"bad action":    {"  deny_new = true\n  validation_actions = [\"Block\"]\n", "validation_actions"},
+		"bad action":    {"  deny_new = true\n  validation_actions = [\"Block\"]\n", "@validation_actions"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -337,5 +338,34 @@ resource "k8scidr_service_cidr" "this" {
 			},
 			{Config: config(false)}, // The final destroy then leaves it Terminating in this throwaway cluster.
 		},
+	})
+}
+
+// TestAccProvider_fieldManager: the provider block's field_manager is the manager of what the
+// provider writes ("Field manager name written to `managedFields`"), so a team's objects are
+// told apart in managedFields.
+func TestAccProvider_fieldManager(t *testing.T) {
+	testAccPreCheck(t)
+	config := fmt.Sprintf("provider \"k8scidr\" {\n  config_path   = %q\n  field_manager = \"migration-team\"\n}\n", testAccCluster.Kubeconfig) +
+		serviceCIDRBlock("field-manager", "172.30.8.0/24")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			Check: func(*terraform.State) error {
+				sc, err := testAccCluster.Kube.NetworkingV1().ServiceCIDRs().Get(context.Background(), "field-manager", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				var managers []string
+				for _, f := range sc.ManagedFields {
+					managers = append(managers, f.Manager)
+				}
+				if !slices.Contains(managers, "migration-team") {
+					return fmt.Errorf("ServiceCIDR field-manager is managed by %v, want migration-team (the provider's field_manager)", managers)
+				}
+				return nil
+			},
+		}},
 	})
 }

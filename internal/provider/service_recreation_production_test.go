@@ -243,7 +243,8 @@ func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
 	w.planFile()
 
 	ctx := context.Background()
-	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "tfplan")
+	gate, open := faultGate(t, "BEFORE_DELETE")
+	cmd, out := w.start([]string{gate}, "apply", "tfplan")
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil
 	})
@@ -252,10 +253,17 @@ func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("the apply wrote no journal: %v\n%s", err, out.String())
 	}
+	// The move is held between its journal write and its delete: the patch lands on the
+	// journaled Service, which the move must then take along.
 	patch := `{"metadata":{"labels":{"team":"payments"},"annotations":{"example.com/owner":"payments"}}}`
-	if _, err := c.Kube.CoreV1().Services("app").Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	patched, err := c.Kube.CoreV1().Services("app").Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if patched.Spec.ClusterIP != "100.64.1.5" {
+		t.Fatalf("the patch landed on app/web at %s, not on the journaled Service before its move", patched.Spec.ClusterIP)
+	}
+	open()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out.String())
 	}
@@ -310,9 +318,8 @@ func TestAccServiceRecreation_sweepsStaleCopies(t *testing.T) {
 	w.planFile()
 	w.applyFile()
 	for _, s := range stale {
-		if _, err := c.Kube.DiscoveryV1().EndpointSlices("app").Get(ctx, s.Name, metav1.GetOptions{}); err == nil {
-			t.Errorf("the stale copy app/%s is still there after the apply", s.Name)
-		}
+		_, err := c.Kube.DiscoveryV1().EndpointSlices("app").Get(ctx, s.Name, metav1.GetOptions{})
+		assertGone(t, err, "the stale copy app/"+s.Name+" after the apply")
 	}
 	if got := servicesIn(t, c.Kube, "app")["app/b"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.1.2"}) {
 		t.Errorf("app/b at %v", got)
@@ -337,7 +344,8 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 	w.planFile()
 
 	ctx := context.Background()
-	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=3s"}, "apply", "tfplan")
+	gate, _ := faultGate(t, "AFTER_DELETE")
+	cmd, out := w.start([]string{gate}, "apply", "tfplan")
 	count := func() int {
 		list, err := c.Kube.CoreV1().Services("app").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -353,6 +361,8 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("no Service was deleted: %v\n%s", err, out.String())
 	}
+	// The moves past their delete are held there (the gate is never opened): the interrupt
+	// releases them, and the apply must finish them and start no other.
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +483,8 @@ func TestAccServiceRecreation_noResurrection(t *testing.T) {
 	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
 
 	ctx := context.Background()
-	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "tfplan")
+	gate, open := faultGate(t, "BEFORE_DELETE")
+	cmd, out := w.start([]string{gate}, "apply", "tfplan")
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil
 	})
@@ -485,6 +496,7 @@ func TestAccServiceRecreation_noResurrection(t *testing.T) {
 	if err := c.Kube.CoreV1().Services("app").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	open()
 	if err := cmd.Wait(); err == nil || !diagRE("this Service may not be created").MatchString(out.String()) {
 		t.Fatalf("apply with app/b refused: %v\n%s", err, out.String())
 	}
@@ -633,7 +645,8 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
 
 	ctx := context.Background()
-	cmd, out := w.start([]string{"K8SCIDR_FAULT_DELAY_BEFORE_DELETE=4s"}, "apply", "tfplan")
+	gate, open := faultGate(t, "BEFORE_DELETE")
+	cmd, out := w.start([]string{gate}, "apply", "tfplan")
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil
 	})
@@ -647,6 +660,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	if _, err := c.Kube.CoreV1().Endpoints("app").Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	open()
 	if err := cmd.Wait(); err == nil || !diagRE("this Service may not be created").MatchString(out.String()) {
 		t.Fatalf("apply with app/ext2 refused: %v\n%s", err, out.String())
 	}
@@ -654,8 +668,16 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	if !slices.Equal(ext.Spec.ClusterIPs, []string{"172.24.1.1"}) {
 		t.Fatalf("app/ext at %v, want 172.24.1.1", ext.Spec.ClusterIPs)
 	}
-	// Long enough for the garbage collector to delete Endpoints whose owner is gone.
-	time.Sleep(5 * time.Second)
+	// app/ext2 was deleted and refused; its Endpoints go with it: once the garbage collector has
+	// deleted them, it has also seen app/ext's old object go, and app/ext's Endpoints, owned by
+	// the new object, must still be there.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, ep := endpointsAddr(t, c, "ext2")
+		return ep == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("app/ext2's Endpoints were not deleted with it: %v", err)
+	}
 	addr, ep := endpointsAddr(t, c, "ext")
 	switch {
 	case ep == nil:
@@ -666,14 +688,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 		t.Errorf("app/ext's Endpoints owned by %+v, want the new Service %s", ep.OwnerReferences, ext.UID)
 	}
 
-	// app/ext2 was deleted and refused; its Endpoints go with it, and another client writes new ones.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		_, ep := endpointsAddr(t, c, "ext2")
-		return ep == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("app/ext2's Endpoints were not deleted with it: %v", err)
-	}
+	// Another client writes new Endpoints for app/ext2.
 	if _, err := c.Kube.CoreV1().Endpoints("app").Create(ctx, endpointsAt("app", "ext2", "10.0.0.22"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -842,18 +857,19 @@ func TestAccServiceRecreation_journalPerResource(t *testing.T) {
 
 	wb := newCLIWorkspace(t, groupConfig(c.Kubeconfig, "app-b", "kube-system"))
 	wb.planFile()
-	cmd, out := wb.start([]string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=20s"}, "apply", "tfplan")
-	waitGone("app-b", cmd.Process, out)
+	gate, open := faultGate(t, "AFTER_DELETE")
+	cmd, out := wb.start([]string{gate}, "apply", "tfplan")
+	waitGone("app-b", cmd.Process, out) // and held there until open
 
 	wa := newCLIWorkspace(t, groupConfig(c.Kubeconfig, "app-a", "kube-system"))
 	wa.planFile()
-	if r := wa.planned(recreationAddr, "plan.restore"); r != nil && len(r.(map[string]any)) > 0 {
-		t.Errorf("app-a's plan restores %v: another resource's journal entry", r)
-	}
+	// Known and empty (null would mean the plan could not tell).
+	expect(t, "app-a's planned restore (app-b's journal entry is another resource's)", wa.planned(recreationAddr, "plan.restore"), knownvalue.MapSizeExact(0))
 	wa.applyFile()
 	if !gone("app-b") {
 		t.Errorf("app-b/web exists again before its own apply recreated it: app-a's apply restored it")
 	}
+	open()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("app-b's apply: %v\n%s", err, out.String())
 	}

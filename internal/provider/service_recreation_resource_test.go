@@ -314,9 +314,8 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	w.converged()
 	expect(t, "completed_at after removing the bridge", w.stateValue(recreationAddr, "completed_at"), knownvalue.StringExact(fmt.Sprint(completedAt)))
 	expect(t, "recreated after removing the bridge", w.stateValue(recreationAddr, "recreated"), recreatedCheck(late))
-	if _, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{}); err == nil {
-		t.Error("the DNS bridge still exists after dns_bridge = false")
-	}
+	_, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{})
+	assertGone(t, err, "the DNS bridge after dns_bridge = false")
 
 	importThenForget(t, w, c.Kube, strings.Join(cidrs, ","))
 }
@@ -494,13 +493,35 @@ func checkMoved(kube kubernetes.Interface, before map[string]corev1.Service, mov
 	return nil
 }
 
-// diagRE matches a diagnostic's parts in order, whatever the line wrapping.
+// diagRE matches a diagnostic's parts in order, whatever the line wrapping. A part "@attr" is
+// the attribute (or block) terraform points the diagnostic at: the source line it quotes, which
+// for a diagnostic without an attribute path is the block's first line instead. A bare attribute
+// name would match that quoted line whatever the diagnostic's path.
 func diagRE(parts ...string) *regexp.Regexp {
 	quoted := make([]string, len(parts))
 	for i, p := range parts {
+		if attr, ok := strings.CutPrefix(p, "@"); ok {
+			quoted[i] = `\n\s*\d+:\s+` + regexp.QuoteMeta(attr) + `\s*[={]`
+			continue
+		}
 		quoted[i] = strings.Join(strings.Fields(regexp.QuoteMeta(p)), `\s+`)
 	}
 	return regexp.MustCompile(`(?s)` + strings.Join(quoted, ".*"))
+}
+
+// logDiag logs the diagnostic titled summary ("Error: …" or "Warning: …") from terraform's
+// output, up to the next diagnostic: the refusal tests show the text a user reads (go test -v).
+func logDiag(t *testing.T, out, summary string) {
+	t.Helper()
+	i := strings.Index(out, summary)
+	if i < 0 {
+		return
+	}
+	text := out[i:]
+	if j := regexp.MustCompile(`\n(Error|Warning): `).FindStringIndex(text[len(summary):]); j != nil {
+		text = text[:len(summary)+j[0]]
+	}
+	t.Logf("%s", strings.TrimSpace(text))
 }
 
 func rvLess(a, b string) bool {
@@ -609,6 +630,8 @@ func TestAccServiceRecreation_bridgeOutsideReadyRange(t *testing.T) {
 	if out, err := w.run("plan", "-out=tfplan"); err == nil || !diagRE("Error: Cluster DNS Would Move Without Its Bridge", "with data.k8scidr_service_moves.this",
 		"kube-system/kube-dns", "dns_bridge_off_reason").MatchString(out) {
 		t.Errorf("moving kube-dns with dns_bridge = false and no reason passed plan: %v\n%s", err, out)
+	} else {
+		logDiag(t, out, "Error: Cluster DNS Would Move Without Its Bridge")
 	}
 	w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false\n  dns_bridge_off_reason = \"every node runs NodeLocal DNSCache\"", "", "172.24.0.0/15"))
 	if out := w.planFile(); diagRE("DNS Bridge IP Outside a Ready Range").MatchString(out) {
@@ -681,4 +704,41 @@ resource "k8scidr_service_cidr" "this" {
 	w.converged()
 	expect(t, "moves", w.stateValue(recreationAddr, "plan.moves"), movesCheck(web))
 	expect(t, "recreated", w.stateValue(recreationAddr, "recreated"), recreatedCheck(web))
+}
+
+// TestAccServiceRecreation_firstNoLongerHolds: "If a first move no longer holds at apply,
+// nothing is moved." A saved plan moves app/a first; before it is applied app/a is replaced
+// (a new object, the same name): the apply refuses and moves neither app/a nor app/b. A new
+// plan then moves both.
+func TestAccServiceRecreation_firstNoLongerHolds(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	f.service("app", ipService("a", "ClusterIP", "100.64.1.1"))
+	f.service("app", ipService("b", "ClusterIP", "100.64.1.2"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  first = ["app/a"]`, "", "172.24.0.0/15"))
+	w.planFile()
+	ctx := context.Background()
+	if err := c.Kube.CoreV1().Services("app").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.service("app", ipService("a", "ClusterIP", "100.64.1.1"))
+	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("Error: Planned First Move No Longer Holds", "app/a",
+		"so nothing was moved", "Run terraform plan again").MatchString(out) {
+		t.Errorf("the apply with app/a replaced since the plan: %v\n%s", err, out)
+	}
+	for key, want := range map[string]string{"app/a": "100.64.1.1", "app/b": "100.64.1.2"} {
+		if got := servicesIn(t, c.Kube, "app")[key].Spec.ClusterIP; got != want {
+			t.Errorf("%s at %s after the refused apply, want %s (untouched)", key, got, want)
+		}
+	}
+	w.planFile()
+	w.applyFile()
+	for key, want := range map[string]string{"app/a": "172.24.1.1", "app/b": "172.24.1.2"} {
+		if got := servicesIn(t, c.Kube, "app")[key].Spec.ClusterIP; got != want {
+			t.Errorf("%s at %s after the new plan's apply, want %s", key, got, want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -243,6 +244,37 @@ func TestAccWorkloadRoll_stuckRollout(t *testing.T) {
 	expect(t, "rolled", w.stateValue(rollAddr, "rolled"), knownvalue.MapSizeExact(0))
 	w.planFile()
 	expect(t, "web again", w.planned(rollAddr, "plan.workloads"), strListCheck("default/deployment/web"))
+
+	// "wait_for_rollout: Wait for each rollout to finish": with false the restart is made and
+	// the apply ends, though the rollout cannot progress.
+	ctx := context.Background()
+	web := func() *appsv1.Deployment {
+		t.Helper()
+		d, err := e.c.Kube.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	restartedAt := web().Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"]
+	w.write(strings.Replace(noFirst, "timeouts", "wait_for_rollout = false\n  timeouts", 1))
+	w.planFile()
+	w.applyFile()
+	after := web()
+	if after.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == restartedAt {
+		t.Errorf("wait_for_rollout = false: web was not restarted")
+	}
+	if after.Status.UpdatedReplicas == *after.Spec.Replicas && after.Status.UnavailableReplicas == 0 {
+		t.Errorf("web rolled out, so the test cannot tell whether the apply waited: %+v", after.Status)
+	}
+	// "Destroy forgets": nothing in the cluster changes.
+	if out, err := w.run("destroy", "-auto-approve"); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+	if d := web(); d.Generation != after.Generation || !reflect.DeepEqual(d.Spec.Template.Annotations, after.Spec.Template.Annotations) || d.Spec.Paused {
+		t.Errorf("the roll's destroy changed web: generation %d -> %d, annotations %v -> %v, paused %t",
+			after.Generation, d.Generation, after.Spec.Template.Annotations, d.Spec.Template.Annotations, d.Spec.Paused)
+	}
 }
 
 // Plan-time mistakes name the attribute, and need no cluster.
