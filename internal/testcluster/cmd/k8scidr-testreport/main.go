@@ -79,6 +79,12 @@ func readRules(file string) ([]rule, error) {
 
 // report prints the run and returns an error naming what failed it.
 func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) error {
+	var werr error // the first failed write to out
+	say := func(format string, args ...any) {
+		if werr == nil {
+			_, werr = fmt.Fprintf(out, format, args...)
+		}
+	}
 	output := map[string]*strings.Builder{} // by package.test, while it runs
 	started := map[string]bool{}
 	var failed, unexpected, allowed, packageFailed []string
@@ -88,13 +94,13 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 		var e event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			// go test's own messages (build errors) are not JSON: show them as they are.
-			fmt.Fprintln(out, sc.Text())
+			say("%s\n", sc.Text())
 			continue
 		}
 		id := e.Package + "." + e.Test
 		switch {
 		case e.Test == "" && e.Action == "output":
-			fmt.Fprint(out, e.Output) // the package's "ok"/"FAIL" lines, and output outside tests
+			say("%s", e.Output) // the package's "ok"/"FAIL" lines, and output outside tests
 		case e.Test == "":
 			if e.Action == "fail" { // "skip" is a package without tests
 				packageFailed = append(packageFailed, e.Package)
@@ -110,13 +116,13 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 			text := output[id]
 			delete(output, id)
 			if each {
-				fmt.Fprintf(out, "--- %s: %s (%.1fs)\n", strings.ToUpper(e.Action), e.Test, e.Elapsed)
+				say("--- %s: %s (%.1fs)\n", strings.ToUpper(e.Action), e.Test, e.Elapsed)
 			}
 			switch e.Action {
 			case "fail":
 				failed = append(failed, id)
 				if text != nil {
-					fmt.Fprint(out, text.String())
+					say("%s", text.String())
 				}
 			case "skip":
 				if r, ok := matchRule(rules, id); ok {
@@ -124,7 +130,7 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 				} else {
 					unexpected = append(unexpected, id)
 					if text != nil {
-						fmt.Fprint(out, text.String())
+						say("%s", text.String())
 					}
 				}
 			}
@@ -142,15 +148,15 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 	})
 	for _, id := range unfinished {
 		if text := output[id]; text != nil {
-			fmt.Fprint(out, text.String())
+			say("%s", text.String())
 		}
 	}
-	fmt.Fprintf(out, "\n%s: %d test(s) failed, %d unfinished, %d skipped unexpectedly, %d skipped as allowed\n",
+	say("\n%s: %d test(s) failed, %d unfinished, %d skipped unexpectedly, %d skipped as allowed\n",
 		step, len(failed), len(unfinished), len(unexpected), len(allowed))
 	for _, a := range allowed {
-		fmt.Fprintln(out, "  allowed skip:", a)
+		say("  allowed skip: %s\n", a)
 	}
-	var errs []error
+	errs := []error{werr}
 	if len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
 	}
@@ -161,7 +167,7 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 		errs = append(errs, fmt.Errorf("skipped, and not on the allow-list: %s (a skip under make test hides a test that did not run; "+
 			"fix what made it skip, or add it to the allow-list with the reason)", strings.Join(unexpected, ", ")))
 	}
-	if len(errs) == 0 && len(packageFailed) > 0 {
+	if len(failed)+len(unfinished)+len(unexpected) == 0 && len(packageFailed) > 0 {
 		errs = append(errs, fmt.Errorf("package(s) failed: %s", strings.Join(packageFailed, ", ")))
 	}
 	return errors.Join(errs...)
