@@ -546,3 +546,38 @@ func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
 	checkBridged(t, c.Kube, ns, before) // the Endpoints are back, and the bridge serves them
 	w.converged()
 }
+
+// TestAccServiceRecreation_bridgeForceRemoval: old_ip_bridges_force_removal "Remove[s] old-IP
+// bridges when old_ip_bridges is set to dns even though running pods may still use an old IP":
+// the removal the plan refuses while the backend pods that ran before the moves still run goes
+// through with it, and takes the bridges' copied Endpoints along.
+func TestAccServiceRecreation_bridgeForceRemoval(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const ns = "bf"
+	c := targetCluster(t)
+	before := bridgeServices(t, c, ns, 11) // s000 and s010 are selector-less
+	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
+	w.planFile()
+	w.applyFile()
+	checkBridged(t, c.Kube, ns, before)
+
+	w.write(bridgeConfig(c, `  old_ip_bridges = "dns"`))
+	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("Old-IP Bridges Still in Use", "bf/backend-").MatchString(out) {
+		t.Fatalf("removing the bridges under running pods without force_removal: %v\n%s", err, out)
+	}
+	w.write(bridgeConfig(c, "  old_ip_bridges = \"dns\"\n  old_ip_bridges_force_removal = true"))
+	w.planFile()
+	w.applyFile()
+	if left := len(servicesIn(t, c.Kube, ns)) - len(before); left != 0 {
+		t.Errorf("%d bridges left after a forced removal", left)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		eps, err := c.Kube.CoreV1().Endpoints(ns).List(ctx, metav1.ListOptions{LabelSelector: k8sops.OldIPBridgeLabel})
+		return err == nil && len(eps.Items) == 0, err
+	})
+	if err != nil {
+		t.Errorf("bridge Endpoints left after the forced removal: %v", err)
+	}
+	w.converged()
+}
