@@ -33,7 +33,8 @@ func oldIPBridgeAttributes() map[string]schema.Attribute {
 				"Service, by the DNS bridge (`dns_bridge`). `all`: every moved Service, each through an old-IP bridge, a " +
 				"ClusterIP Service on the IPs its move frees with its selector and ports (no node ports), named " +
 				"`<name>-old-<hash>` beside it, created right after the Service is deleted and serving at once; a " +
-				"selector-less Service's bridge gets a copy of its Endpoints, kept in step by every apply. Clients that " +
+				"selector-less Service's bridge gets a copy of its Endpoints, brought in step by every apply that runs (a " +
+				"change to those Endpoints alone makes no plan: until an apply, the bridge serves the copy). Clients that " +
 				"cached the old IP (resolved once at start, a DNS cache, a Service environment variable) keep working " +
 				"until they restart. The bridges' IPs must stay inside a Ready ServiceCIDR (keep the old range). Setting " +
 				"`dns` again removes them, refused while a pod that may hold an old IP still runs (see " +

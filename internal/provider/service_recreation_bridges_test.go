@@ -550,7 +550,8 @@ func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
 // TestAccServiceRecreation_bridgeForceRemoval: old_ip_bridges_force_removal "Remove[s] old-IP
 // bridges when old_ip_bridges is set to dns even though running pods may still use an old IP":
 // the removal the plan refuses while the backend pods that ran before the moves still run goes
-// through with it, and takes the bridges' copied Endpoints along.
+// through with it, and takes the bridges' copied Endpoints along. Before that, a change to a
+// selector-less Service's Endpoints reaches its bridge's copy with the next apply.
 func TestAccServiceRecreation_bridgeForceRemoval(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -560,6 +561,24 @@ func TestAccServiceRecreation_bridgeForceRemoval(t *testing.T) {
 	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
 	w.planFile()
 	w.applyFile()
+	checkBridged(t, c.Kube, ns, before)
+
+	// "A selector-less Service's bridge gets a copy of its Endpoints, which every apply that runs
+	// brings in step": another client changes bf/s000's Endpoints; the next apply (here one that
+	// moves a Service created since) copies the change to the bridge.
+	ctx := context.Background()
+	ep, err := c.Kube.CoreV1().Endpoints(ns).Get(ctx, "s000", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Subsets[0].Addresses[0].IP = "10.9.9.9"
+	if _, err := c.Kube.CoreV1().Endpoints(ns).Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	late := fixture{t, c.Kube}.service(ns, ipService("late", "ClusterIP", "100.64.99.9"))
+	w.planFile()
+	w.applyFile()
+	before[ns+"/late"] = *late
 	checkBridged(t, c.Kube, ns, before)
 
 	w.write(bridgeConfig(c, `  old_ip_bridges = "dns"`))
@@ -572,7 +591,7 @@ func TestAccServiceRecreation_bridgeForceRemoval(t *testing.T) {
 	if left := len(servicesIn(t, c.Kube, ns)) - len(before); left != 0 {
 		t.Errorf("%d bridges left after a forced removal", left)
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		eps, err := c.Kube.CoreV1().Endpoints(ns).List(ctx, metav1.ListOptions{LabelSelector: k8sops.OldIPBridgeLabel})
 		return err == nil && len(eps.Items) == 0, err
 	})
