@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
@@ -368,4 +370,67 @@ func TestAccProvider_fieldManager(t *testing.T) {
 			},
 		}},
 	})
+}
+
+// TestAccServiceCIDR_defaultRangeReplaced: destroying the imported default range after the
+// apiserver moved to a new --service-cluster-ip-range (KEP-1880) waits for the old object only:
+// once default/kubernetes leaves it, the apiserver deletes it and creates "kubernetes" again in
+// the new range, and the destroy ends, whether it sees the old object gone or already replaced
+// by the new one (DeleteServiceCIDR: "gone — or replaced by a new object of the same name, as the
+// apiserver recreates the default range"). Which of the two it sees is a race this test does not
+// control.
+func TestAccServiceCIDR_defaultRangeReplaced(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{ServiceCIDRs: []string{"100.64.0.0/13"}})
+	ctx := context.Background()
+	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+"import {\n  to = k8scidr_service_cidr.old\n  id = \"kubernetes\"\n}\n"+
+		strings.Replace(serviceCIDRBlock("kubernetes", "100.64.0.0/13"), `"this"`, `"old"`, 1))
+	w.planFile()
+	w.applyFile()
+	old, err := c.Kube.NetworkingV1().ServiceCIDRs().Get(ctx, k8sops.DefaultServiceCIDRName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
+		t.Fatal(err)
+	}
+	// The destroy deletes the old range, which default/kubernetes (100.64.0.1) holds: it waits.
+	cmd, out := w.start(nil, "destroy", "-auto-approve")
+	applied := make(chan error, 1)
+	go func() { applied <- cmd.Wait() }()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		sc, err := k8sops.GetServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName)
+		return err == nil && sc.Terminating, nil
+	})
+	if err != nil {
+		t.Fatalf("the destroy did not delete the default range: %v\n%s", err, out)
+	}
+	select {
+	case err := <-applied:
+		t.Fatalf("the destroy ended (%v) while default/kubernetes held the range:\n%s", err, out)
+	default:
+	}
+	// KEP-1880: delete default/kubernetes; the apiserver recreates it, then the range, in 172.24.0.0/15.
+	if err := c.Kube.CoreV1().Services("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-applied:
+		if err != nil {
+			t.Fatalf("destroy: %v\n%s", err, out)
+		}
+	case <-time.After(3 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the destroy did not end once the apiserver replaced the default range:\n%s", out)
+	}
+	// The apiserver recreates the range in its own time: the destroy may have seen it gone, or
+	// already replaced (the UID branch); either way it must not have waited for the new object.
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		now, err := c.Kube.NetworkingV1().ServiceCIDRs().Get(ctx, k8sops.DefaultServiceCIDRName, metav1.GetOptions{})
+		return err == nil && slices.Equal(now.Spec.CIDRs, []string{"172.24.0.0/15"}) && now.UID != old.UID, nil
+	})
+	if err != nil {
+		t.Errorf("the apiserver did not recreate the default range on 172.24.0.0/15: %v", err)
+	}
 }
