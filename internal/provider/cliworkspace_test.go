@@ -319,3 +319,28 @@ func assertGone(t *testing.T, err error, what string) {
 		t.Errorf("%s: still there or not readable (%v); want it deleted", what, err)
 	}
 }
+
+// warnedAt runs terraform plan -json and returns the addresses of the warnings titled summary.
+// The human-readable output folds warnings of one summary into "and one more similar warning
+// elsewhere", so it cannot tell which resources warned.
+func (w *cliWorkspace) warnedAt(summary string) []string {
+	w.t.Helper()
+	out, err := w.run("plan", "-json", "-input=false")
+	if err != nil {
+		w.t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var at []string
+	for _, line := range strings.Split(out, "\n") {
+		var msg struct {
+			Type       string `json:"type"`
+			Diagnostic struct {
+				Severity, Summary, Address string
+			} `json:"diagnostic"`
+		}
+		if json.Unmarshal([]byte(line), &msg) == nil && msg.Type == "diagnostic" && msg.Diagnostic.Severity == "warning" &&
+			msg.Diagnostic.Summary == summary {
+			at = append(at, msg.Diagnostic.Address)
+		}
+	}
+	return at
+}

@@ -591,6 +591,12 @@ resource "k8scidr_service_recreation" "this" {
 	if err := unchanged(nil); err != nil {
 		t.Error(err)
 	}
+	// The plan of that last step is a warning on the recreation, not an error: the range may be
+	// created in the same apply.
+	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+recreationHCL("", `  target_cidrs = ["172.24.0.0/15"]`, ""))
+	if at := w.warnedAt("Target Range Not Served"); !slices.Contains(at, recreationAddr) {
+		t.Errorf("the plan with no range serving the target warned %q at %v, want %s among them", "Target Range Not Served", at, recreationAddr)
+	}
 }
 
 // TestAccServiceRecreation_bridgeOutsideReadyRange: kube-dns sits in a range that is Terminating,
