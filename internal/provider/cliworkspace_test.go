@@ -320,26 +320,40 @@ func assertGone(t *testing.T, err error, what string) {
 	}
 }
 
-// warnedAt runs terraform plan -json and returns the addresses of the warnings titled summary.
-// The human-readable output folds warnings of one summary into "and one more similar warning
-// elsewhere", so it cannot tell which resources warned.
-func (w *cliWorkspace) warnedAt(summary string) []string {
+// planDiagnostic is a diagnostic of terraform plan -json.
+type planDiagnostic struct {
+	Severity, Summary, Detail, Address string
+}
+
+// planDiagnostics runs terraform plan -json and returns its diagnostics; a failed plan fails
+// the test. The human-readable output folds warnings of one summary into "and one more similar
+// warning elsewhere", so it cannot tell which resources warned.
+func (w *cliWorkspace) planDiagnostics() []planDiagnostic {
 	w.t.Helper()
 	out, err := w.run("plan", "-json", "-input=false")
 	if err != nil {
 		w.t.Fatalf("plan: %v\n%s", err, out)
 	}
-	var at []string
+	var diags []planDiagnostic
 	for _, line := range strings.Split(out, "\n") {
 		var msg struct {
-			Type       string `json:"type"`
-			Diagnostic struct {
-				Severity, Summary, Address string
-			} `json:"diagnostic"`
+			Type       string         `json:"type"`
+			Diagnostic planDiagnostic `json:"diagnostic"`
 		}
-		if json.Unmarshal([]byte(line), &msg) == nil && msg.Type == "diagnostic" && msg.Diagnostic.Severity == "warning" &&
-			msg.Diagnostic.Summary == summary {
-			at = append(at, msg.Diagnostic.Address)
+		if json.Unmarshal([]byte(line), &msg) == nil && msg.Type == "diagnostic" {
+			diags = append(diags, msg.Diagnostic)
+		}
+	}
+	return diags
+}
+
+// warnedAt is the addresses of the plan's warnings titled summary.
+func (w *cliWorkspace) warnedAt(summary string) []string {
+	w.t.Helper()
+	var at []string
+	for _, d := range w.planDiagnostics() {
+		if d.Severity == "warning" && d.Summary == summary {
+			at = append(at, d.Address)
 		}
 	}
 	return at

@@ -241,20 +241,10 @@ func appSelector(app string) *metav1.LabelSelector {
 // planWarnings runs terraform plan -json and returns each warning as "summary\ndetail".
 func planWarnings(t *testing.T, w *cliWorkspace) []string {
 	t.Helper()
-	out, err := w.run("plan", "-json", "-input=false")
-	if err != nil {
-		t.Fatalf("plan: %v\n%s", err, out)
-	}
 	var warnings []string
-	for _, line := range strings.Split(out, "\n") {
-		var msg struct {
-			Type       string `json:"type"`
-			Diagnostic struct {
-				Severity, Summary, Detail string
-			} `json:"diagnostic"`
-		}
-		if json.Unmarshal([]byte(line), &msg) == nil && msg.Type == "diagnostic" && msg.Diagnostic.Severity == "warning" {
-			warnings = append(warnings, msg.Diagnostic.Summary+"\n"+msg.Diagnostic.Detail)
+	for _, d := range w.planDiagnostics() {
+		if d.Severity == "warning" {
+			warnings = append(warnings, d.Summary+"\n"+d.Detail)
 		}
 	}
 	return warnings
