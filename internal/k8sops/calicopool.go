@@ -171,10 +171,11 @@ func CheckPoolAmongOthers(name string, s PoolSettings, pools []IPPool) (errs, wa
 // or deleting it, leaves for new pods of its address family: an error when no other enabled
 // pool of the family gives workload addresses (no pod of that family could start), or when a
 // node this pool selects is selected by none of them (no pod could start there). others are the
-// cluster's other pools and those planned enabled in the same run; nodes are the labels of the
-// cluster's nodes by name, which Calico (on the Kubernetes datastore) evaluates node selectors
-// against. With nodes nil (not readable) node coverage is only warned of.
-func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes map[string]map[string]string) (errs, warnings []Finding) {
+// cluster's other pools and those planned enabled in the same run; nodes reads the labels of the
+// cluster's nodes by name (NodeLabels), which Calico (on the Kubernetes datastore) evaluates
+// node selectors against: called only when a pool left selects some nodes, not all. When they
+// cannot be read, node coverage is only warned of.
+func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes func() (map[string]map[string]string, error)) (errs, warnings []Finding) {
 	pfx, err := netip.ParsePrefix(cidr)
 	if err != nil {
 		return nil, nil
@@ -213,7 +214,8 @@ func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes map[
 	if err != nil {
 		return nil, nil // Calico skips this pool on every node already
 	}
-	if nodes == nil {
+	labels, err := nodes()
+	if err != nil {
 		if !allNodes(nodeSelector) {
 			selectors = append(selectors, fmt.Sprintf("this pool: %s", nodeSelector))
 		}
@@ -222,9 +224,8 @@ func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes map[
 			"service. Check every node's labels, or give the new pool node_selector = \"all()\".", family, strings.Join(selectors, "; "), name)}}
 	}
 	var uncovered []string
-	for _, node := range slices.Sorted(maps.Keys(nodes)) {
-		labels := nodes[node]
-		if this.Matches(labels) && !slices.ContainsFunc(selects, func(s CalicoSelector) bool { return s.Matches(labels) }) {
+	for _, node := range slices.Sorted(maps.Keys(labels)) {
+		if l := labels[node]; this.Matches(l) && !slices.ContainsFunc(selects, func(s CalicoSelector) bool { return s.Matches(l) }) {
 			uncovered = append(uncovered, node)
 		}
 	}
@@ -239,7 +240,7 @@ func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes map[
 		"enabled %s pool left selects %d of the %d nodes (%s): pods scheduled there get no address and do not start. The "+
 		"pools left select %s. Widen a pool's node_selector (node_selector = \"all()\" on the new pool), or keep this "+
 		"pool enabled until those nodes are covered; to delete it anyway, set deletion_policy = \"force\" first.",
-		name, cidr, family, len(uncovered), len(nodes), strings.Join(shown, ", "), strings.Join(selectors, "; "))}}, nil
+		name, cidr, family, len(uncovered), len(labels), strings.Join(shown, ", "), strings.Join(selectors, "; "))}}, nil
 }
 
 // NodeLabels lists the cluster's nodes: their labels by name, for CheckPoolsLeft.

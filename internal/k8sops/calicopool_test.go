@@ -1,6 +1,7 @@
 package k8sops
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -101,7 +102,7 @@ func TestCheckPoolsLeft(t *testing.T) {
 		{"a new pool with the default selector", []IPPool{old, pool("new", "172.16.0.0/13", false, "")}, false, false},
 		{"a new pool for some nodes", []IPPool{old, pool("new", "172.16.0.0/13", false, "zone == 'a'", "Workload")}, false, true},
 	} {
-		errs, warnings := CheckPoolsLeft(old.Name, old.Spec.CIDR, "all()", c.others, nil)
+		errs, warnings := CheckPoolsLeft(old.Name, old.Spec.CIDR, "all()", c.others, unreadableNodes)
 		if (len(errs) > 0) != c.errs || (len(warnings) > 0) != c.warned {
 			t.Errorf("%s: errors %v, warnings %v", c.name, errs, warnings)
 		}
@@ -132,7 +133,7 @@ func TestCheckPoolsLeftNodes(t *testing.T) {
 		{"a selector Calico cannot parse selects nothing", "all()", []IPPool{pool("new", "zone = 'a'")}, "3 of the 3 nodes"},
 		{"the old pool's selector unparsable: it served nothing", "zone = 'b'", []IPPool{pool("new", "zone == 'a'")}, ""},
 	} {
-		errs, warnings := CheckPoolsLeft("old", "10.0.0.0/16", c.old, c.left, nodes)
+		errs, warnings := CheckPoolsLeft("old", "10.0.0.0/16", c.old, c.left, func() (map[string]map[string]string, error) { return nodes, nil })
 		switch {
 		case len(warnings) > 0:
 			t.Errorf("%s: warnings %v with the nodes known", c.name, warnings)
@@ -142,7 +143,12 @@ func TestCheckPoolsLeftNodes(t *testing.T) {
 			t.Errorf("%s: errors %v, want one naming %s", c.name, errs, c.uncovered)
 		}
 	}
-	if errs, warnings := CheckPoolsLeft("old", "10.0.0.0/16", "all()", []IPPool{pool("new", "zone == 'a'")}, nil); len(errs) > 0 || len(warnings) != 1 {
+	if errs, warnings := CheckPoolsLeft("old", "10.0.0.0/16", "all()", []IPPool{pool("new", "zone == 'a'")}, unreadableNodes); len(errs) > 0 || len(warnings) != 1 {
 		t.Errorf("with the nodes unknown: errors %v, warnings %v; want one warning", errs, warnings)
 	}
+}
+
+// unreadableNodes stands for a node list the caller could not read.
+func unreadableNodes() (map[string]map[string]string, error) {
+	return nil, errors.New("nodes: forbidden")
 }

@@ -148,8 +148,8 @@ func newestEntries(journal []JournalEntry) map[string]JournalEntry {
 	return newest
 }
 
-// readJournal lists every entry of journal j.
-func readJournal(ctx context.Context, c *Client, j Journal) ([]JournalEntry, error) {
+// ReadJournal lists every entry of journal j.
+func ReadJournal(ctx context.Context, c *Client, j Journal) ([]JournalEntry, error) {
 	var out []JournalEntry
 	namespace := j.Namespace
 	list := c.Kube.CoreV1().ConfigMaps(namespace).List
@@ -239,7 +239,7 @@ func dropEntries(ctx context.Context, c *Client, namespace string, names []strin
 // JournalLeftovers names the Services journal j holds entries for, sorted: work an interrupted
 // apply left, which only an apply reading j restores.
 func JournalLeftovers(ctx context.Context, c *Client, j Journal) ([]string, error) {
-	entries, err := readJournal(ctx, c, j)
+	entries, err := ReadJournal(ctx, c, j)
 	var keys []string
 	for _, e := range entries {
 		keys = append(keys, e.Key)

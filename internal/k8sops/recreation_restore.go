@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -169,18 +170,14 @@ func journalSettled(e JournalEntry, svc *corev1.Service, endpoints map[string]co
 	return e.Endpoints == nil || ok
 }
 
-// UnrestoredJournal names, sorted, the Services whose entries in journal j need a restore that
-// the planned recreation p does not list: an apply of p would leave them, and a Service an
-// interrupted apply deleted would stay deleted. It lists the journal and, only when that holds
-// entries p does not restore, reads what planRestore judges those by (their Services, Endpoints,
-// old-IP bridges and namespaces, and the DNS bridge): a plan made by the data source costs one
-// list.
-func UnrestoredJournal(ctx context.Context, c *Client, j Journal, p PlannedRecreation) ([]string, error) {
-	var snap Snapshot
-	var err error
-	if snap.Journal, err = readJournal(ctx, c, j); err != nil {
-		return nil, err
-	}
+// UnrestoredJournal names, sorted, the Services whose entries in journal (as ReadJournal read
+// it) need a restore that the planned recreation p does not list: an apply of p would leave
+// them, and a Service an interrupted apply deleted would stay deleted. Only when the journal
+// holds entries p does not restore does it read what planRestore judges those by (their
+// Services, Endpoints, old-IP bridges and namespaces, and the DNS bridge): for a plan the data
+// source made it reads nothing.
+func UnrestoredJournal(ctx context.Context, c *Client, journal []JournalEntry, p PlannedRecreation) ([]string, error) {
+	snap := Snapshot{Journal: journal}
 	restoring := map[string]bool{}
 	for _, r := range p.Restore {
 		restoring[r.Key] = true
@@ -200,16 +197,9 @@ func UnrestoredJournal(ctx context.Context, c *Client, j Journal, p PlannedRecre
 	if len(services) == 0 {
 		return nil, nil
 	}
-	for key := range services {
-		ns, name, _ := strings.Cut(key, "/")
-		svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return nil, fmt.Errorf("reading Service %s: %w", key, err)
-		default:
-			snap.Services = append(snap.Services, *svc)
-		}
+	var err error
+	if snap.Services, err = getServices(ctx, c, slices.Collect(maps.Keys(services))...); err != nil {
+		return nil, err
 	}
 	bridges, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: DNSBridgeLabel + "=true"})
 	if err != nil {

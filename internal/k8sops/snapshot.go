@@ -64,7 +64,7 @@ func TakeSnapshot(ctx context.Context, c *Client, journal Journal, forApply bool
 	if err := readEndpoints(ctx, c, &snap); err != nil {
 		return snap, err
 	}
-	if snap.Journal, err = readJournal(ctx, c, journal); err != nil {
+	if snap.Journal, err = ReadJournal(ctx, c, journal); err != nil {
 		return snap, err
 	}
 	snap.Namespaces = map[string]corev1.NamespacePhase{}
@@ -81,16 +81,25 @@ func TakeSnapshot(ctx context.Context, c *Client, journal Journal, forApply bool
 	return snap, err
 }
 
-// TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs, the
-// DNS Service and the bridge (when they exist), and the journal.
-func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName string, journal Journal) (Snapshot, error) {
-	var snap Snapshot
+// TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs and
+// the DNS Service and the bridge (when they exist); journal is the journal as the caller read it
+// (ReadJournal).
+func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName string, journal []JournalEntry) (Snapshot, error) {
+	snap := Snapshot{Journal: journal}
 	ranges, _, err := listServiceCIDRObjects(ctx, c)
 	if err != nil {
 		return snap, err
 	}
 	snap.Ranges = ranges
-	for _, key := range []string{dnsService, "kube-system/" + bridgeName} {
+	snap.Services, err = getServices(ctx, c, dnsService, "kube-system/"+bridgeName)
+	return snap, err
+}
+
+// getServices reads the Services of keys (namespace/name) one by one, leaving out those that
+// do not exist and keys without a namespace.
+func getServices(ctx context.Context, c *Client, keys ...string) ([]corev1.Service, error) {
+	var out []corev1.Service
+	for _, key := range keys {
 		ns, name, ok := strings.Cut(key, "/")
 		if !ok {
 			continue
@@ -99,13 +108,12 @@ func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName s
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return snap, fmt.Errorf("reading Service %s: %w", key, err)
+			return out, fmt.Errorf("reading Service %s: %w", key, err)
 		default:
-			snap.Services = append(snap.Services, *svc)
+			out = append(out, *svc)
 		}
 	}
-	snap.Journal, err = readJournal(ctx, c, journal)
-	return snap, err
+	return out, nil
 }
 
 // listServiceSlices lists the EndpointSlices labelled with a Service name.

@@ -267,8 +267,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	if !s.Disabled {
 		r.data.plannedPools.Store(plan.Name.ValueString(), k8sops.PlannedPool(plan.Name.ValueString(), s))
 	} else if !creating && !wasDisabled.ValueBool() {
-		nodes, _ := k8sops.NodeLabels(ctx, client) // nil when unreadable: coverage is then warned of
-		errs, warnings := k8sops.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools), nodes)
+		errs, warnings := k8sops.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools), nodeLabels(ctx, client))
 		addFindings(&resp.Diagnostics, errs, true)
 		addWarnings(&resp.Diagnostics, warnings)
 	}
@@ -444,12 +443,16 @@ func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, client *k8sop
 	if planned {
 		pools = r.data.poolsLeft(pools)
 	}
-	nodes, _ := k8sops.NodeLabels(ctx, client) // nil when unreadable: coverage is then warned of
-	errs, warnings := k8sops.CheckPoolsLeft(state.Name.ValueString(), state.CIDR.ValueString(), state.NodeSelector.ValueString(), pools, nodes)
+	errs, warnings := k8sops.CheckPoolsLeft(state.Name.ValueString(), state.CIDR.ValueString(), state.NodeSelector.ValueString(), pools, nodeLabels(ctx, client))
 	for _, f := range errs {
 		diags.AddError(f.Summary, f.Detail) // on destroy there is no attribute to point at
 	}
 	addWarnings(diags, warnings)
+}
+
+// nodeLabels reads the nodes' labels for CheckPoolsLeft, when it needs them.
+func nodeLabels(ctx context.Context, client *k8sops.Client) func() (map[string]map[string]string, error) {
+	return func() (map[string]map[string]string, error) { return k8sops.NodeLabels(ctx, client) }
 }
 
 // checkLivePods says at plan what the delete will do about the live pods holding addresses in

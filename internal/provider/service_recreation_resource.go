@@ -168,7 +168,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 		return
 	}
 	p := plan.planned(ctx, &resp.Diagnostics)
-	r.checkJournalRestored(ctx, &plan, p, &resp.Diagnostics)
+	journal := r.checkJournalRestored(ctx, &plan, p, &resp.Diagnostics)
 	prior := &state
 	if creating {
 		prior = nil
@@ -195,7 +195,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if work || creating || !plan.values().DNSBridge.Equal(state.values().DNSBridge) {
-		r.warnNotReady(ctx, &plan, p, &resp.Diagnostics)
+		r.warnNotReady(ctx, &plan, p, journal, &resp.Diagnostics)
 	}
 	if _, checked := plan.bridgeRemovals(ctx, prior, &resp.Diagnostics); r.data != nil && r.data.client != nil {
 		checkOldIPBridgeRemoval(ctx, r.data.client, &plan, checked, &resp.Diagnostics, false)
@@ -236,12 +236,17 @@ func (r *serviceRecreationResource) checkJournalChange(ctx context.Context, plan
 // one: an apply would leave them, and a Service an interrupted apply deleted would stay deleted.
 // A plan the data source made lists them all; one written by hand, or read from another journal,
 // may not. Terraform plans each resource again at apply, so a saved plan made before the journal
-// filled stops here too, before anything changes.
-func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
+// filled stops here too, before anything changes. It returns the journal it read, for the
+// plan's other checks.
+func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) []k8sops.JournalEntry {
 	if r.data == nil || r.data.client == nil {
-		return
+		return nil
 	}
-	left, err := k8sops.UnrestoredJournal(ctx, r.data.client, plan.journal(), p)
+	journal, err := k8sops.ReadJournal(ctx, r.data.client, plan.journal())
+	var left []string
+	if err == nil {
+		left, err = k8sops.UnrestoredJournal(ctx, r.data.client, journal, p)
+	}
 	switch {
 	case err != nil:
 		diags.AddAttributeError(path.Root("plan").AtName("restore"), "Journal Not Readable", fmt.Sprintf("Whether the journal in %s "+
@@ -254,16 +259,18 @@ func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, pl
 			"terraform plan again (a saved plan made before that apply was interrupted is stale): its restore lists them.",
 			plan.journal(), strings.Join(left, ", ")))
 	}
+	return journal
 }
 
 // warnNotReady reads what the apply will refuse to start without, and warns: a target or bridge
 // IP that no Ready range serves, counting the ServiceCIDRs this run creates first (the apply
 // re-checks live).
-func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
+func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation,
+	journal []k8sops.JournalEntry, diags *diag.Diagnostics) {
 	if r.data == nil || r.data.client == nil || plan.DNSBridgeName.IsUnknown() {
 		return
 	}
-	snap, err := k8sops.TakeBridgeSnapshot(ctx, r.data.client, p.DNSService, plan.DNSBridgeName.ValueString(), plan.journal())
+	snap, err := k8sops.TakeBridgeSnapshot(ctx, r.data.client, p.DNSService, plan.DNSBridgeName.ValueString(), journal)
 	if err != nil {
 		diags.AddWarning("Cluster Not Readable", "The plan could not check that the target ranges are served: "+apiErrorText(err))
 		return
