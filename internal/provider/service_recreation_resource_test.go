@@ -748,3 +748,61 @@ func TestAccServiceRecreation_firstNoLongerHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestAccServiceRecreation_includeLoadBalancersAndOwned moves what the defaults leave
+// (TestAccServiceRecreation_mixed checks they are skipped): a LoadBalancer Service and a Service
+// a controller owns. The docs promise, for include_load_balancers: "Also move LoadBalancer
+// Services"; for include_owned: "Also move Services owned by a controller"; and for the copy:
+// "node ports, health-check node port, external IPs, session affinity, traffic policies … survive".
+// The apiserver allocates the node ports and the health-check node port here, so only a copy that
+// keeps them gets the same ones back.
+func TestAccServiceRecreation_includeLoadBalancersAndOwned(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	lb := ipService("lb", "LoadBalancer", "100.64.12.7")
+	lb.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	lb.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}, {Name: "https", Port: 443}}
+	lb.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24"}
+	lb.Spec.ExternalIPs = []string{"192.0.2.12"}
+	created := f.service("app", lb)
+	if created.Spec.HealthCheckNodePort == 0 || created.Spec.Ports[0].NodePort == 0 || created.Spec.Ports[1].NodePort == 0 {
+		t.Fatalf("the apiserver allocated no node ports for app/lb: %+v", created.Spec)
+	}
+	cm, err := c.Kube.CoreV1().ConfigMaps("app").Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := ipService("owned", "NodePort", "100.64.3.1")
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: cm.UID, Controller: ptr.To(true)}}
+	f.service("app", owned)
+	moves := map[string][2][]string{
+		"app/lb":    {{"100.64.12.7"}, {"172.24.12.7"}},
+		"app/owned": {{"100.64.3.1"}, {"172.24.3.1"}},
+	}
+	before := servicesIn(t, c.Kube, "app")
+
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "  include_load_balancers = true\n  include_owned = true", "", "172.24.0.0/15"))
+	w.planFile()
+	expect(t, "planned moves", w.planned(recreationAddr, "plan.moves"), movesCheck(moves))
+	w.applyFile()
+	after := servicesIn(t, c.Kube, "app")
+	for key, mv := range moves {
+		b, a := before[key], after[key]
+		switch {
+		case a.UID == "" || a.UID == b.UID:
+			t.Errorf("%s was not recreated (UID %s → %s)", key, b.UID, a.UID)
+		case !slices.Equal(a.Spec.ClusterIPs, mv[1]):
+			t.Errorf("%s has %v, planned %v", key, a.Spec.ClusterIPs, mv[1])
+		case !reflect.DeepEqual(specWithoutIPs(b), specWithoutIPs(a)):
+			t.Errorf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(b), specWithoutIPs(a))
+		}
+	}
+	if got, want := after["app/lb"].Spec.HealthCheckNodePort, created.Spec.HealthCheckNodePort; got != want {
+		t.Errorf("app/lb's health-check node port: %d, was %d", got, want)
+	}
+	expect(t, "not_moved", w.stateValue(recreationAddr, "not_moved"), knownvalue.MapSizeExact(0))
+	w.converged()
+}
