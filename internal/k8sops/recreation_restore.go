@@ -79,7 +79,15 @@ func namespaceGoingErr(err error) bool {
 
 // restoreEntry recreates a journaled Service that is gone at ips, and what its deletion took along.
 func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []string) error {
-	cur, err := x.c.Kube.CoreV1().Services(e.Service.Namespace).Get(ctx, e.Service.Name, metav1.GetOptions{})
+	api := x.c.Kube.CoreV1().Services(e.Service.Namespace)
+	cur, err := api.Get(ctx, e.Service.Name, metav1.GetOptions{})
+	if err == nil && deletingOld(cur, e) {
+		// Held by a finalizer: its IPs and name are free only once it is gone.
+		if err := waitDeleted(ctx, objectWatch(api.List, api.Watch, cur.Name), &corev1.Service{}, cur.UID); err != nil {
+			return fmt.Errorf("restoring %s: waiting for the deletion of the old Service to finish (finalizers %v): %w", e.Key, cur.Finalizers, err)
+		}
+		cur, err = nil, apierrors.NewNotFound(corev1.Resource("services"), e.Service.Name)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		// The Service first, then the bridge: a refused bridge must not keep the cluster DNS
@@ -131,7 +139,11 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 			p.Dropped[e.Key] = going
 			continue
 		}
-		if svc, exists := byKey[e.Key]; exists {
+		svc, exists := byKey[e.Key]
+		if exists && deletingOld(svc, e) {
+			exists = false // the Service the move deleted, held by a finalizer: restored once gone
+		}
+		if exists {
 			// The cluster DNS Service moved, but its bridge was not created (refused, or the run
 			// stopped): the entry holds its old IPs, and restoring it creates the bridge.
 			dnsBridgeDue := e.Key == dnsKey && !bridged && len(MovingIPs(e.OldIPs, ipStrings(clusterIPs(svc)))) > 0
@@ -159,15 +171,23 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 	slices.SortFunc(p.Restore, func(a, b Restore) int { return strings.Compare(a.Key, b.Key) })
 }
 
-// journalSettled reports whether a journal entry needs nothing more: its Service exists, with
-// the hand-made Endpoints it had. Entries with owned EndpointSlices always get their slices
-// checked (they are rare, and a plan does not list slices).
+// journalSettled reports whether a journal entry needs nothing more: its Service exists and is
+// not being deleted, with the hand-made Endpoints it had. Entries with owned EndpointSlices
+// always get their slices checked (they are rare, and a plan does not list slices).
 func journalSettled(e JournalEntry, svc *corev1.Service, endpoints map[string]corev1.Endpoints) bool {
-	if svc == nil || len(e.Slices) > 0 {
+	if svc == nil || svc.DeletionTimestamp != nil || len(e.Slices) > 0 {
 		return false
 	}
 	_, ok := endpoints[e.Key]
 	return e.Endpoints == nil || ok
+}
+
+// deletingOld reports whether svc is the Service a journaled move deleted, still there because a
+// finalizer (a cloud load balancer's cleanup) holds it: being deleted, at the entry's old IPs.
+// Once the finalizer completes it is gone, so the entry is restored, not settled. A copy at the
+// new IPs that another client deletes is theirs to delete (never resurrected).
+func deletingOld(svc *corev1.Service, e JournalEntry) bool {
+	return svc.DeletionTimestamp != nil && len(e.OldIPs) > 0 && slices.Equal(ipStrings(clusterIPs(svc)), e.OldIPs)
 }
 
 // UnrestoredJournal names, sorted, the Services whose entries in journal (as ReadJournal read
