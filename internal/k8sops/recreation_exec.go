@@ -95,7 +95,10 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 	}
 	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
 		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, dnsKey: plan.DNSService,
-		targets: plan.Targets, planned: map[netip.Addr]bool{}}
+		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}}
+	for _, m := range plan.Moves[:plan.First] {
+		x.first[m.Key] = true
+	}
 	for _, m := range plan.Moves {
 		for _, ip := range parseAddrs(m.NewIPs) {
 			x.planned[ip] = true
@@ -109,6 +112,11 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 	for i := range snap.Services {
 		x.services[svcKey(&snap.Services[i])] = &snap.Services[i]
 	}
+	ctx, release, err := holdJournal(ctx, c, o.Journal)
+	if err != nil {
+		return x.res, err
+	}
+	defer release() // after everything below, the deferred clean-up of a failed run included
 	for _, s := range snap.Slices {
 		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 		x.slices[key] = append(x.slices[key], s)
@@ -165,7 +173,8 @@ type executor struct {
 	services  map[string]*corev1.Service
 	slices    map[string][]discoveryv1.EndpointSlice
 	endpoints map[string]corev1.Endpoints
-	dnsKey    string // the cluster DNS Service, whose move brings the bridge
+	dnsKey    string          // the cluster DNS Service, whose move brings the bridge
+	first     map[string]bool // moved and verified before the rest: a refusal stops the apply
 	// targets and planned bound the replacement of a planned IP another client took mid-apply:
 	// inside the target, and never another Service's planned IP.
 	targets []netip.Prefix

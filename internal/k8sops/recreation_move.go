@@ -268,6 +268,16 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	if err != nil {
 		return 0, err
 	}
+	// Admission that would refuse the copy is found before the delete, never after it.
+	switch reason, err := x.admitted(ctx, old, e); {
+	case err != nil:
+		return 0, fmt.Errorf("%s: %w", e.Key, err)
+	case reason != "" && x.first[e.Key]:
+		return 0, fmt.Errorf("%s, moved first: %s. The Services after it were not moved", e.Key, reason)
+	case reason != "":
+		x.notMoved(e.Key, reason)
+		return 0, nil
+	}
 	var dnsSlices, mirrored, bridgeSlices []discoveryv1.EndpointSlice
 	if e.Key == x.dnsKey && x.bridge != nil {
 		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists

@@ -2,17 +2,24 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -23,7 +30,7 @@ import (
 // it Terminating until the load balancer is gone. The apply is interrupted while it waits (no
 // cloud controller runs here); the next plan must restore it, not count the Terminating Service
 // as settled, and once the finalizer completes the next apply recreates it. Docs: "A failure
-// mid-apply leaves nothing lost, and the next apply finishes the job."
+// mid-apply leaves nothing lost, and the next apply finishes the job." (the design's promise).
 func TestAccServiceRecreation_finalizerInterrupted(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -88,4 +95,165 @@ func TestAccServiceRecreation_finalizerInterrupted(t *testing.T) {
 		t.Errorf("%d journal objects left after the restore", n)
 	}
 	w.converged()
+}
+
+// teamLabelPolicy makes every Service create need a team label (a ValidatingAdmissionPolicy
+// and its binding), and waits until the apiserver enforces it.
+func teamLabelPolicy(t *testing.T, kube kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-label"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}}}}}},
+			Validations: []admissionv1.Validation{{Expression: "has(object.metadata.labels) && 'team' in object.metadata.labels",
+				Message: "Services need a team label"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-label"},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "team-label",
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := ipService("probe", "ClusterIP", "100.64.200.1")
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := kube.CoreV1().Services("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "Services need a team label"), nil
+	})
+	if err != nil {
+		t.Fatalf("the policy is not enforced: %v", err)
+	}
+}
+
+// TestAccServiceRecreation_admissionRefuses: a ValidatingAdmissionPolicy requiring a team label
+// on Service creates is added after the plan was saved (a policy rolled out between review and
+// apply). The apply must delete no Service whose recreation the policy refuses: it asks by a
+// dry-run create before each delete, moves the admitted one, and reports the others in
+// not_moved with the policy's message; applied again it deletes nothing more. With
+// old_ip_bridges = "all", a Service whose bridge (without a team label) the policy refuses is not
+// moved either. Before the dry run, the refused Services were deleted and not recreated, and
+// every retried apply deleted more.
+func TestAccServiceRecreation_admissionRefuses(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := startCluster(t, testcluster.Options{})
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	withTeam := func(s *corev1.Service) *corev1.Service {
+		s.Labels = map[string]string{"team": "web"}
+		return s
+	}
+	f.service("app", withTeam(ipService("a", "ClusterIP", "100.64.1.1")))
+	f.service("app", ipService("b", "ClusterIP", "100.64.1.2"))
+	f.service("app", ipService("c", "NodePort", "100.64.1.3"))
+	f.service("app", withTeam(ipService("d", "ClusterIP", "100.64.1.4")))
+	before := servicesIn(t, c.Kube, "app")
+
+	// Bridges on: every move brings a bridge the policy refuses.
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", `  old_ip_bridges = "all"`, "172.24.0.0/15"))
+	w.planFile()
+	teamLabelPolicy(t, c.Kube)
+	w.applyFile()
+	sameServices(t, "after the apply whose bridges admission refuses", before, servicesIn(t, c.Kube, "app"))
+	refused := knownvalue.StringRegexp(regexp.MustCompile(`^admission would refuse .*Services need a team label`))
+	bridgeRefused := knownvalue.StringRegexp(regexp.MustCompile(`^admission would refuse its bridge .*Services need a team label`))
+	expect(t, "not_moved with bridges", w.stateValue(recreationAddr, "not_moved"), knownvalue.MapExact(map[string]knownvalue.Check{
+		"app/a": bridgeRefused, "app/b": refused, "app/c": refused, "app/d": bridgeRefused}))
+
+	// Without bridges: a and d move, b and c stay, twice over.
+	w.write(recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.planFile()
+	w.applyFile()
+	after := servicesIn(t, c.Kube, "app")
+	for _, key := range []string{"app/a", "app/d"} {
+		if after[key].UID == before[key].UID || !strings.HasPrefix(after[key].Spec.ClusterIP, "172.24.") {
+			t.Errorf("%s was not moved: %s", key, after[key].Spec.ClusterIP)
+		}
+	}
+	for _, key := range []string{"app/b", "app/c"} {
+		if s, ok := after[key]; !ok || s.UID != before[key].UID {
+			t.Errorf("%s, refused by the policy, was deleted or replaced: %+v", key, s.ObjectMeta)
+		}
+	}
+	if n := journalObjects(t, c); n != 0 {
+		t.Errorf("%d journal objects left", n)
+	}
+	again := servicesIn(t, c.Kube, "app")
+	w.planFile()
+	w.applyFile()
+	sameServices(t, "after applying again", again, servicesIn(t, c.Kube, "app"))
+}
+
+// TestAccServiceRecreation_concurrentApplies: two configurations that leave journal_group unset
+// share the default journal. The first apply is held before its first delete (a fault gate);
+// the second, started meanwhile, must fail at once naming the holder, change nothing, and leave
+// the first's journal alone; once released the first moves everything and the second, run
+// again, has nothing left to do. Before the lease the second settled and deleted the first's
+// journal entries.
+func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	const n = 6
+	for i := range n {
+		f.service("app", ipService(fmt.Sprintf("s%d", i), "ClusterIP", fmt.Sprintf("100.64.1.%d", 10+i)))
+	}
+	before := servicesIn(t, c.Kube, "app")
+	config := bridgeConfig(c, "")
+	first, second := newCLIWorkspace(t, config), newCLIWorkspace(t, config)
+	first.planFile()
+	second.planFile()
+
+	ctx := context.Background()
+	gate, open := faultGate(t, "BEFORE_DELETE")
+	cmd, out := first.start([]string{gate}, "apply", "tfplan")
+	journal := k8sops.Journal{Namespace: "kube-system"}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return journalObjects(t, c) > 0, nil // the lease is taken before the journal is written
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the first apply wrote no journal: %v\n%s", err, out.String())
+	}
+	lease, err := c.Kube.CoordinationV1().Leases("kube-system").Get(ctx, journal.LeaseName(), metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("the first apply holds no lease %s: %v", journal.LeaseName(), err)
+	}
+	secondOut, err := second.run("apply", "tfplan")
+	if err == nil || !diagRE("journal kube-system (journal_group default) is in use by another apply", *lease.Spec.HolderIdentity).MatchString(secondOut) {
+		t.Errorf("the second apply, started while the first held the journal: %v\n%s", err, secondOut)
+	}
+	sameServices(t, "after the refused second apply", before, servicesIn(t, c.Kube, "app"))
+	open()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the first apply: %v\n%s", err, out.String())
+	}
+	for key, s := range servicesIn(t, c.Kube, "app") {
+		if !strings.HasPrefix(s.Spec.ClusterIP, "172.24.") {
+			t.Errorf("%s at %s after the first apply", key, s.Spec.ClusterIP)
+		}
+	}
+	if _, err := c.Kube.CoordinationV1().Leases("kube-system").Get(ctx, journal.LeaseName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the lease outlived the apply: %v", err)
+	}
+	if n := journalObjects(t, c); n != 0 {
+		t.Errorf("%d journal objects left", n)
+	}
+	moved := servicesIn(t, c.Kube, "app")
+	second.planFile()
+	expect(t, "the second's moves after the first", second.planned(recreationAddr, "plan.moves"), knownvalue.MapSizeExact(0))
+	second.applyFile()
+	sameServices(t, "after the second apply", moved, servicesIn(t, c.Kube, "app"))
 }

@@ -1,0 +1,118 @@
+// Admission before the delete: a Service is deleted only once the apiserver has said, without
+// writing anything, that it would admit its recreation (and its bridges).
+package k8sops
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AdmissionRefusal asks the apiserver whether admission (mutating and validating webhooks,
+// ValidatingAdmissionPolicies, the built-in plugins) would let svc be created, by a server-side
+// dry-run create; it returns admission's message when it would not, "" when it would. held are
+// IPs another Service holds until the delete (the IPs the move keeps): they, and node ports,
+// are left to the dry run's allocator, since the apiserver allocates before it validates and an
+// address or port still held would be refused for that alone; so are the planned IPs when the
+// dry run's allocator keeps answering that they are outside its range (see rangeNotServed's
+// caller): a rule on the exact address is then checked with another one. An object of the same name that
+// exists answers AlreadyExists, which the apiserver checks after admission: admitted. A quota
+// that is full is no refusal of a move (its delete frees the room); the caller says whether it
+// is for a new object. A transient failure is an error: nothing is known, nothing is deleted.
+func AdmissionRefusal(ctx context.Context, c *Client, svc *corev1.Service, held []string, quotaRefuses bool) (string, error) {
+	try := svc.DeepCopy()
+	try.ResourceVersion, try.UID = "", ""
+	if kept := slices.DeleteFunc(slices.Clone(try.Spec.ClusterIPs), func(ip string) bool { return slices.Contains(held, ip) }); len(kept) != len(try.Spec.ClusterIPs) {
+		try.Spec.ClusterIPs, try.Spec.ClusterIP, try.Spec.IPFamilies = kept, "", nil
+		if len(kept) > 0 {
+			try.Spec.ClusterIP = kept[0]
+		}
+	}
+	for i := range try.Spec.Ports {
+		try.Spec.Ports[i].NodePort = 0
+	}
+	try.Spec.HealthCheckNodePort = 0
+	api := c.Kube.CoreV1().Services(try.Namespace)
+	notServed := 0
+	for range 16 {
+		err := retryWrite(ctx, func(bool) error {
+			_, err := api.Create(ctx, try, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: c.FieldManager})
+			return err
+		}, rangeNotLoaded)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return "", nil
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+			if quotaRefuses {
+				return err.Error(), nil
+			}
+			return "", nil
+		case rangeNotServed(err) && len(try.Spec.ClusterIPs) > 0:
+			// The apiserver dry-runs an allocation in one of its ranges picked at random
+			// (MetaAllocator.DryRun), not in the one holding the address: asked again, it may
+			// pick the right one; after a few tries the address is left to the dry run.
+			if notServed++; notServed >= 4 {
+				try.Spec.ClusterIPs, try.Spec.ClusterIP, try.Spec.IPFamilies = nil, "", nil
+			}
+			continue
+		case takenIP(err, try.Spec.ClusterIPs) >= 0:
+			// Another client took the planned IP: the create probes further, so does this.
+			i := takenIP(err, try.Spec.ClusterIPs)
+			try.Spec.ClusterIPs, try.Spec.IPFamilies = slices.Delete(try.Spec.ClusterIPs, i, i+1), nil
+			try.Spec.ClusterIP = ""
+			if len(try.Spec.ClusterIPs) > 0 {
+				try.Spec.ClusterIP = try.Spec.ClusterIPs[0]
+			}
+			continue
+		case ctx.Err() != nil || Transient(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err):
+			return "", fmt.Errorf("asking admission whether %s/%s can be created (a dry run): %w", try.Namespace, try.Name, err)
+		default:
+			return err.Error(), nil
+		}
+	}
+	return "", fmt.Errorf("asking admission whether %s/%s can be created: its IPs kept being taken by other clients", try.Namespace, try.Name)
+}
+
+// rangeNotServed: the dry run's allocator does not hold the address's range.
+func rangeNotServed(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "is not in the valid range")
+}
+
+// admitted checks, right before the delete, that admission would create the Service's copy and
+// the bridges its move creates. It returns the reason the move is not made, "" when it is.
+func (x *executor) admitted(ctx context.Context, old *corev1.Service, e JournalEntry) (string, error) {
+	held := ipStrings(clusterIPs(old))
+	refusal, err := AdmissionRefusal(ctx, x.c, &e.Service, held, false)
+	if err != nil || refusal != "" {
+		return admissionReason("its recreation", refusal), err
+	}
+	bridges := []*corev1.Service{e.Bridge}
+	if e.Key == x.dnsKey {
+		bridges = append(bridges, x.bridge)
+	}
+	for _, b := range bridges {
+		if b == nil {
+			continue
+		}
+		// The bridge takes the old IPs once they are free: the dry run lets them be allocated.
+		refusal, err := AdmissionRefusal(ctx, x.c, b, slices.Concat(held, b.Spec.ClusterIPs), false)
+		if err != nil || refusal != "" {
+			return admissionReason("its bridge "+b.Namespace+"/"+b.Name, refusal), err
+		}
+	}
+	return "", nil
+}
+
+func admissionReason(what, refusal string) string {
+	if refusal == "" {
+		return ""
+	}
+	return fmt.Sprintf("admission would refuse %s (a dry-run create, before the delete, answered: %s); nothing was deleted. "+
+		"Allow it in the policy or webhook, or leave the Service out of the move", what, refusal)
+}
