@@ -4,10 +4,13 @@ package k8sops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,7 +93,7 @@ func (x *executor) admitted(ctx context.Context, old *corev1.Service, e JournalE
 	held := ipStrings(clusterIPs(old))
 	refusal, err := AdmissionRefusal(ctx, x.c, &e.Service, held, false)
 	if err != nil || refusal != "" {
-		return admissionReason("its recreation", refusal), err
+		return admissionReason("its recreation", refusal, true), err
 	}
 	bridges := []*corev1.Service{e.Bridge}
 	if e.Key == x.dnsKey {
@@ -101,18 +104,138 @@ func (x *executor) admitted(ctx context.Context, old *corev1.Service, e JournalE
 			continue
 		}
 		// The bridge takes the old IPs once they are free: the dry run lets them be allocated.
-		refusal, err := AdmissionRefusal(ctx, x.c, b, slices.Concat(held, b.Spec.ClusterIPs), false)
+		// It is a Service more: a full quota refuses it, and an old IP left unbridged would cut
+		// off the clients still using it, so the move waits until the quota has room.
+		refusal, err := AdmissionRefusal(ctx, x.c, b, slices.Concat(held, b.Spec.ClusterIPs), true)
 		if err != nil || refusal != "" {
-			return admissionReason("its bridge "+b.Namespace+"/"+b.Name, refusal), err
+			return admissionReason("its bridge "+b.Namespace+"/"+b.Name, refusal, true), err
 		}
 	}
 	return "", nil
 }
 
-func admissionReason(what, refusal string) string {
+// admissionReason says what admission refused, and how to move on: atApply, nothing was deleted.
+func admissionReason(what, refusal string, atApply bool) string {
 	if refusal == "" {
 		return ""
 	}
-	return fmt.Sprintf("admission would refuse %s (a dry-run create, before the delete, answered: %s); nothing was deleted. "+
-		"Allow it in the policy or webhook, or leave the Service out of the move", what, refusal)
+	if atApply {
+		return fmt.Sprintf("admission would refuse %s (a dry-run create, before the delete, answered: %s); nothing was deleted. "+
+			"Allow it in the policy or webhook, or leave the Service out of the move", what, refusal)
+	}
+	return fmt.Sprintf("admission would refuse %s (a dry-run create at plan answered: %s). Allow it in the policy or "+
+		"webhook and plan again, or leave the Service out of the move", what, refusal)
+}
+
+// admissionConfigs lists what may refuse a Service create beyond the built-in plugins:
+// ValidatingAdmissionPolicies and webhooks whose rules match it (the provider's own policies
+// left out). A resource not served (VAPs before 1.30) counts as none.
+func admissionConfigs(ctx context.Context, c *Client) ([]string, error) {
+	var found []string
+	k := c.Kube.AdmissionregistrationV1()
+	vwc, err := k.ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing ValidatingWebhookConfigurations: %w", err)
+	}
+	for _, cfg := range vwc.Items {
+		for _, w := range cfg.Webhooks {
+			if len(matchesCreate(w.Rules, "services")) > 0 {
+				found = append(found, "ValidatingWebhookConfiguration "+cfg.Name)
+			}
+		}
+	}
+	mwc, err := k.MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing MutatingWebhookConfigurations: %w", err)
+	}
+	for _, cfg := range mwc.Items {
+		for _, w := range cfg.Webhooks {
+			if len(matchesCreate(w.Rules, "services")) > 0 {
+				found = append(found, "MutatingWebhookConfiguration "+cfg.Name)
+			}
+		}
+	}
+	vap, err := k.ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("listing ValidatingAdmissionPolicies: %w", err)
+	}
+	if err == nil {
+		for _, p := range vap.Items {
+			if p.Labels["app.kubernetes.io/managed-by"] == "k8scidr" || p.Spec.MatchConstraints == nil {
+				continue
+			}
+			for _, r := range p.Spec.MatchConstraints.ResourceRules {
+				if len(matchesCreate([]admissionv1.RuleWithOperations{r.RuleWithOperations}, "services")) > 0 {
+					found = append(found, "ValidatingAdmissionPolicy "+p.Name)
+					break
+				}
+			}
+		}
+	}
+	return slices.Compact(found), nil
+}
+
+// PlanAdmission asks admission, at plan, about each move of p: where a ValidatingAdmissionPolicy
+// or webhook matches Service creates, it dry-runs each copy (as the apply does before each
+// delete) and turns the moves admission refuses into skips, so that the reviewed plan shows
+// them. Without such a policy it asks nothing. An identity that may not create Services (a
+// read-only plan role) cannot ask: the note says so, and the apply asks. A refused move of a
+// Service in First is an error finding.
+func PlanAdmission(ctx context.Context, c *Client, snap Snapshot, p *RecreationPlan, parallelism int) (note string, err error) {
+	if len(p.Moves) == 0 {
+		return "", nil
+	}
+	configs, err := admissionConfigs(ctx, c)
+	if err != nil || len(configs) == 0 {
+		return "", err
+	}
+	byKey := map[string]*corev1.Service{}
+	for i := range snap.Services {
+		byKey[svcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	refused := make([]string, len(p.Moves))
+	sem := make(chan struct{}, max(parallelism, 1))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for i, m := range p.Moves {
+		svc := byKey[m.Key]
+		if svc == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r, err := AdmissionRefusal(ctx, c, recreationCopy(svc, m.NewIPs), ipStrings(clusterIPs(svc)), false)
+			mu.Lock()
+			defer mu.Unlock()
+			refused[i] = r
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	var kept []Move
+	for i, m := range p.Moves {
+		switch r := refused[i]; {
+		case r == "":
+			kept = append(kept, m)
+		case strings.Contains(r, `cannot create resource "services"`):
+			return fmt.Sprintf("%s admit Service creates by rules only the apiserver evaluates, and this identity may "+
+				"not create Services, so it could not ask (a dry run) which moves they refuse. The apply asks before each "+
+				"delete and lists the refused ones in not_moved.", strings.Join(configs, ", ")), nil
+		case slices.Contains(p.First, m.Key):
+			p.Errors = append(p.Errors, Finding{At("first"), "Admission Refuses a First Move",
+				fmt.Sprintf("%s is moved first, and %s.", m.Key, admissionReason("its recreation", r, false))})
+			kept = append(kept, m)
+		default:
+			p.Skipped[m.Key] = admissionReason("its recreation", r, false)
+		}
+	}
+	p.Moves = kept
+	return "", nil
 }

@@ -109,7 +109,10 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"journal": schema.StringAttribute{Computed: true, MarkdownDescription: "Journal ConfigMap holding it."},
 				}}},
 			"skipped": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "Services outside the target that do not move, by `namespace/name`, with the reason."},
+				MarkdownDescription: "Services outside the target that do not move, by `namespace/name`, with the reason. " +
+					"Where a ValidatingAdmissionPolicy or webhook matches Service creates, each move is asked of admission (a " +
+					"server-side dry-run create, which needs `create` on Services: a read-only identity is warned instead) and " +
+					"those it would refuse are here with its message."},
 			"first_moves": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The keys of `first` that move, in order: the resource's `first`."},
 			"dns_service": schema.StringAttribute{Optional: true, Computed: true,
@@ -158,6 +161,10 @@ func (d *serviceMovesDataSource) ValidateConfig(ctx context.Context, req datasou
 	}
 }
 
+// admissionParallelism is how many dry-run creates the plan has in flight where admission
+// policies make it ask about each move.
+const admissionParallelism = 8
+
 func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m serviceMovesModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
@@ -174,6 +181,15 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 	}
 	o := m.options(ctx, &resp.Diagnostics)
 	p := k8sops.PlanRecreation(snap, o)
+	if len(p.Errors) == 0 {
+		switch note, err := k8sops.PlanAdmission(ctx, client, snap, &p, admissionParallelism); {
+		case err != nil:
+			resp.Diagnostics.AddWarning("Admission Not Asked", "Which moves admission would refuse could not be asked at plan: "+
+				apiErrorText(err)+". The apply asks before each delete and lists the refused ones in not_moved.")
+		case note != "":
+			resp.Diagnostics.AddWarning("Admission Not Asked", note)
+		}
+	}
 	addFindings(&resp.Diagnostics, p.Errors, true)
 	if !resp.Diagnostics.HasError() {
 		// The same static checks the recreation makes of this value: an outage is refused here, at plan.

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -140,7 +142,8 @@ func teamLabelPolicy(t *testing.T, kube kubernetes.Interface) {
 // dry-run create before each delete, moves the admitted one, and reports the others in
 // not_moved with the policy's message; applied again it deletes nothing more. With
 // old_ip_bridges = "all", a Service whose bridge (without a team label) the policy refuses is not
-// moved either. Before the dry run, the refused Services were deleted and not recreated, and
+// moved either. A plan made under the policy asks admission too, and shows the refused
+// Services skipped with its message. Before the dry run, the refused Services were deleted and not recreated, and
 // every retried apply deleted more.
 func TestAccServiceRecreation_admissionRefuses(t *testing.T) {
 	testAccPreCheck(t)
@@ -169,10 +172,17 @@ func TestAccServiceRecreation_admissionRefuses(t *testing.T) {
 	expect(t, "not_moved with bridges", w.stateValue(recreationAddr, "not_moved"), knownvalue.MapExact(map[string]knownvalue.Check{
 		"app/a": bridgeRefused, "app/b": refused, "app/c": refused, "app/d": bridgeRefused}))
 
-	// Without bridges: a and d move, b and c stay, twice over.
+	// Without bridges, planned under the policy: the plan asks admission about each move and
+	// shows b and c skipped with its message; a and d move, b and c stay, twice over.
 	w.write(recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 	w.planFile()
+	expect(t, "moves planned under the policy", w.planned(recreationAddr, "plan.moves"), movesCheck(map[string][2][]string{
+		"app/a": {{"100.64.1.1"}, {"172.24.1.1"}}, "app/d": {{"100.64.1.4"}, {"172.24.1.4"}}}))
 	w.applyFile()
+	atPlan := knownvalue.StringRegexp(regexp.MustCompile(`^admission would refuse its recreation \(a dry-run create at plan answered: .*Services need a team label`))
+	expect(t, "skipped at plan", w.stateValue("data.k8scidr_service_moves.this", "skipped"),
+		knownvalue.MapExact(map[string]knownvalue.Check{"app/b": atPlan, "app/c": atPlan,
+			"default/kubernetes": knownvalue.StringRegexp(regexp.MustCompile("^owned by the apiserver"))}))
 	after := servicesIn(t, c.Kube, "app")
 	for _, key := range []string{"app/a", "app/d"} {
 		if after[key].UID == before[key].UID || !strings.HasPrefix(after[key].Spec.ClusterIP, "172.24.") {
@@ -256,4 +266,80 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 	expect(t, "the second's moves after the first", second.planned(recreationAddr, "plan.moves"), knownvalue.MapSizeExact(0))
 	second.applyFile()
 	sameServices(t, "after the second apply", moved, servicesIn(t, c.Kube, "app"))
+}
+
+// TestAccServiceRecreation_quotaFull: a namespace at its services quota. The plan with
+// old_ip_bridges = "all" warns that the quota leaves no room for the bridges, naming the
+// namespace and the count; the apply moves none of its Services (each bridge would be refused,
+// and an old IP left unbridged cuts off the clients still on it) and reports them in not_moved
+// with the quota's message. Without bridges every Service moves: each delete frees the room its
+// copy takes.
+func TestAccServiceRecreation_quotaFull(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	for i := range 3 {
+		f.service("app", ipService(fmt.Sprintf("s%d", i), "ClusterIP", fmt.Sprintf("100.64.1.%d", 10+i)))
+	}
+	fullQuota(t, c.Kube, "app", 3)
+	before := servicesIn(t, c.Kube, "app")
+
+	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
+	var warned *planDiagnostic
+	for _, d := range w.planDiagnostics() {
+		if d.Severity == "warning" && d.Summary == "Service Quota Full in Namespace app" {
+			warned = &d
+		}
+	}
+	if warned == nil || warned.Address != recreationAddr ||
+		!diagRE("ResourceQuota app/services admits 0 more Services", "hard 3, used 3", "creates 3 bridges there").MatchString(warned.Detail) {
+		t.Errorf("the plan does not warn that app's quota has no room for its 3 bridges: %+v", warned)
+	}
+	w.planFile()
+	w.applyFile()
+	sameServices(t, "after the apply whose bridges the quota refuses", before, servicesIn(t, c.Kube, "app"))
+	quota := knownvalue.StringRegexp(regexp.MustCompile(`^admission would refuse its bridge .*exceeded quota`))
+	expect(t, "not_moved under a full quota", w.stateValue(recreationAddr, "not_moved"),
+		knownvalue.MapExact(map[string]knownvalue.Check{"app/s0": quota, "app/s1": quota, "app/s2": quota}))
+
+	w.write(bridgeConfig(c, ""))
+	w.planFile()
+	w.applyFile()
+	after := servicesIn(t, c.Kube, "app")
+	for key, s := range after {
+		if !faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) || s.UID == before[key].UID {
+			t.Errorf("%s not moved under a full quota without bridges: %s", key, s.Spec.ClusterIP)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("%d Services after the move, %d before", len(after), len(before))
+	}
+	w.converged()
+}
+
+// fullQuota gives namespace ns a ResourceQuota of hard Services, and waits until the quota
+// controller has counted them (admission enforces what it counted).
+func fullQuota(t *testing.T, kube kubernetes.Interface, ns string, hard int64) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := kube.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "services"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: *resource.NewQuantity(hard, resource.DecimalSI)}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "services", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		used, ok := q.Status.Used[corev1.ResourceServices]
+		_, hardSet := q.Status.Hard[corev1.ResourceServices]
+		return ok && hardSet && used.Value() == hard, nil
+	})
+	if err != nil {
+		t.Fatalf("the quota controller did not count %d Services in %s: %v", hard, ns, err)
+	}
 }

@@ -203,6 +203,38 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if work && r.data != nil && r.data.client != nil {
 		found, err := k8sops.RecreationHazards(ctx, r.data.client, p)
 		warnHazards(found, err, &resp.Diagnostics)
+		warnBridgeQuota(ctx, r.data.client, &plan, p, dnsMoves, &resp.Diagnostics)
+	}
+}
+
+// warnBridgeQuota warns where a namespace's ResourceQuota leaves no room for the bridges this
+// apply creates there: the moves whose bridge does not fit are not made (the apply asks
+// admission before each delete). The moves themselves need no room: each delete frees it.
+func warnBridgeQuota(ctx context.Context, c *k8sops.Client, plan *serviceRecreationModel, p k8sops.PlannedRecreation, dnsMoves bool, diags *diag.Diagnostics) {
+	need := map[string]int{}
+	for key, b := range bridgesFrom(ctx, plan.Bridges, diags) {
+		if b.CreatedAt.IsUnknown() { // made by this apply
+			ns, _, _ := strings.Cut(key, "/")
+			need[ns]++
+		}
+	}
+	if dnsMoves && p.DNSBridge {
+		ns, _, _ := strings.Cut(p.DNSService, "/")
+		need[ns]++
+	}
+	short, err := k8sops.ServiceQuotaShortfalls(ctx, c, need)
+	if err != nil {
+		diags.AddWarning("Service Quotas Not Read", "Whether ResourceQuotas leave room for the bridges this apply creates "+
+			"could not be checked: "+apiErrorText(err)+". A move whose bridge a full quota refuses is not made.")
+		return
+	}
+	for _, q := range short {
+		// One summary per namespace: Terraform folds warnings with equal summaries into one.
+		diags.AddWarning("Service Quota Full in Namespace "+q.Namespace, fmt.Sprintf("ResourceQuota %s/%s admits %d more "+
+			"Services (%s: hard %d, used %d), and this apply creates %d bridges there. The moves whose bridge does not fit are "+
+			"not made: their Services stay where they are and are listed in not_moved. Raise its %s to at least %d for the "+
+			"migration, or set old_ip_bridges = \"dns\" if nothing uses their old IPs.",
+			q.Namespace, q.Quota, q.Free(), q.Resource, q.Hard, q.Used, q.Need, q.Resource, q.Used+q.Need))
 	}
 }
 

@@ -1,0 +1,59 @@
+// ResourceQuotas that leave no room for the Services an apply creates.
+package k8sops
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// QuotaShortfall is a ResourceQuota that leaves Free Services in Namespace, fewer than the Need
+// an apply creates there.
+type QuotaShortfall struct {
+	Namespace, Quota, Resource string
+	Hard, Used, Need           int64
+}
+
+// Free is how many more Services the quota admits.
+func (q QuotaShortfall) Free() int64 { return max(q.Hard-q.Used, 0) }
+
+// ServiceQuotaShortfalls finds, with one list of ResourceQuotas, those whose services count
+// (services or count/services, as the quota controller last counted it) leaves fewer free than
+// need, new Services by namespace. Moves need no room (the delete frees it); bridges do.
+func ServiceQuotaShortfalls(ctx context.Context, c *Client, need map[string]int) ([]QuotaShortfall, error) {
+	if len(need) == 0 {
+		return nil, nil
+	}
+	var out []QuotaShortfall
+	err := eachItem(ctx, listPages(c.Kube.CoreV1().ResourceQuotas("").List), func(q *corev1.ResourceQuota) error {
+		n := int64(need[q.Namespace])
+		if n == 0 {
+			return nil
+		}
+		for _, res := range []corev1.ResourceName{corev1.ResourceServices, "count/services"} {
+			hard, ok := q.Status.Hard[res]
+			if !ok {
+				hard, ok = q.Spec.Hard[res]
+			}
+			if !ok {
+				continue
+			}
+			used := q.Status.Used[res]
+			s := QuotaShortfall{Namespace: q.Namespace, Quota: q.Name, Resource: string(res), Hard: hard.Value(), Used: used.Value(), Need: n}
+			if s.Free() < n {
+				out = append(out, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing ResourceQuotas: %w", err)
+	}
+	slices.SortFunc(out, func(a, b QuotaShortfall) int {
+		return strings.Compare(a.Namespace+"/"+a.Quota+" "+a.Resource, b.Namespace+"/"+b.Quota+" "+b.Resource)
+	})
+	return out, nil
+}
