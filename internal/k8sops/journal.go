@@ -247,3 +247,45 @@ func JournalLeftovers(ctx context.Context, c *Client, j Journal) ([]string, erro
 	slices.Sort(keys)
 	return slices.Compact(keys), err
 }
+
+// entrySize is the size of a journal entry as written: an entry larger than journalMaxBytes
+// fits in no journal object, and a move is never started unjournaled.
+func entrySize(e JournalEntry) int {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return 0
+	}
+	return len(data)
+}
+
+// tooLargeToJournal refuses, at plan, the moves whose journal entry no journal object holds:
+// selector-less Services with tens of thousands of hand-made Endpoints addresses. Only those
+// are measured (the rest are far smaller).
+func tooLargeToJournal(snap Snapshot, byKey map[string]*corev1.Service, moves []Move) []Finding {
+	var out []Finding
+	for _, m := range moves {
+		ep, ok := snap.Endpoints[m.Key]
+		svc := byKey[m.Key]
+		if !ok || svc == nil {
+			continue
+		}
+		if size := entrySize(JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs), Endpoints: &ep}); size > journalMaxBytes {
+			out = append(out, Finding{At("exclude"), "Service Too Large to Journal", tooLargeText(m.Key, size, endpointAddresses(ep))})
+		}
+	}
+	return out
+}
+
+func tooLargeText(key string, size, addresses int) string {
+	return fmt.Sprintf("%s's journal entry would be %d KiB (its hand-made Endpoints hold %d addresses), more than one journal "+
+		"object holds (%d KiB): it could never be journaled, and no Service is deleted unjournaled. Add %q to exclude and "+
+		"move it by hand, or split its Endpoints between Services.", key, size>>10, addresses, journalMaxBytes>>10, key)
+}
+
+func endpointAddresses(ep corev1.Endpoints) int {
+	n := 0
+	for _, s := range ep.Subsets {
+		n += len(s.Addresses) + len(s.NotReadyAddresses)
+	}
+	return n
+}

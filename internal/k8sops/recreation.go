@@ -242,6 +242,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		}
 		p.Moves = append(p.Moves, m)
 	}
+	p.Errors = append(p.Errors, tooLargeToJournal(snap, byKey, p.Moves)...)
 	p.planDNS(snap, byKey, dns.Key)
 	if i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == p.DNSService }); i >= 0 && o.DNSBridge {
 		p.Staying = append(p.Staying, outsideAll(targets, p.Moves[i].OldIPs)...)

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // journalChunk is how many moves one journal write records (one object, split further only
@@ -48,9 +49,20 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 	}
 	for start := 0; start < len(moves) && !failed(); start += journalChunk {
 		chunk := moves[start:min(start+journalChunk, len(moves))]
-		entries := make([]JournalEntry, len(chunk))
-		for i, m := range chunk {
-			entries[i] = x.entry(m)
+		entries := make([]JournalEntry, 0, len(chunk))
+		for _, m := range chunk {
+			e := x.entry(m)
+			if e.Endpoints != nil || len(e.Slices) > 0 {
+				// Grown since the plan (which refuses it): left where it is, never deleted unjournaled.
+				if size := entrySize(e); size > journalMaxBytes {
+					x.notMoved(m.Key, tooLargeText(m.Key, size, endpointAddresses(ptr.Deref(e.Endpoints, corev1.Endpoints{}))))
+					continue
+				}
+			}
+			entries = append(entries, e)
+		}
+		if len(entries) == 0 {
+			continue
 		}
 		names, err := writeJournal(ctx, x.c, x.o.Journal, entries)
 		if err != nil {

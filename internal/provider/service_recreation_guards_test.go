@@ -343,3 +343,44 @@ func fullQuota(t *testing.T, kube kubernetes.Interface, ns string, hard int64) {
 		t.Fatalf("the quota controller did not count %d Services in %s: %v", hard, ns, err)
 	}
 }
+
+// TestAccServiceRecreation_tooLargeToJournal: a selector-less Service whose hand-made Endpoints
+// hold 60,000 addresses has a journal entry larger than a journal object holds. Before, the
+// chunk holding it failed to be written on every apply, and no move after it ever started; now
+// the plan refuses it naming the Service and the way out (exclude), and with it excluded the
+// rest moves.
+func TestAccServiceRecreation_tooLargeToJournal(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	big := ipService("big", "ClusterIP", "100.64.1.1")
+	big.Spec.Selector = nil
+	f.service("app", big)
+	addrs := make([]corev1.EndpointAddress, 60000)
+	for i := range addrs {
+		addrs[i].IP = fmt.Sprintf("10.%d.%d.%d", 1+i>>16, i>>8&0xff, i&0xff)
+	}
+	_, err := c.Kube.CoreV1().Endpoints("app").Create(context.Background(), &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "big"},
+		Subsets: []corev1.EndpointSubset{{Addresses: addrs, Ports: []corev1.EndpointPort{{Port: 80}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.service("app", ipService("small", "ClusterIP", "100.64.1.2"))
+
+	w := newCLIWorkspace(t, bridgeConfig(c, ""))
+	out, err := w.run("plan")
+	if err == nil || !diagRE("Error: Service Too Large to Journal", "app/big's journal entry would be", "60000 addresses",
+		`Add "app/big" to exclude`).MatchString(out) {
+		t.Fatalf("the plan does not refuse app/big: %v\n%s", err, out)
+	}
+	w.write(providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n  exclude = [\"app/big\"]", faultTarget), ""))
+	w.planFile()
+	w.applyFile()
+	now := servicesIn(t, c.Kube, "app")
+	if !faultTarget.Contains(netip.MustParseAddr(now["app/small"].Spec.ClusterIP)) || now["app/big"].Spec.ClusterIP != "100.64.1.1" {
+		t.Errorf("with app/big excluded: app/small at %s, app/big at %s", now["app/small"].Spec.ClusterIP, now["app/big"].Spec.ClusterIP)
+	}
+	w.converged()
+}
