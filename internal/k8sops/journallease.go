@@ -44,7 +44,8 @@ func holdJournal(ctx context.Context, c *Client, j Journal) (context.Context, fu
 	err := retryWrite(ctx, func(bool) error {
 		var err error
 		held, err = api.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: j.LeaseName(),
-			Labels: map[string]string{JournalLabel: j.group()}}, Spec: want}, metav1.CreateOptions{FieldManager: c.FieldManager})
+			Labels: map[string]string{JournalLabel: j.group()}, Annotations: map[string]string{holderProcessAnnotation: processID()}},
+			Spec: want}, metav1.CreateOptions{FieldManager: c.FieldManager})
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -52,12 +53,13 @@ func holdJournal(ctx context.Context, c *Client, j Journal) (context.Context, fu
 		if err != nil {
 			return err
 		}
-		if holder, until, live := leaseLive(cur); live {
+		if holder, until, live := leaseLive(cur); live && !processGone(cur.Annotations[holderProcessAnnotation]) {
 			return heldErr{fmt.Errorf("journal %s is in use by another apply (%s, lease %s/%s held until %s): two applies of one journal "+
 				"group would settle and delete each other's entries. Nothing was changed. Wait for it to end and apply again, or give "+
 				"each k8scidr_service_recreation its own journal_group", j, holder, j.Namespace, j.LeaseName(), until.UTC().Format(time.RFC3339))}
 		}
 		cur.Spec = want
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, holderProcessAnnotation, processID())
 		held, err = api.Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.FieldManager})
 		return err
 	})
@@ -100,10 +102,23 @@ func holdJournal(ctx context.Context, c *Client, j Journal) (context.Context, fu
 		defer done()
 		rv := held.ResourceVersion
 		// Only the lease as this apply last wrote it: one taken over stays with its new holder.
-		_ = api.Delete(dctx, held.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		// Left behind (the apiserver did not answer), it expires, and the next apply on this
+		// machine takes it over at once (holderProcessAnnotation).
+		_ = retryWrite(dctx, func(again bool) error {
+			err := api.Delete(dctx, held.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+			if again && apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
 	}
 	return lctx, release, nil
 }
+
+// holderProcessAnnotation names the process holding the lease (processID): an apply killed
+// with -9, or one whose release failed (an apiserver outage), is not waited for by the next
+// apply on the same machine, which is where a pipeline's next apply usually runs.
+const holderProcessAnnotation = "k8scidr.io/holder-process"
 
 // heldErr stops retryWrite: the lease is another apply's.
 type heldErr struct{ error }
