@@ -169,17 +169,18 @@ func oldIPBridgeService(svc *corev1.Service, ips []string, group string) *corev1
 
 // bridgeEndpoints is a copy of a selector-less Service's hand-made Endpoints for its bridge:
 // the same addresses and ports under the bridge's name, owned by nothing (the original's owner
-// references point at the Service, not at the bridge).
+// references point at the Service, not at the bridge) and labelled as the bridge is, never as
+// the original: its labels say which application it belongs to (Argo CD's
+// app.kubernetes.io/instance, kubectl's applyset.kubernetes.io/part-of), and a pruning tool
+// would delete the bridge's Endpoints as a leftover of that application, not in its manifests.
+// (endpointslice.kubernetes.io/skip-mirror is not copied either: kube-proxy serves the bridge
+// only from the slices the mirroring controller makes of its Endpoints.)
 func bridgeEndpoints(ep *corev1.Endpoints, bridge string) *corev1.Endpoints {
-	out := &corev1.Endpoints{
-		ObjectMeta: metav1.ObjectMeta{Name: bridge, Namespace: ep.Namespace, Labels: maps.Clone(ep.Labels)},
-		Subsets:    slices.Clone(ep.Subsets),
+	return &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: bridge, Namespace: ep.Namespace,
+			Labels: map[string]string{OldIPBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"}},
+		Subsets: slices.Clone(ep.Subsets),
 	}
-	if out.Labels == nil {
-		out.Labels = map[string]string{}
-	}
-	out.Labels[OldIPBridgeLabel] = "true"
-	return out
 }
 
 // planOldIPBridges decides the old-IP bridges of an apply: with old_ip_bridges = "all", each

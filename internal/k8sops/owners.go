@@ -67,13 +67,14 @@ func ownerID(e metav1.ManagedFieldsEntry) string {
 	return e.Manager + "\x00" + string(e.Operation) + "\x00" + v + "\x00" + e.Subresource
 }
 
-// restoredOwnership is the managedFields to write on a Service just created by manager: the
+// restoredOwnership is the managedFields to write on an object just created by manager: the
 // former owners, what other managers wrote to it since its create (a controller adding a
-// finalizer), and manager's own entry holding only the moved fields. The entry the create gave
-// manager, which holds every field, is replaced.
-func restoredOwnership(former, live []metav1.ManagedFieldsEntry, manager string) []metav1.ManagedFieldsEntry {
-	mine := metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-		Time: &metav1.Time{Time: time.Now().UTC().Truncate(time.Second)}, FieldsType: "FieldsV1", FieldsV1: encodeFields(movedFields)}
+// finalizer), and manager's own entry holding only mine, the fields its move changed (none for
+// the Endpoints it restores as they were). The entry the create gave manager, which holds every
+// field, is replaced.
+func restoredOwnership(former, live []metav1.ManagedFieldsEntry, manager string, mine *fieldpath.Set) []metav1.ManagedFieldsEntry {
+	own := metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		Time: &metav1.Time{Time: time.Now().UTC().Truncate(time.Second)}, FieldsType: "FieldsV1", FieldsV1: encodeFields(mine)}
 	out := slices.Clone(former)
 	add := func(e metav1.ManagedFieldsEntry) {
 		i := slices.IndexFunc(out, func(o metav1.ManagedFieldsEntry) bool { return ownerID(o) == ownerID(e) })
@@ -88,43 +89,58 @@ func restoredOwnership(former, live []metav1.ManagedFieldsEntry, manager string)
 		}
 	}
 	for _, e := range live {
-		if ownerID(e) != ownerID(mine) {
+		if ownerID(e) != ownerID(own) {
 			add(e)
 		}
 	}
-	add(mine)
+	if !mine.Empty() {
+		add(own)
+	}
 	return out
 }
 
 // restoreOwners gives the fields of svc, just created, back to its former owners. It changes
-// nothing else: on a conflict it reads the Service again and retries.
+// nothing else.
 func (x *executor) restoreOwners(ctx context.Context, svc *corev1.Service, former []metav1.ManagedFieldsEntry) {
-	if !slices.ContainsFunc(former, func(e metav1.ManagedFieldsEntry) bool { return e.Manager != x.c.FieldManager }) {
-		return // nobody else owned a field
-	}
-	key := svcKey(svc)
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)
-	cur := svc.DeepCopy()
+	giveFieldsBack(ctx, x, svcKey(svc), svc, former, movedFields, api.Get, api.Update)
+}
+
+// restoreEndpointsOwners gives the fields of Endpoints the move restored back to their former
+// owners (a server-side apply pipeline that deploys them): restored as they were, none is ours.
+func (x *executor) restoreEndpointsOwners(ctx context.Context, key string, ep *corev1.Endpoints, former []metav1.ManagedFieldsEntry) {
+	api := x.c.Kube.CoreV1().Endpoints(ep.Namespace)
+	giveFieldsBack(ctx, x, key+"'s Endpoints", ep, former, &fieldpath.Set{}, api.Get, api.Update)
+}
+
+// giveFieldsBack writes managedFields (restoredOwnership) on obj, just written by the mover. On
+// a conflict it reads the object again and retries; one replaced since is not ours to change.
+// Nobody else having owned a field, it does nothing; a failure is a note, since the object itself is right.
+func giveFieldsBack[T metav1.Object](ctx context.Context, x *executor, what string, obj T, former []metav1.ManagedFieldsEntry, mine *fieldpath.Set,
+	get func(context.Context, string, metav1.GetOptions) (T, error), update func(context.Context, T, metav1.UpdateOptions) (T, error)) {
+	if !slices.ContainsFunc(former, func(e metav1.ManagedFieldsEntry) bool { return e.Manager != x.c.FieldManager }) {
+		return
+	}
+	cur, uid := obj, obj.GetUID()
 	err := retryWrite(ctx, func(again bool) error {
 		if again {
-			fresh, err := api.Get(ctx, svc.Name, metav1.GetOptions{})
+			fresh, err := get(ctx, obj.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if fresh.UID != svc.UID {
-				return nil // replaced since: not ours to change
+			if fresh.GetUID() != uid {
+				return nil
 			}
 			cur = fresh
 		}
-		next := cur.DeepCopy()
-		next.ManagedFields = restoredOwnership(former, cur.ManagedFields, x.c.FieldManager)
-		_, err := api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+		cur.SetManagedFields(restoredOwnership(former, cur.GetManagedFields(), x.c.FieldManager, mine))
+		_, err := update(ctx, cur, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
 		return err
 	}, apierrors.IsConflict)
 	if err != nil && !apierrors.IsNotFound(err) {
 		x.note("%s: giving its fields back to their former managers (%s) failed (%v); their next server-side apply may "+
 			"meet conflicts on fields %s now owns: apply once with --force-conflicts (kubectl) or its equivalent.",
-			key, managerNames(former, x.c.FieldManager), err, x.c.FieldManager)
+			what, managerNames(former, x.c.FieldManager), err, x.c.FieldManager)
 	}
 }
 

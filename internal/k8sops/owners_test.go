@@ -57,7 +57,7 @@ func TestFormerOwnersAndRestoredOwnership(t *testing.T) {
 		// a controller that wrote since
 		fieldsEntry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "", `{"f:metadata":{"f:finalizers":{}}}`),
 	}
-	out := fieldsOf(t, restoredOwnership(former[:2], live, "k8scidr"))
+	out := fieldsOf(t, restoredOwnership(former[:2], live, "k8scidr", movedFields))
 	if out["flux/Apply/"] != want["flux/Apply/"] ||
 		out["k8scidr/Update/"] != `{"f:spec":{"f:clusterIP":{},"f:clusterIPs":{}}}` ||
 		out["kube-controller-manager/Update/"] != `{"f:metadata":{"f:finalizers":{}}}` ||
@@ -67,7 +67,7 @@ func TestFormerOwnersAndRestoredOwnership(t *testing.T) {
 
 	// Our own earlier entry (a former move) is one entry afterwards, with the IPs added.
 	former = formerOwners([]metav1.ManagedFieldsEntry{fieldsEntry("k8scidr", metav1.ManagedFieldsOperationUpdate, "", `{"f:metadata":{"f:annotations":{}},"f:spec":{"f:clusterIP":{}}}`)})
-	out = fieldsOf(t, restoredOwnership(former, live[:1], "k8scidr"))
+	out = fieldsOf(t, restoredOwnership(former, live[:1], "k8scidr", movedFields))
 	if len(out) != 1 || out["k8scidr/Update/"] != `{"f:metadata":{"f:annotations":{}},"f:spec":{"f:clusterIP":{},"f:clusterIPs":{}}}` {
 		t.Fatalf("restoredOwnership with our own former entry = %v; want one entry: annotations and the IPs", out)
 	}

@@ -107,7 +107,8 @@ func (x *executor) settleEndpoints(ctx context.Context) error {
 }
 
 // putEndpoints creates the journaled Endpoints of the Service uid, with their owner references
-// to the Service rewritten to uid (the garbage collector would delete them for the old one).
+// to the Service rewritten to uid (the garbage collector would delete them for the old one),
+// and gives their fields back to the managers that owned them.
 // Endpoints that exist with other addresses, ports or labels were written by another client
 // after the delete, and are newer than the journal: they are kept, and only owner references
 // to the old Service are rewritten.
@@ -126,7 +127,7 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.U
 	}
 	want.OwnerReferences = owners(want.OwnerReferences)
 	var cur *corev1.Endpoints
-	kept := false
+	kept, created := false, false
 	// Read, then write what differs; a write that raced another (or our own lost attempt) reads again.
 	err := retryWrite(ctx, func(bool) error {
 		var err error
@@ -134,6 +135,7 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.U
 		switch {
 		case apierrors.IsNotFound(err):
 			cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			created = err == nil
 		case err != nil:
 		case !endpointsEqual(cur, want):
 			kept = true
@@ -151,6 +153,9 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.U
 	}, apierrors.IsAlreadyExists, apierrors.IsConflict)
 	if err != nil {
 		return nil, fmt.Errorf("%s: restoring its Endpoints: %w", e.Key, err)
+	}
+	if created {
+		x.restoreEndpointsOwners(ctx, e.Key, cur, e.Endpoints.ManagedFields)
 	}
 	if kept {
 		x.noteOnce("kept-endpoints "+e.Key, "%s: its Endpoints were written by another client after the delete and differ from the "+

@@ -218,8 +218,7 @@ func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e
 		case err != nil:
 			return e, fmt.Errorf("%s: reading its Endpoints: %w (gave up after %s of retries)", e.Key, err, time.Since(start).Round(time.Second))
 		default:
-			ep.ManagedFields = nil
-			next.Endpoints = ep
+			next.Endpoints = ep // managedFields included: their owners get their fields back (restoreEndpointsOwners)
 		}
 	}
 	items, _ := x.sliceIndex.ByIndex("service", e.Key)

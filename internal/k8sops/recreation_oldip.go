@@ -6,6 +6,7 @@ package k8sops
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -79,9 +80,9 @@ func (x *executor) putBridgeEndpoints(ctx context.Context, ep *corev1.Endpoints,
 		switch {
 		case apierrors.IsNotFound(err):
 			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
-		case err == nil && !equality.Semantic.DeepEqual(cur.Subsets, want.Subsets):
+		case err == nil && !bridgeEndpointsEqual(cur, want):
 			next := cur.DeepCopy()
-			next.Subsets = want.Subsets
+			next.Subsets, next.Labels = want.Subsets, want.Labels
 			_, err = api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
 		}
 		return err
@@ -100,6 +101,12 @@ func (x *executor) waitOldIPBridge(ctx context.Context, run oldIPBridgeRun) {
 	}
 }
 
+// bridgeEndpointsEqual reports whether a bridge's Endpoints are as want, labels included: a
+// bridge an earlier version made carries its Service's labels, which pruning tools act on.
+func bridgeEndpointsEqual(have, want *corev1.Endpoints) bool {
+	return equality.Semantic.DeepEqual(have.Subsets, want.Subsets) && maps.Equal(have.Labels, want.Labels)
+}
+
 // syncBridgeEndpoints keeps the Endpoints of this journal group's old-IP bridges of
 // selector-less Services equal to their Services' hand-made Endpoints, as read at the start of
 // the run: an address added to the Service since the bridge was made reaches its old IP too.
@@ -109,8 +116,7 @@ func (x *executor) syncBridgeEndpoints(ctx context.Context, snap Snapshot) {
 		if !ok {
 			continue // the Service has a selector, or is gone
 		}
-		have, ok := snap.Endpoints[b.Key()]
-		if ok && equality.Semantic.DeepEqual(have.Subsets, want.Subsets) {
+		if have, ok := snap.Endpoints[b.Key()]; ok && bridgeEndpointsEqual(&have, bridgeEndpoints(&want, b.Name)) {
 			continue
 		}
 		if err := x.putBridgeEndpoints(ctx, &want, b.Name); err != nil {
