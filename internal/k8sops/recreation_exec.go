@@ -124,9 +124,12 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 	defer func() {
 		if err != nil {
 			x.dropNotMoved(ctx)
-			if ctx.Err() == nil {
-				x.sweepCopies(ctx, 0) // what is stale already; a failed run does not wait
-			}
+			// Interrupted or timed out too: the copies the run made for Services and bridges the
+			// controllers serve by now, or within the grace period, go; the rest, still needed,
+			// stay for the next apply to sweep.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+			defer cancel()
+			x.sweepCopies(sctx, interruptGrace*4/5)
 		}
 	}()
 	if len(plan.Moves) > 0 || len(plan.Restore) > 0 {
