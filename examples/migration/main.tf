@@ -257,8 +257,8 @@ output "not_moved" {
 }
 
 output "kubelet_cluster_dns" {
-  description = "Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to this before stage 2."
-  value       = data.k8scidr_service_moves.services.dns_service_ips
+  description = "Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to this before stage 2: the IPs kube-dns got (the planned ones unless another client took one during the apply)."
+  value       = coalesce(k8scidr_service_recreation.services.dns_service_ips, data.k8scidr_service_moves.services.dns_service_ips)
 }
 
 output "kops_cluster_spec" {

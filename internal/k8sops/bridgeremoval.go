@@ -18,18 +18,32 @@ import (
 // bridgeUsersShown is how many pods a refusal names.
 const bridgeUsersShown = 10
 
-// CheckBridgeRemoval says why deleting the DNS bridge would take DNS from running pods, as
-// findings on dns_bridge, and what could not be checked, as notes. The bound is the later of the
-// bridge's creation and the last write of kubeadm's kube-system/kubelet-config: a pod that uses
-// the cluster resolver and started before it may have the bridge's IP in its resolv.conf.
-// kubelet-config naming a bridge IP refuses the removal outright: pods starting now get it.
-func CheckBridgeRemoval(ctx context.Context, c *Client, bridge *corev1.Service) (findings []Finding, notes []string, err error) {
-	ips := bridge.Spec.ClusterIPs
-	bound, boundWhy := bridge.CreationTimestamp.Time, "the DNS move (the bridge's creation)"
+// CheckBridgeRemoval says why deleting the DNS bridges (of every migration that moved the
+// cluster DNS Service) would take DNS from running pods, as findings on dns_bridge, and what
+// could not be checked, as notes. The bound is the later of the newest bridge's creation and the
+// last write of kubeadm's kube-system/kubelet-config: a pod that uses the cluster resolver and
+// started before it may have a bridge's IP in its resolv.conf. kubelet-config naming a bridge
+// IP, or any IP but dnsIPs (the cluster DNS Service's as they are, which may differ from those
+// planned when another client took one during the apply) and NodeLocal DNSCache's link-local
+// address, refuses the removal outright: pods starting now get it.
+func CheckBridgeRemoval(ctx context.Context, c *Client, bridges []*corev1.Service, dnsIPs []string) (findings []Finding, notes []string, err error) {
+	var ips []string
+	var bound time.Time
+	for _, b := range bridges {
+		ips = append(ips, b.Spec.ClusterIPs...)
+		if b.CreationTimestamp.After(bound) {
+			bound = b.CreationTimestamp.Time
+		}
+	}
+	boundWhy := "the DNS move (the bridge's creation)"
 	dns, written, unread, err := readKubeletConfig(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
+	elsewhere := slices.DeleteFunc(slices.Clone(dns), func(ip string) bool {
+		a, err := netip.ParseAddr(ip)
+		return err != nil || a.IsLinkLocalUnicast() || containsIP(dnsIPs, ip) || containsIP(ips, ip)
+	})
 	switch {
 	case unread != "":
 		notes = append(notes, fmt.Sprintf("kube-system/%s could not be read (%s): pods started after the DNS move on a node "+
@@ -44,6 +58,15 @@ func CheckBridgeRemoval(ctx context.Context, c *Client, bridge *corev1.Service) 
 				"resolves through the bridge. Set clusterDNS to the DNS Service's new IP (dns_service_ips), roll it out to "+
 				"every kubelet (kubeadm: kubeadm upgrade node phase kubelet-config, then restart the kubelet), restart "+
 				"the pods started before, then apply again.", KubeletConfigMap, strings.Join(dns, ", "))}}, notes, nil
+	case len(dnsIPs) > 0 && len(elsewhere) > 0:
+		return []Finding{{At("dns_bridge"), "Kubelets Do Not Name the Cluster DNS Service",
+			fmt.Sprintf("kube-system/%s gives the kubelets clusterDNS %s, which is not the cluster DNS Service's IP %s (if "+
+				"another client took the planned IP during the apply, the DNS Service got another one: dns_service_ips of "+
+				"k8scidr_service_recreation says which). Pods starting now cannot resolve through it, and those started "+
+				"before still need the bridge %s. Set clusterDNS to %s, roll it out to every kubelet, restart the pods "+
+				"started before, then apply again; or set dns_bridge_force_removal = true if clusterDNS is meant to name "+
+				"another resolver.", KubeletConfigMap, strings.Join(elsewhere, ", "), strings.Join(dnsIPs, ", "),
+				strings.Join(ips, ", "), strings.Join(dnsIPs, ", "))}}, notes, nil
 	case written.After(bound):
 		bound, boundWhy = written, "the last change of kube-system/"+KubeletConfigMap
 		fallthrough
@@ -103,12 +126,30 @@ func firstOf(names []string) string {
 	return shown
 }
 
-// DNSBridge is the DNS bridge named name (beside the cluster DNS Service) in the snapshot, nil
-// when it is not there.
-func (s Snapshot) DNSBridge(name string) *corev1.Service {
+// DNSBridges are the DNS bridges beside the cluster DNS Service dnsService ("" for
+// kube-system) in the snapshot: one per migration that moved it.
+func (s Snapshot) DNSBridges(dnsService string) []*corev1.Service {
+	ns, _, ok := strings.Cut(dnsService, "/")
+	if !ok {
+		ns = "kube-system"
+	}
+	return dnsBridgesIn(s.Services, ns)
+}
+
+// ServiceIPs are the ClusterIPs of Service key (namespace/name) in the snapshot, nil when it is
+// not there.
+func (s Snapshot) ServiceIPs(key string) []string {
+	if svc := s.service(key); svc != nil {
+		return ipStrings(clusterIPs(svc))
+	}
+	return nil
+}
+
+// service is Service key (namespace/name) in the snapshot, nil when it is not there.
+func (s Snapshot) service(key string) *corev1.Service {
 	for i := range s.Services {
-		if svc := &s.Services[i]; svc.Name == name && svc.Labels[DNSBridgeLabel] == "true" {
-			return svc
+		if svcKey(&s.Services[i]) == key {
+			return &s.Services[i]
 		}
 	}
 	return nil

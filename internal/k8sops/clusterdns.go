@@ -82,7 +82,11 @@ func FindClusterDNS(services []corev1.Service, journal []JournalEntry, h Cluster
 		}
 	}
 	slices.Sort(labelled)
-	if key, note := byKubeletDNS(byKey, h); key != "" {
+	identified := labelled
+	if byKey[DNSServiceKey] != nil {
+		identified = append(identified, DNSServiceKey)
+	}
+	if key, note := byKubeletDNS(byKey, h, identified); key != "" {
 		out.Key = key
 		return out
 	} else if note != "" {
@@ -103,8 +107,12 @@ func FindClusterDNS(services []corev1.Service, journal []JournalEntry, h Cluster
 }
 
 // byKubeletDNS is the Service whose ClusterIP the kubelets' clusterDNS names, or a note why
-// clusterDNS does not decide.
-func byKubeletDNS(byKey map[string]*corev1.Service, h ClusterDNSHints) (string, string) {
+// clusterDNS does not decide. identified are the Services the label or the name make the
+// cluster DNS: where there are any, a Service that is neither they nor a bridge to one does
+// not become the cluster DNS by holding the IP clusterDNS names. That is the IP a move planned
+// for the DNS Service when another client took it during the apply (the DNS Service got
+// another), and the kubelets were set to the planned one.
+func byKubeletDNS(byKey map[string]*corev1.Service, h ClusterDNSHints, identified []string) (string, string) {
 	for _, s := range h.KubeletClusterDNS {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
@@ -129,6 +137,13 @@ func byKubeletDNS(byKey map[string]*corev1.Service, h ClusterDNSHints) (string, 
 					return target, ""
 				}
 				continue
+			}
+			if len(identified) > 0 && !slices.Contains(identified, k) {
+				return "", fmt.Sprintf("The kubelets' clusterDNS (kube-system/%s) is %s, the IP of %s, which is not labelled "+
+					"%s=%s as the cluster DNS Service %s is: pods starting now send their DNS queries to %s. The cluster DNS "+
+					"Service was found by its label; set clusterDNS to its IP (dns_service_ips), or set dns_service if %s "+
+					"really is the cluster DNS.", KubeletConfigMap, ip, k, DNSServiceLabel, dnsServiceLabelValue,
+					strings.Join(identified, ", "), k, k)
 			}
 			return k, ""
 		}

@@ -37,13 +37,20 @@ const (
 // bridgeNamePrefixMax keeps "<prefix>-old-<10 hex>" within a DNS-1035 label's 63 characters.
 const bridgeNamePrefixMax = 63 - len("-old-") - 10
 
-// OldIPBridgeName is the name of the old-IP bridge of Service namespace/name: the Service's
-// name (cut to fit) with "-old-" and 10 hex digits of a hash of namespace/name. It is a valid
-// Service name (DNS-1035, at most 63 characters) because the Service's is, and the hash keeps
-// the bridges of two Services whose names share the kept part apart.
-func OldIPBridgeName(namespace, name string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	return name[:min(len(name), bridgeNamePrefixMax)] + "-old-" + hex.EncodeToString(sum[:])[:10]
+// OldIPBridgeName is the name of the old-IP bridge of Service namespace/name on ips, the IPs its
+// move frees: the Service's name (cut to fit) with "-old-" and 10 hex digits of a hash of
+// namespace/name and the IPs. It is a valid Service name (DNS-1035, at most 63 characters)
+// because the Service's is; the hash keeps apart the bridges of two Services whose names share
+// the kept part, and the bridges of one Service moved twice (a second migration frees other IPs,
+// and the first one's bridge keeps its own).
+func OldIPBridgeName(namespace, name string, ips []string) string {
+	return name[:min(len(name), bridgeNamePrefixMax)] + "-old-" + shortHash(namespace+"/"+name+" "+strings.Join(ips, ","))
+}
+
+// shortHash is 10 hex digits of the SHA-256 of s.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:10]
 }
 
 // OldIPBridge is an old-IP bridge in the cluster.
@@ -159,7 +166,7 @@ func bridgeFor(svc *corev1.Service, name string, ips []string) *corev1.Service {
 
 // oldIPBridgeService is the old-IP bridge of svc on ips, labelled for journal group.
 func oldIPBridgeService(svc *corev1.Service, ips []string, group string) *corev1.Service {
-	b := bridgeFor(svc, OldIPBridgeName(svc.Namespace, svc.Name), ips)
+	b := bridgeFor(svc, OldIPBridgeName(svc.Namespace, svc.Name, ips), ips)
 	b.Labels[OldIPBridgeLabel] = "true"
 	b.Labels[OldIPBridgeForLabel] = svc.Name
 	b.Labels[JournalGroupLabel] = group
@@ -211,9 +218,9 @@ func planOldIPBridges(snap Snapshot, s *RecreationSteps, o BridgeOptions, byKey 
 		if svc == nil {
 			continue
 		}
-		name := OldIPBridgeName(svc.Namespace, svc.Name)
+		name := OldIPBridgeName(svc.Namespace, svc.Name, moving)
 		if other := byKey[svc.Namespace+"/"+name]; other != nil {
-			if b, ok := oldIPBridgeOf(other, ""); !ok || b.For != m.Key {
+			if b, ok := oldIPBridgeOf(other, ""); !ok || b.For != m.Key || !holdsAll(other, moving) {
 				out = append(out, Finding{At("old_ip_bridges"), "Bridge Name Taken", fmt.Sprintf("%s/%s, the old-IP "+
 					"bridge name of %s, is taken by another Service. Rename that Service, or exclude %s from the moves.",
 					svc.Namespace, name, m.Key, m.Key)})

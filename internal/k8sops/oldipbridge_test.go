@@ -23,7 +23,7 @@ func TestOldIPBridgeName(t *testing.T) {
 	seen := map[string]string{}
 	for key, name := range cases {
 		ns, _, _ := strings.Cut(key, "/")
-		got := OldIPBridgeName(ns, name)
+		got := OldIPBridgeName(ns, name, []string{"100.64.0.7"})
 		if len(got) > 63 || !dns1035.MatchString(got) {
 			t.Errorf("%s: %q (%d characters) is not a Service name", key, got, len(got))
 		}
@@ -34,8 +34,11 @@ func TestOldIPBridgeName(t *testing.T) {
 			t.Errorf("%s and %s share the bridge name %q", key, other, got)
 		}
 		seen[got] = key
-		if again := OldIPBridgeName(ns, name); again != got {
+		if again := OldIPBridgeName(ns, name, []string{"100.64.0.7"}); again != got {
 			t.Errorf("%s: %q, then %q", key, got, again)
+		}
+		if second := OldIPBridgeName(ns, name, []string{"172.24.0.7"}); second == got {
+			t.Errorf("%s: the bridges of two moves (other old IPs) share the name %q", key, got)
 		}
 	}
 }
@@ -48,7 +51,7 @@ func TestOldIPBridgeService(t *testing.T) {
 	svc.Spec.ExternalIPs = []string{"203.0.113.9"}
 	b := oldIPBridgeService(&svc, []string{"100.64.1.5"}, "g1")
 	switch {
-	case b.Namespace != "app" || b.Name != OldIPBridgeName("app", "api"):
+	case b.Namespace != "app" || b.Name != OldIPBridgeName("app", "api", []string{"100.64.1.5"}):
 		t.Errorf("bridge %s/%s", b.Namespace, b.Name)
 	case b.Spec.Type != corev1.ServiceTypeClusterIP || b.Spec.ClusterIP != "100.64.1.5" || len(b.Spec.ClusterIPs) != 1 ||
 		*b.Spec.IPFamilyPolicy != corev1.IPFamilyPolicySingleStack || b.Spec.IPFamilies[0] != corev1.IPv4Protocol:
@@ -74,7 +77,7 @@ func TestOldIPBridgeService(t *testing.T) {
 
 func TestPrepareRecreationOldIPBridges(t *testing.T) {
 	snap := mixedSnapshot()
-	taken := rsvc("app/"+OldIPBridgeName("app", "np"), "ClusterIP", "100.64.1.99")
+	taken := rsvc("app/"+OldIPBridgeName("app", "np", []string{"100.64.1.5"}), "ClusterIP", "100.64.1.99")
 	snap.Services = append(snap.Services, taken)
 	p := PlanRecreation(snap, defaultOpts())
 	s, errs := PrepareRecreation(snap, planned(p), BridgeOptions{Enabled: true, OldIPs: BridgesAll, Group: "default"})

@@ -49,7 +49,7 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 }
 
 // createOnFreedIPs creates a bridge on the IPs a delete has just freed, or reads it when it
-// exists (found): the delete releases the IPs, and the allocator may lag behind it for a
+// exists on them (found): the delete releases the IPs, and the allocator may lag behind it for a
 // moment. A bridge that exists already (an interrupted apply made it) holds the IPs itself,
 // and the apiserver checks the IPs before the name: its create is refused as "provided IP is
 // already allocated", never as AlreadyExists, so a taken IP is first checked against it.
@@ -64,8 +64,11 @@ func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (svc
 				cur, getErr := api.Get(ctx, b.Name, metav1.GetOptions{})
 				looked = getErr == nil || apierrors.IsNotFound(getErr)
 				switch {
-				case getErr == nil && (apierrors.IsAlreadyExists(err) || holdsAll(cur, b.Spec.ClusterIPs)):
+				case getErr == nil && holdsAll(cur, b.Spec.ClusterIPs):
 					svc, found, err = cur, true, nil
+				case getErr == nil && apierrors.IsAlreadyExists(err):
+					// Never taken for this bridge: a bridge of an earlier migration keeps other IPs.
+					err = fmt.Errorf("%s/%s exists on %v, not on %v: %w", b.Namespace, b.Name, cur.Spec.ClusterIPs, b.Spec.ClusterIPs, err)
 				case getErr != nil && !apierrors.IsNotFound(getErr):
 					err = getErr
 				}

@@ -172,8 +172,9 @@ type RecreationSteps struct {
 	// Targets are target_cidrs: an IP taken mid-apply is replaced by a free one inside them.
 	Targets []netip.Prefix
 	Bridge  *corev1.Service
-	// RemoveBridge is the DNS bridge (namespace/name) dns_bridge = false removes.
-	RemoveBridge string
+	// RemoveBridges are the DNS bridges (namespace/name) dns_bridge = false removes: every one
+	// beside the DNS Service, one per migration that moved it.
+	RemoveBridges []string
 	// OldIPBridges are the old-IP bridges to create, by the key of the move that brings each;
 	// RemoveOldIPBridges the existing ones (namespace/name) to delete.
 	OldIPBridges       map[string]*corev1.Service
@@ -360,23 +361,23 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 			s.RemoveOldIPBridges = append(s.RemoveOldIPBridges, key)
 		}
 	}
-	// The DNS bridge goes beside the DNS Service: its selector must find the same pods.
+	// The DNS bridges stand beside the DNS Service: their selector must find the same pods.
 	ns := "kube-system"
 	if s.DNSService != "" {
 		ns, _, _ = strings.Cut(s.DNSService, "/")
 	}
-	key := ns + "/" + o.name()
-	existing := byKey[key]
-	switch {
-	case existing != nil && existing.Labels[DNSBridgeLabel] != "true":
+	if existing := byKey[ns+"/"+o.name()]; existing != nil && existing.Labels[DNSBridgeLabel] != "true" {
 		return append(out, Finding{At("dns_bridge_name"), "Name Taken",
-			fmt.Sprintf("%s exists and is not a DNS bridge. Choose another dns_bridge_name.", key)})
-	case !o.Enabled:
-		if existing != nil {
-			s.RemoveBridge = key
+			fmt.Sprintf("%s/%s exists and is not a DNS bridge. Choose another dns_bridge_name.", ns, o.name())})
+	}
+	bridges := dnsBridgesIn(snap.Services, ns)
+	if !o.Enabled {
+		for _, b := range bridges {
+			s.RemoveBridges = append(s.RemoveBridges, svcKey(b))
 		}
 		return out
-	case existing != nil || s.DNSService == "":
+	}
+	if s.DNSService == "" {
 		return out
 	}
 	var dns *corev1.Service
@@ -395,7 +396,9 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 			moving = slices.DeleteFunc(slices.Clone(dns.Spec.ClusterIPs), func(ip string) bool { return slices.Contains(newIPs, ip) })
 		}
 	}
-	if dns == nil || len(moving) == 0 {
+	// A bridge per old IP: one an earlier apply of this move made is found; one of an earlier
+	// migration, on the IPs the DNS Service had before these, does not keep these.
+	if dns == nil || !dnsBridgeMissing(snap.Services, moving) {
 		return out
 	}
 	for _, ip := range parseAddrs(moving) {
@@ -406,8 +409,34 @@ func recreationReadiness(snap Snapshot, targets []netip.Prefix, s *RecreationSte
 					"dns_bridge = false.", ip)})
 		}
 	}
-	s.Bridge = bridgeService(dns, o.name(), moving)
+	name := dnsBridgeName(o.name(), moving)
+	if byKey[ns+"/"+o.name()] == nil {
+		name = o.name() // the first migration's bridge has the name the user gave
+	}
+	if other := byKey[ns+"/"+name]; other != nil {
+		return append(out, Finding{At("dns_bridge_name"), "Name Taken", fmt.Sprintf("%s/%s, the name of the DNS bridge on "+
+			"%s, is taken by a Service on %v. Choose another dns_bridge_name.", ns, name, strings.Join(moving, ", "), other.Spec.ClusterIPs)})
+	}
+	s.Bridge = bridgeService(dns, name, moving)
 	return out
+}
+
+// dnsBridgesIn are the DNS bridges of namespace ns among services, by name.
+func dnsBridgesIn(services []corev1.Service, ns string) []*corev1.Service {
+	var out []*corev1.Service
+	for i := range services {
+		if svc := &services[i]; svc.Namespace == ns && svc.Labels[DNSBridgeLabel] == "true" {
+			out = append(out, svc)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Service) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// dnsBridgeName is the name of a further DNS bridge (a second migration's) on ips: the bridge
+// name with a hash of the IPs, cut to fit a Service name as old-IP bridge names are.
+func dnsBridgeName(base string, ips []string) string {
+	return base[:min(len(base), bridgeNamePrefixMax)] + "-" + shortHash(strings.Join(ips, ","))
 }
 
 // MovingIPs are the old IPs that a move changes, in order: on a dual-stack Service whose other

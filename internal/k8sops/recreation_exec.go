@@ -14,8 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -47,7 +45,8 @@ type RecreationResult struct {
 	Recreated     []Move
 	Restored      []string
 	BridgeCreated string
-	BridgeRemoved string
+	// BridgesRemoved are the DNS bridges this apply removed (namespace/name).
+	BridgesRemoved []string
 	// OldIPBridgesCreated and OldIPBridgesRemoved are the old-IP bridges this apply made (or
 	// found made by an interrupted apply it finished) and removed (namespace/name).
 	OldIPBridgesCreated []OldIPBridge
@@ -75,8 +74,13 @@ func (r RecreationResult) FollowUps(steps RecreationSteps) []string {
 		if r.BridgeCreated != "" {
 			bridge = " " + r.BridgeCreated
 		}
+		got := strings.Join(m.NewIPs, ",")
+		if i := slices.IndexFunc(steps.Moves, func(p Move) bool { return p.Key == m.Key }); i >= 0 && !slices.Equal(steps.Moves[i].NewIPs, m.NewIPs) {
+			got += fmt.Sprintf(" (not the planned %s, which another client took during the apply: this resource's dns_service_ips "+
+				"has the IPs it got)", strings.Join(steps.Moves[i].NewIPs, ","))
+		}
 		todo = append(todo, fmt.Sprintf("Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to %s's new IP %s and roll the nodes; "+
-			"until then the DNS bridge%s answers on %s.", m.Key, strings.Join(m.NewIPs, ","), bridge, strings.Join(m.OldIPs, ",")),
+			"until then the DNS bridge%s answers on %s.", m.Key, got, bridge, strings.Join(m.OldIPs, ",")),
 			"Running pods keep the old DNS server until restarted: feed dns_moved_at to k8scidr_workload_restarts.started_before.")
 	}
 	if len(r.Recreated) > 0 {
@@ -157,17 +161,11 @@ func ExecuteRecreation(ctx context.Context, c *Client, snap Snapshot, plan Recre
 	if err := deleteJournal(ctx, c, o.Journal.Namespace, x.heldJournals); err != nil {
 		return x.res, err
 	}
-	if plan.RemoveBridge != "" {
-		ns, name, _ := strings.Cut(plan.RemoveBridge, "/")
-		err := retryWrite(ctx, func(bool) error {
-			return c.Kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return x.res, fmt.Errorf("removing the DNS bridge %s: %w", plan.RemoveBridge, err)
-		}
-		x.res.BridgeRemoved = plan.RemoveBridge
+	if x.res.BridgesRemoved, err = x.removeServices(ctx, plan.RemoveBridges, "the DNS bridge"); err != nil {
+		return x.res, err
 	}
-	return x.res, x.removeOldIPBridges(ctx, plan.RemoveOldIPBridges)
+	x.res.OldIPBridgesRemoved, err = x.removeServices(ctx, plan.RemoveOldIPBridges, "the old-IP bridge")
+	return x.res, err
 }
 
 type executor struct {

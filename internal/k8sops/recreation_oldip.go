@@ -127,26 +127,25 @@ func (x *executor) syncBridgeEndpoints(ctx context.Context, snap Snapshot) {
 	}
 }
 
-// removeOldIPBridges deletes the old-IP bridges the plan removes. The Endpoints copied to the
-// bridges of selector-less Services go with them: the endpoints controller deletes a deleted
-// Service's Endpoints.
-func (x *executor) removeOldIPBridges(ctx context.Context, keys []string) error {
+// removeServices deletes the bridges (namespace/name) the plan removes, what says which kind, and
+// returns those gone. The Endpoints copied to the bridges of selector-less Services go with
+// them: the endpoints controller deletes a deleted Service's Endpoints.
+func (x *executor) removeServices(ctx context.Context, keys []string, what string) ([]string, error) {
+	var gone []string
 	for _, key := range keys {
 		ns, name, _ := strings.Cut(key, "/")
 		err := retryWrite(ctx, func(bool) error {
 			return x.c.Kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("removing the old-IP bridge %s: %w", key, err)
+			return gone, fmt.Errorf("removing %s %s: %w", what, key, err)
 		}
-		x.mu.Lock()
-		x.res.OldIPBridgesRemoved = append(x.res.OldIPBridgesRemoved, key)
-		x.mu.Unlock()
+		gone = append(gone, key)
 	}
 	if len(keys) > 0 {
-		x.log("removed old-IP bridges", map[string]any{"count": len(keys)})
+		x.log("removed bridges", map[string]any{"kind": what, "count": len(keys)})
 	}
-	return nil
+	return gone, nil
 }
 
 // bridgeMissing reports whether the old-IP bridge a journal entry's move creates is due and

@@ -127,7 +127,6 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 // are settled already need nothing: any apply removes them.
 func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix, dnsKey string,
 	held *[]netip.Addr, reqs *[]PlacementRequest) {
-	bridged := slices.ContainsFunc(snap.Services, func(s corev1.Service) bool { return s.Labels[DNSBridgeLabel] == "true" })
 	newest := newestEntries(snap.Journal)
 	for _, e := range snap.Journal {
 		if newest[e.Key].Object != e.Object {
@@ -145,8 +144,9 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 		}
 		if exists {
 			// The cluster DNS Service moved, but its bridge was not created (refused, or the run
-			// stopped): the entry holds its old IPs, and restoring it creates the bridge.
-			dnsBridgeDue := e.Key == dnsKey && !bridged && len(MovingIPs(e.OldIPs, ipStrings(clusterIPs(svc)))) > 0
+			// stopped): the entry holds its old IPs, and restoring it creates the bridge. A bridge
+			// of an earlier migration, on other IPs, does not count.
+			dnsBridgeDue := e.Key == dnsKey && dnsBridgeMissing(snap.Services, MovingIPs(e.OldIPs, ipStrings(clusterIPs(svc))))
 			if dnsBridgeDue || bridgeMissing(e, byKey) || !journalSettled(e, svc, snap.Endpoints) {
 				p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: ipStrings(clusterIPs(svc))})
 			}
@@ -169,6 +169,14 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 		p.Restore = append(p.Restore, r)
 	}
 	slices.SortFunc(p.Restore, func(a, b Restore) int { return strings.Compare(a.Key, b.Key) })
+}
+
+// dnsBridgeMissing reports whether ips, old IPs of the cluster DNS Service, need a DNS bridge
+// that no DNS bridge among services is.
+func dnsBridgeMissing(services []corev1.Service, ips []string) bool {
+	return len(ips) > 0 && !slices.ContainsFunc(services, func(s corev1.Service) bool {
+		return s.Labels[DNSBridgeLabel] == "true" && holdsAll(&s, ips)
+	})
 }
 
 // journalSettled reports whether a journal entry needs nothing more: its Service exists and is
@@ -221,11 +229,9 @@ func UnrestoredJournal(ctx context.Context, c *Client, journal []JournalEntry, p
 	if snap.Services, err = getServices(ctx, c, slices.Collect(maps.Keys(services))...); err != nil {
 		return nil, err
 	}
-	bridges, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: DNSBridgeLabel + "=true"})
-	if err != nil {
-		return nil, fmt.Errorf("listing DNS bridges: %w", err)
+	if err := addDNSBridges(ctx, c, &snap); err != nil {
+		return nil, err
 	}
-	snap.Services = append(snap.Services, bridges.Items...)
 	if err := readEndpoints(ctx, c, &snap); err != nil {
 		return nil, err
 	}

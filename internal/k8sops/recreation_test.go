@@ -246,11 +246,60 @@ func TestPrepareRecreationBridge(t *testing.T) {
 	if _, listed := p.Skipped["kube-system/kube-dns-legacy"]; listed || !slices.Contains(p.Staying, netip.MustParseAddr("100.64.0.10")) || len(p.First) != 0 {
 		t.Errorf("the bridge must be neither moved nor listed, and its IP stays: skipped %v staying %v first %v", p.Skipped, p.Staying, p.First)
 	}
-	if s, errs := PrepareRecreation(moved, planned(p), bridgeOn); s.Bridge != nil || s.RemoveBridge != "" || len(errs) > 0 {
-		t.Errorf("bridge kept: create %v remove %q errors %v", s.Bridge, s.RemoveBridge, errs)
+	if s, errs := PrepareRecreation(moved, planned(p), bridgeOn); s.Bridge != nil || len(s.RemoveBridges) > 0 || len(errs) > 0 {
+		t.Errorf("bridge kept: create %v remove %q errors %v", s.Bridge, s.RemoveBridges, errs)
 	}
-	if s, _ := PrepareRecreation(moved, planned(p), BridgeOptions{}); s.RemoveBridge != "kube-system/"+DefaultDNSBridgeName {
-		t.Errorf("dns_bridge = false: remove %q", s.RemoveBridge)
+	if s, _ := PrepareRecreation(moved, planned(p), BridgeOptions{}); !slices.Equal(s.RemoveBridges, []string{"kube-system/" + DefaultDNSBridgeName}) {
+		t.Errorf("dns_bridge = false: remove %q", s.RemoveBridges)
+	}
+}
+
+// A second migration: kube-dns moved to 172.24.0.10 with its bridge on 100.64.0.10, and moves
+// again, to 10.100.0.0/16. The first bridge does not keep 172.24.0.10, which the kubelets may
+// name by now: a second bridge does, beside the first, under a name of its own; both stay, and
+// dns_bridge = false removes both. The same holds for old-IP bridges: app/web's second move
+// gets a bridge of its own on the IP it frees now.
+func TestPrepareRecreationSecondMigrationBridgesEachOldIP(t *testing.T) {
+	snap := mixedSnapshot()
+	dnsBridge := rsvc("kube-system/kube-dns-legacy", "ClusterIP", "100.64.0.10")
+	dnsBridge.Labels = map[string]string{DNSBridgeLabel: "true"}
+	for i := range snap.Services {
+		if svc := &snap.Services[i]; svc.Name == "kube-dns" || svc.Name == "web" {
+			ip := map[string]string{"kube-dns": "172.24.0.10", "web": "172.24.7.200"}[svc.Name]
+			svc.Spec.ClusterIPs, svc.Spec.ClusterIP = []string{ip}, ip
+		}
+	}
+	web := snap.Services[slices.IndexFunc(snap.Services, func(s corev1.Service) bool { return s.Name == "web" })]
+	webBridge := oldIPBridgeService(&web, []string{"100.64.7.200"}, "default")
+	snap.Services = append(snap.Services, dnsBridge, *webBridge)
+	snap.Ranges = append(snap.Ranges, readyRange("newer", "10.100.0.0/16"))
+	o := defaultOpts()
+	o.TargetCIDRs = []string{"10.100.0.0/16"}
+	o.Namespaces = []string{"kube-system", "app"}
+	p := PlanRecreation(snap, o)
+	if i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == "kube-system/kube-dns" }); i < 0 ||
+		!slices.Equal(p.Moves[i].OldIPs, []string{"172.24.0.10"}) || !slices.Equal(p.Moves[i].NewIPs, []string{"10.100.0.10"}) {
+		t.Fatalf("kube-dns not planned from 172.24.0.10 to 10.100.0.10: %+v", p.Moves)
+	}
+	s, errs := PrepareRecreation(snap, planned(p), BridgeOptions{Enabled: true, OldIPs: BridgesAll, Group: "default"})
+	if len(errs) > 0 {
+		t.Fatalf("findings %v", errs)
+	}
+	want := dnsBridgeName(DefaultDNSBridgeName, []string{"172.24.0.10"})
+	if s.Bridge == nil || s.Bridge.Name != want || !slices.Equal(s.Bridge.Spec.ClusterIPs, []string{"172.24.0.10"}) || s.Bridge.Labels[DNSBridgeLabel] != "true" {
+		t.Errorf("second DNS bridge %+v: want %s on 172.24.0.10", s.Bridge, want)
+	}
+	if b := s.OldIPBridges["app/web"]; b == nil || b.Name == webBridge.Name || !slices.Equal(b.Spec.ClusterIPs, []string{"172.24.7.200"}) {
+		t.Errorf("app/web's second bridge %+v: want one of its own on 172.24.7.200 beside %s", b, webBridge.Name)
+	}
+	// Interrupted after the second DNS bridge was made: found, not made again.
+	snap.Services = append(snap.Services, *s.Bridge)
+	if again, _ := PrepareRecreation(snap, planned(p), BridgeOptions{Enabled: true}); again.Bridge != nil {
+		t.Errorf("a bridge on 172.24.0.10 exists, and another is made: %+v", again.Bridge)
+	}
+	off, _ := PrepareRecreation(snap, planned(p), BridgeOptions{})
+	if !slices.Equal(off.RemoveBridges, []string{"kube-system/" + DefaultDNSBridgeName, "kube-system/" + want}) {
+		t.Errorf("dns_bridge = false removes %v, want both DNS bridges", off.RemoveBridges)
 	}
 }
 

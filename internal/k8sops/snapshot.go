@@ -81,9 +81,9 @@ func TakeSnapshot(ctx context.Context, c *Client, journal Journal, forApply bool
 	return snap, err
 }
 
-// TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs and
-// the DNS Service and the bridge (when they exist); journal is the journal as the caller read it
-// (ReadJournal).
+// TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs, the
+// DNS Service (when it exists) and the DNS bridges; journal is the journal as the caller read
+// it (ReadJournal).
 func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName string, journal []JournalEntry) (Snapshot, error) {
 	snap := Snapshot{Journal: journal}
 	ranges, _, err := listServiceCIDRObjects(ctx, c)
@@ -91,8 +91,25 @@ func TakeBridgeSnapshot(ctx context.Context, c *Client, dnsService, bridgeName s
 		return snap, err
 	}
 	snap.Ranges = ranges
-	snap.Services, err = getServices(ctx, c, dnsService, "kube-system/"+bridgeName)
-	return snap, err
+	if snap.Services, err = getServices(ctx, c, dnsService, "kube-system/"+bridgeName); err != nil {
+		return snap, err
+	}
+	// Every migration's bridge, and a Service squatting on the bridge name (got above).
+	return snap, addDNSBridges(ctx, c, &snap)
+}
+
+// addDNSBridges adds the DNS bridges to the snapshot's Services, those it lacks.
+func addDNSBridges(ctx context.Context, c *Client, snap *Snapshot) error {
+	bridges, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: DNSBridgeLabel + "=true"})
+	if err != nil {
+		return fmt.Errorf("listing DNS bridges: %w", err)
+	}
+	for _, b := range bridges.Items {
+		if snap.service(svcKey(&b)) == nil {
+			snap.Services = append(snap.Services, b)
+		}
+	}
+	return nil
 }
 
 // getServices reads the Services of keys (namespace/name) one by one, leaving out those that

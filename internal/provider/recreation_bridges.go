@@ -23,8 +23,8 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
-// bridgeType is one old-IP bridge, keyed by the Service it stands in for.
-var bridgeType = types.ObjectType{AttrTypes: map[string]attr.Type{"name": types.StringType, "ips": ipListType, "created_at": types.StringType}}
+// bridgeType is one old-IP bridge, keyed by its namespace/name: a Service moved twice has two.
+var bridgeType = types.ObjectType{AttrTypes: map[string]attr.Type{"service": types.StringType, "ips": ipListType, "created_at": types.StringType}}
 
 func oldIPBridgeAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
@@ -32,7 +32,7 @@ func oldIPBridgeAttributes() map[string]schema.Attribute {
 			MarkdownDescription: "Which moved Services keep answering on their old ClusterIPs. `dns`: only the cluster DNS " +
 				"Service, by the DNS bridge (`dns_bridge`). `all`: every moved Service, each through an old-IP bridge, a " +
 				"ClusterIP Service on the IPs its move frees with its selector and ports (no node ports), named " +
-				"`<name>-old-<hash>` beside it, created right after the Service is deleted and serving at once; a " +
+				"`<name>-old-<hash>` beside it (a Service moved again gets another for the IPs that move frees), created right after the Service is deleted and serving at once; a " +
 				"selector-less Service's bridge gets a copy of its Endpoints, brought in step by every apply that runs (a " +
 				"change to those Endpoints alone makes no plan: until an apply, the bridge serves the copy). Clients that " +
 				"cached the old IP (resolved once at start, a DNS cache, a Service environment variable) keep working " +
@@ -52,15 +52,15 @@ func oldIPBridgeAttributes() map[string]schema.Attribute {
 				"Service environment variables. Default `false`.",
 		},
 		"bridges": schema.MapAttribute{Computed: true, ElementType: bridgeType,
-			MarkdownDescription: "The old-IP bridges of this resource, by the `namespace/name` of the Service each stands in " +
-				"for: the bridge's `name` (in the same namespace), the `ips` (old IPs) it keeps, and `created_at` (RFC 3339; " +
-				"null for a planned bridge whose move the apply did not make). The plan shows the bridges an apply creates " +
+			MarkdownDescription: "The old-IP bridges of this resource, by their `namespace/name`: the `service` " +
+				"(`namespace/name`) each stands in for, the `ips` (old IPs) it keeps, and `created_at` (RFC 3339; null for a " +
+				"planned bridge whose move the apply did not make). The plan shows the bridges an apply creates " +
 				"and removes; a refresh reads them from the cluster."},
 	}
 }
 
 type bridgeModel struct {
-	Name      string       `tfsdk:"name"`
+	Service   string       `tfsdk:"service"`
 	IPs       []string     `tfsdk:"ips"`
 	CreatedAt types.String `tfsdk:"created_at"`
 }
@@ -68,7 +68,7 @@ type bridgeModel struct {
 func bridgesValue(in map[string]bridgeModel, diags *diag.Diagnostics) types.Map {
 	out := make(map[string]attr.Value, len(in))
 	for k, b := range in {
-		out[k] = objectValue(bridgeType, map[string]attr.Value{"name": types.StringValue(b.Name), "ips": ipsValue(b.IPs, diags),
+		out[k] = objectValue(bridgeType, map[string]attr.Value{"service": types.StringValue(b.Service), "ips": ipsValue(b.IPs, diags),
 			"created_at": b.CreatedAt}, diags)
 	}
 	return mapValue(bridgeType, out, diags)
@@ -85,7 +85,7 @@ func bridgesFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) map[
 func bridgesOf(list []k8sops.OldIPBridge) map[string]bridgeModel {
 	out := map[string]bridgeModel{}
 	for _, b := range list {
-		out[b.For] = bridgeModel{Name: b.Name, IPs: b.IPs, CreatedAt: types.StringValue(b.Created.Format(time.RFC3339))}
+		out[b.Key()] = bridgeModel{Service: b.For, IPs: b.IPs, CreatedAt: types.StringValue(b.Created.Format(time.RFC3339))}
 	}
 	return out
 }
@@ -123,10 +123,12 @@ func (m *serviceRecreationModel) planBridges(ctx context.Context, state *service
 		}
 		for _, mv := range p.Moves {
 			ns, name, _ := strings.Cut(mv.Key, "/")
-			if _, ok := want[mv.Key]; ok || mv.Key == p.DNSService || len(k8sops.MovingIPs(mv.OldIPs, mv.NewIPs)) == 0 {
+			moving := k8sops.MovingIPs(mv.OldIPs, mv.NewIPs)
+			key := ns + "/" + k8sops.OldIPBridgeName(ns, name, moving)
+			if _, ok := want[key]; ok || mv.Key == p.DNSService || len(moving) == 0 {
 				continue
 			}
-			want[mv.Key] = bridgeModel{Name: k8sops.OldIPBridgeName(ns, name), IPs: k8sops.MovingIPs(mv.OldIPs, mv.NewIPs), CreatedAt: types.StringUnknown()}
+			want[key] = bridgeModel{Service: mv.Key, IPs: moving, CreatedAt: types.StringUnknown()}
 		}
 	}
 	m.Bridges = bridgesValue(want, diags)
@@ -141,33 +143,34 @@ func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serv
 	planned := bridgesFrom(ctx, m.Bridges, diags)
 	now := time.Now()
 	had := bridgesFrom(ctx, prior.Bridges, diags)
-	for _, forKey := range slices.Sorted(maps.Keys(had)) {
-		b := had[forKey]
-		if _, stays := planned[forKey]; stays {
+	for _, key := range slices.Sorted(maps.Keys(had)) {
+		b := had[key]
+		if _, stays := planned[key]; stays {
 			continue
 		}
-		ns, _, _ := strings.Cut(forKey, "/")
 		if expired(b.CreatedAt, prior.ttl(), now) || expired(b.CreatedAt, m.ttl(), now) {
-			expiredKeys = append(expiredKeys, ns+"/"+b.Name)
+			expiredKeys = append(expiredKeys, key)
 			continue
 		}
+		_, name, _ := strings.Cut(key, "/")
 		created, _ := time.Parse(time.RFC3339, b.CreatedAt.ValueString())
-		checked = append(checked, k8sops.OldIPBridge{Name: b.Name, For: forKey, IPs: b.IPs, Created: created})
+		checked = append(checked, k8sops.OldIPBridge{Name: name, For: b.Service, IPs: b.IPs, Created: created})
 	}
 	return expiredKeys, checked
 }
 
-// checkBridgeRemoval reads whether deleting the DNS bridge, which dns_bridge = false asks for,
+// checkBridgeRemoval reads whether deleting the DNS bridges, which dns_bridge = false asks for,
 // would take DNS from running pods: refused at apply (errors), shown at plan (warnings).
 func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.Snapshot, plan *serviceRecreationModel, diags *diag.Diagnostics, apply bool) {
 	if on := plan.values().DNSBridge; on.IsUnknown() || on.ValueBool() || plan.ForceRemoval.ValueBool() {
 		return
 	}
-	bridge := snap.DNSBridge(plan.DNSBridgeName.ValueString())
-	if bridge == nil {
+	dnsService := plan.values().DNSService.ValueString()
+	bridges := snap.DNSBridges(dnsService)
+	if len(bridges) == 0 {
 		return
 	}
-	findings, notes, err := k8sops.CheckBridgeRemoval(ctx, client, bridge)
+	findings, notes, err := k8sops.CheckBridgeRemoval(ctx, client, bridges, snap.ServiceIPs(dnsService))
 	if err != nil {
 		diags.AddAttributeError(path.Root("plan").AtName("dns_bridge"), "Cluster Not Readable", "Whether pods still use the DNS bridge could not be checked: "+apiErrorText(err))
 		return

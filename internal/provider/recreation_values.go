@@ -146,6 +146,16 @@ func (m *serviceRecreationModel) fillApplied(res k8sops.RecreationResult, steps 
 			m.CompletedAt = prior.CompletedAt
 		}
 	}
+	if m.DNSServiceIPs.IsUnknown() {
+		switch i := slices.IndexFunc(res.Recreated, func(mv k8sops.Move) bool { return mv.Key == steps.DNSService }); {
+		case i >= 0:
+			m.DNSServiceIPs = ipsValue(res.Recreated[i].NewIPs, diags) // as it got them, planned or not
+		case prior != nil:
+			m.DNSServiceIPs = prior.DNSServiceIPs
+		default:
+			m.DNSServiceIPs = types.ListNull(types.StringType)
+		}
+	}
 	if m.DNSMovedAt.IsUnknown() {
 		switch {
 		case !res.DNSMovedAt.IsZero():

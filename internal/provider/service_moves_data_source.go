@@ -134,10 +134,10 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"it to `k8scidr_workload_restarts.started_before` once it has moved."},
 			"bridges": schema.MapNestedAttribute{Computed: true,
 				MarkdownDescription: "The old-IP bridges in the cluster of `journal_group` (`k8scidr_service_recreation`'s " +
-					"`old_ip_bridges = \"all\"`), by the `namespace/name` of the Service each stands in for: the bridge's " +
-					"`name`, the old `ips` it keeps, `created_at`. Bridges are never moved, and are not listed in `moves` or `skipped`.",
+					"`old_ip_bridges = \"all\"`), by their `namespace/name`: the `service` each stands in for, the old `ips` it " +
+					"keeps, `created_at`. A Service moved twice has two. Bridges are never moved, and are not listed in `moves` or `skipped`.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name":       schema.StringAttribute{Computed: true, MarkdownDescription: "The bridge Service's name."},
+					"service":    schema.StringAttribute{Computed: true, MarkdownDescription: "The Service it stands in for (`namespace/name`)."},
 					"ips":        schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "The old IPs it keeps."},
 					"created_at": schema.StringAttribute{Computed: true, MarkdownDescription: "When it was created (RFC 3339)."},
 				}}},

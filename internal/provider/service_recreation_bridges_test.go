@@ -218,7 +218,7 @@ func checkBridged(t *testing.T, kube kubernetes.Interface, ns string, before map
 		t.Fatal(err)
 	}
 	for key, old := range before {
-		bkey := ns + "/" + k8sops.OldIPBridgeName(ns, old.Name)
+		bkey := ns + "/" + k8sops.OldIPBridgeName(ns, old.Name, old.Spec.ClusterIPs)
 		b, ok := now[bkey]
 		switch {
 		case !ok:
@@ -376,14 +376,16 @@ data "k8scidr_service_moves" "after" {
 	w.applyFile()
 	applied := time.Now()
 	checkBridged(t, c.Kube, ns, before)
-	bridgeOf := func(name string) string { return k8sops.OldIPBridgeName(ns, name) }
+	bridgeOf := func(key string) string {
+		return k8sops.OldIPBridgeName(ns, before[key].Name, before[key].Spec.ClusterIPs)
+	}
 	movesBridges, _ := w.stateValue("data.k8scidr_service_moves.after", "bridges").(map[string]any)
-	if len(movesBridges) != len(before) || movesBridges[ns+"/s001"].(map[string]any)["name"] != bridgeOf("s001") {
+	if b, _ := movesBridges[ns+"/"+bridgeOf(ns+"/s001")].(map[string]any); len(movesBridges) != len(before) || b["service"] != ns+"/s001" {
 		t.Errorf("the moves data source reports bridges %v, want the %d", movesBridges, len(before))
 	}
 	forBridge := map[string]string{}
-	for key, s := range before {
-		forBridge[bridgeOf(s.Name)] = key
+	for key := range before {
+		forBridge[bridgeOf(key)] = key
 	}
 	services, _ := w.stateValue("data.k8scidr_service_allocations.all", "services").([]any)
 	bridgesSeen := 0
@@ -499,7 +501,7 @@ func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bname := k8sops.OldIPBridgeName(ns, "s000")
+	bname := k8sops.OldIPBridgeName(ns, "s000", before[ns+"/s000"].Spec.ClusterIPs)
 	bridge, err := c.Kube.CoreV1().Services(ns).Get(ctx, bname, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

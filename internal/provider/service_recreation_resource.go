@@ -83,7 +83,10 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"while kubelet-config's `clusterDNS` still names the bridge's IP. Default `false`.",
 			},
 			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultDNSBridgeName),
-				MarkdownDescription: "Name of the bridge Service in kube-system. Default `kube-dns-legacy`.",
+				MarkdownDescription: "Name of the DNS bridge Service, beside the cluster DNS Service. A bridge keeps the old " +
+					"IPs of one move: when the DNS Service moves again while a bridge exists (a second migration), the new bridge " +
+					"on the IPs it frees then is `<name>-<hash>`, and both stay until `dns_bridge` is switched off, which removes " +
+					"every one. Default `kube-dns-legacy`.",
 				Validators: []validator.String{stringvalidator.RegexMatches(dns1035LabelRegexp,
 					"must be a Service name: a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit)"),
 					stringvalidator.LengthBetween(1, 63)}},
@@ -107,6 +110,12 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"the reason (deleted, replaced, already moved, planned IP taken, type changed …)."},
 			"completed_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time of the last apply that moved Services (or of creation)."},
+			"dns_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "The cluster DNS Service's ClusterIPs as the apply that moved it left them: the value for " +
+					"the kubelets' `clusterDNS` (kOps: `kubeDNS.serverIP`). They are the planned IPs (the data source's " +
+					"`dns_service_ips`) unless another client took one during the apply, and the Service got the next free " +
+					"address instead (the apply warns); use this value, which is the one the Service has. Null until this " +
+					"resource moved it."},
 			"dns_moved_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time this resource moved the cluster DNS Service; null until it has. Pods started " +
 					"before it may still resolve through the old IP (see `k8scidr_workload_restarts.started_before`)."},
@@ -164,6 +173,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 				"and locals, or apply that resource first (-target).")
 		plan.Recreated, plan.NotMoved = types.MapUnknown(recreatedType), types.MapUnknown(types.StringType)
 		plan.CompletedAt, plan.DNSMovedAt, plan.Bridges = types.StringUnknown(), types.StringUnknown(), types.MapUnknown(bridgeType)
+		plan.DNSServiceIPs = types.ListUnknown(types.StringType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -187,11 +197,11 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	}
 	switch {
 	case dnsMoves:
-		plan.DNSMovedAt = types.StringUnknown()
+		plan.DNSMovedAt, plan.DNSServiceIPs = types.StringUnknown(), types.ListUnknown(types.StringType)
 	case creating:
-		plan.DNSMovedAt = types.StringNull()
+		plan.DNSMovedAt, plan.DNSServiceIPs = types.StringNull(), types.ListNull(types.StringType)
 	default:
-		plan.DNSMovedAt = state.DNSMovedAt
+		plan.DNSMovedAt, plan.DNSServiceIPs = state.DNSMovedAt, state.DNSServiceIPs
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	if work || creating || !plan.values().DNSBridge.Equal(state.values().DNSBridge) {
@@ -368,7 +378,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	if addFindings(diags, planFindings(errs), true); diags.HasError() {
 		return false
 	}
-	if steps.RemoveBridge != "" {
+	if len(steps.RemoveBridges) > 0 {
 		if checkBridgeRemoval(ctx, client, snap, plan, diags, true); diags.HasError() {
 			return false
 		}
@@ -472,7 +482,7 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		DNSBridgeName: types.StringValue(k8sops.DefaultDNSBridgeName), Parallelism: types.Int64Value(k8sops.DefaultParallelism),
 		EndpointWait: types.StringValue(defaultEndpointWait),
 		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
-		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(), OldIPBridges: types.StringValue(k8sops.BridgesDNS),
+		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType), OldIPBridges: types.StringValue(k8sops.BridgesDNS),
 		OldIPBridgeTTL: types.StringNull(), OldIPForceRemoval: types.BoolNull(), Bridges: bridgesValue(nil, &resp.Diagnostics),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType})},
 	}
@@ -515,6 +525,7 @@ type serviceRecreationModel struct {
 	NotMoved      types.Map      `tfsdk:"not_moved"`
 	CompletedAt   types.String   `tfsdk:"completed_at"`
 	DNSMovedAt    types.String   `tfsdk:"dns_moved_at"`
+	DNSServiceIPs types.List     `tfsdk:"dns_service_ips"`
 	Timeouts      timeouts.Value `tfsdk:"timeouts"`
 	// recreation_bridges.go
 	OldIPBridges      types.String `tfsdk:"old_ip_bridges"`

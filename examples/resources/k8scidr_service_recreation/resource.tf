@@ -35,9 +35,10 @@ resource "k8scidr_service_recreation" "this" {
 }
 
 # The cluster DNS Service's IP after the moves, for the kubelet clusterDNS setting (kOps:
-# kubeDNS.serverIP).
+# kubeDNS.serverIP): the IP it got, which is the planned one unless another client took that
+# during the apply.
 output "kube_dns_new_ip" {
-  value = try(data.k8scidr_service_moves.this.dns_service_ips[0], null)
+  value = try(k8scidr_service_recreation.this.dns_service_ips[0], data.k8scidr_service_moves.this.dns_service_ips[0], null)
 }
 
 # Planned moves the apply left alone because they no longer held.
