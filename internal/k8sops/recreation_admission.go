@@ -50,7 +50,7 @@ func AdmissionRefusal(ctx context.Context, c *Client, svc *corev1.Service, held 
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
 			return "", nil
-		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+		case quotaExceeded(err):
 			if quotaRefuses {
 				return err.Error(), nil
 			}

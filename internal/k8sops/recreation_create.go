@@ -17,7 +17,8 @@ import (
 )
 
 // create creates svc; when another client took a planned IP mid-apply it takes the next free
-// address of the same target range and says so, since the old Service is already gone.
+// address of the same target range and says so, since the old Service is already gone. A full
+// quota is waited for (quotaExceeded).
 func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) (*corev1.Service, error) {
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)
 	planned := slices.Clone(svc.Spec.ClusterIPs)
@@ -37,7 +38,7 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 				}
 			}
 			return err
-		}, rangeNotLoaded)
+		}, rangeNotLoaded, quotaExceeded)
 		if err == nil {
 			if !slices.Equal(created.Spec.ClusterIPs, planned) {
 				x.note("%s got %v instead of the planned %v: another client took a planned IP during the apply.",
@@ -89,6 +90,15 @@ func (x *executor) nextFree(ip netip.Addr) (netip.Addr, bool) {
 // ServiceCIDR serves the target, so the create is retried.
 func rangeNotLoaded(err error) bool {
 	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "does not match the current range")
+}
+
+// quotaExceeded is a ResourceQuota's refusal. Right after a move's delete the namespace's quota
+// may still count the deleted Service: its usage is recalculated by the quota controller, not
+// by the delete, so a namespace at its services quota refuses the copy for a moment. The
+// create is retried (retryWrite's attempts); a quota another client filled meanwhile fails it,
+// and the journal keeps the Service for the next apply.
+func quotaExceeded(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }
 
 // takenIP finds which of ips an "already allocated" error names, or -1. The apiserver names the

@@ -153,6 +153,43 @@ func TestAccKill_recreation(t *testing.T) {
 	}
 }
 
+// TestAccKill_underQuota is a kill trial in a namespace at its services quota: 200 Services,
+// a ResourceQuota of 200. Each move's create comes right after its delete, while the quota
+// may still count the deleted Service (the quota controller recalculates usage after the
+// delete, not with it): the create waits for the room, and the restore after the kill finds it.
+// The apply after the kill converges with nothing lost and the quota still full.
+func TestAccKill_underQuota(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const n, ns = 200, "quota"
+	c, before, config := movingCluster(t, ns, n)
+	fullQuota(t, c.Kube, ns, n)
+	w := newCLIWorkspace(t, config(faultTarget))
+	seed := faultSeed(t)
+	killAt := 1 + rand.New(rand.NewPCG(seed, seed)).IntN(n/2)
+	// Every move held 100 ms between delete and create; the kill comes while one is there.
+	killed, out, _ := interruptWhen(t, w, []string{"K8SCIDR_FAULT_DELAY_AFTER_DELETE=100ms"}, func() bool {
+		moved, missing := movedCount(t, c.Kube, ns, faultTarget, n)
+		return moved >= killAt && missing > 0
+	}, sigkill, "apply", "-auto-approve")
+	_, missing := movedCount(t, c.Kube, ns, faultTarget, n)
+	t.Logf("killed %t after %d moved: %d Services deleted and not recreated when killed", killed, killAt, missing)
+	if !killed {
+		t.Fatalf("the apply finished before the kill, so the trial tested nothing:\n%s", out)
+	}
+	start := time.Now()
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
+	}
+	t.Logf("the apply after the kill took %s", time.Since(start).Round(time.Millisecond))
+	if err := checkNothingLostIn(c.Kube, ns, before, faultTarget); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+		t.Fatalf("the plan after recovery is not empty: %v\n%s", err, out)
+	}
+}
+
 // TestAccKill_roll SIGKILLs terraform and the provider in the middle of a roll of 40
 // Deployments; the next apply finishes it, and no Deployment is left paused, unrestarted or
 // half rolled out.
