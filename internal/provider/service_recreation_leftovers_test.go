@@ -57,6 +57,38 @@ func oldIPBridgesFor(t *testing.T, kube kubernetes.Interface, key string) map[st
 	return out
 }
 
+// dnsAndWeb gives a cluster of the test's own kube-system/kube-dns on 100.64.0.10 with a running
+// CoreDNS, and Deployment app/web, whose pods resolve through it.
+func dnsAndWeb(t *testing.T, c *testcluster.Cluster) fixture {
+	t.Helper()
+	f := fixture{t, c.Kube}
+	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+	f.service("kube-system", dnsService("kube-dns", "100.64.0.10"))
+	f.namespace("app")
+	f.deployment("app", "web", map[string]string{"app": "web"})
+	f.waitReadySlice("kube-system", "kube-dns")
+	return f
+}
+
+// moveTo is a recreation of everything into target: dataArgs go to the moves data source,
+// resourceArgs to the resource.
+func moveTo(c *testcluster.Cluster, target netip.Prefix, dataArgs, resourceArgs string) string {
+	return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n%s", target, dataArgs), resourceArgs)
+}
+
+// bridgesOffOnceReplaced replaces app/web's pods, which started before the DNS bridges, and
+// applies w's configuration (dns_bridge = false): every DNS bridge must go.
+func bridgesOffOnceReplaced(t *testing.T, c *testcluster.Cluster, w *cliWorkspace) {
+	t.Helper()
+	replacePods(t, c.Kube, "app", "app=web")
+	w.planFile()
+	w.applyFile()
+	if left := dnsBridgesByIP(t, c.Kube); len(left) != 0 {
+		t.Errorf("DNS bridges left after dns_bridge = false: %v", slices.Collect(maps.Keys(left)))
+	}
+	w.converged()
+}
+
 // TestAccServiceRecreation_secondMigration: the Services move twice, into 172.24.0.0/15 and then
 // (the range was chosen wrong) into 10.100.0.0/16, with the DNS bridge on and old_ip_bridges =
 // "all" throughout. After the second move the kubelets and the clients may use the IPs of
@@ -68,25 +100,18 @@ func TestAccServiceRecreation_secondMigration(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	c := targetCluster(t)
-	f := fixture{t, c.Kube}
-	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
-	f.service("kube-system", dnsService("kube-dns", "100.64.0.10"))
-	f.namespace("app")
-	f.deployment("app", "web", map[string]string{"app": "web"})
+	f := dnsAndWeb(t, c)
 	f.service("app", ipService("web", "ClusterIP", "100.64.1.5"))
-	f.waitReadySlice("kube-system", "kube-dns")
 	f.waitReadySlice("app", "web")
 	second := netip.MustParsePrefix("10.100.0.0/16")
 	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "second", []string{second.String()}); err != nil {
 		t.Fatal(err)
 	}
-	config := func(target netip.Prefix, dataArgs string) string {
-		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n%s", target, dataArgs), `  old_ip_bridges = "all"`)
-	}
-	w := newCLIWorkspace(t, config(faultTarget, ""))
+	const bridges = `  old_ip_bridges = "all"`
+	w := newCLIWorkspace(t, moveTo(c, faultTarget, "", bridges))
 	w.planFile()
 	w.applyFile()
-	w.write(config(second, ""))
+	w.write(moveTo(c, second, "", bridges))
 	w.planFile()
 	expect(t, "the second move", w.planned(recreationAddr, "plan.moves"), movesCheck(map[string][2][]string{
 		"kube-system/kube-dns": {{"172.24.0.10"}, {"10.100.0.10"}}, "app/web": {{"172.24.1.5"}, {"10.100.1.5"}}}))
@@ -120,17 +145,11 @@ func TestAccServiceRecreation_secondMigration(t *testing.T) {
 	w.converged()
 
 	// Off: refused while app/web's pods, started before both bridges, run; then both DNS bridges go.
-	w.write(config(second, "  dns_bridge = false"))
+	w.write(moveTo(c, second, "  dns_bridge = false", bridges))
 	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("DNS Bridge Still in Use", "100.64.0.10", "172.24.0.10", "app/web-").MatchString(out) {
 		t.Fatalf("switching the DNS bridges off under running pods: %v\n%s", err, out)
 	}
-	replacePods(t, c.Kube, "app", "app=web")
-	w.planFile()
-	w.applyFile()
-	if left := dnsBridgesByIP(t, c.Kube); len(left) != 0 {
-		t.Errorf("DNS bridges left after dns_bridge = false: %v", slices.Collect(maps.Keys(left)))
-	}
-	w.converged()
+	bridgesOffOnceReplaced(t, c, w)
 }
 
 // TestAccServiceRecreation_dnsGotAnotherIP: while kube-dns is between its delete and its create
@@ -144,16 +163,8 @@ func TestAccServiceRecreation_dnsGotAnotherIP(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	c := targetCluster(t)
-	f := fixture{t, c.Kube}
-	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
-	f.service("kube-system", dnsService("kube-dns", "100.64.0.10"))
-	f.namespace("app")
-	f.deployment("app", "web", map[string]string{"app": "web"})
-	f.waitReadySlice("kube-system", "kube-dns")
-	config := func(dataArgs string) string {
-		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n%s", faultTarget, dataArgs), "")
-	}
-	w := newCLIWorkspace(t, config(""))
+	f := dnsAndWeb(t, c)
+	w := newCLIWorkspace(t, moveTo(c, faultTarget, "", ""))
 	w.planFile()
 	expect(t, "planned", w.planned(recreationAddr, "plan.moves"),
 		movesCheck(map[string][2][]string{"kube-system/kube-dns": {{"100.64.0.10"}, {"172.24.0.10"}}}))
@@ -188,7 +199,7 @@ func TestAccServiceRecreation_dnsGotAnotherIP(t *testing.T) {
 	w.planFile()
 	expect(t, "dns_service", w.planned(recreationAddr, "plan.dns_service"), knownvalue.StringExact("kube-system/kube-dns"))
 	expect(t, "the data source's dns_service_ips", w.readAtPlan("data.k8scidr_service_moves.this", "dns_service_ips"), strListCheck("172.24.0.11"))
-	w.write(config("  dns_bridge = false"))
+	w.write(moveTo(c, faultTarget, "  dns_bridge = false", ""))
 	refused := diagRE("Kubelets Do Not Name the Cluster DNS Service", "clusterDNS 172.24.0.10", "cluster DNS Service's IP 172.24.0.11")
 	if out, err := w.run("apply", "-auto-approve"); err == nil || !refused.MatchString(out) {
 		t.Fatalf("the bridge removal under kubelets naming another Service: %v\n%s", err, out)
@@ -197,13 +208,7 @@ func TestAccServiceRecreation_dnsGotAnotherIP(t *testing.T) {
 		t.Fatal("the DNS bridge is gone after the refused removal")
 	}
 	setKubeletClusterDNS(t, c, "172.24.0.11")
-	replacePods(t, c.Kube, "app", "app=web")
-	w.planFile()
-	w.applyFile()
-	if left := dnsBridgesByIP(t, c.Kube); len(left) != 0 {
-		t.Errorf("DNS bridges left once the kubelets name kube-dns's IP: %v", slices.Collect(maps.Keys(left)))
-	}
-	w.converged()
+	bridgesOffOnceReplaced(t, c, w)
 }
 
 // TestAccServiceRecreation_bridgeEndpointsNotPruned: a selector-less Service's hand-made
@@ -325,8 +330,7 @@ func TestAccServiceRecreation_interruptSweepsCopies(t *testing.T) {
 	checkBridged(t, c.Kube, ns, before)
 
 	// Timed out: on to a third range, held until the update's timeout ends the run.
-	w.write(providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", third),
-		"  old_ip_bridges = \"all\"\n  timeouts {\n    update = \"20s\"\n  }"))
+	w.write(moveTo(c, third, "", "  old_ip_bridges = \"all\"\n  timeouts {\n    update = \"20s\"\n  }"))
 	interrupted(w, false)
 	w.planFile()
 	w.applyFile()
