@@ -21,6 +21,9 @@ import (
 // blocks the next one of its journal group at most this long.
 const journalLeaseDuration = 45 * time.Second
 
+// leaseRenewEvery is how often the holder renews its lease: four times a duration.
+var leaseRenewEvery = journalLeaseDuration / 4
+
 // errJournalLeaseLost cancels an apply whose lease another apply took over (this one was too
 // slow to renew it and was taken for dead).
 var errJournalLeaseLost = errors.New("the journal's lease was taken over by another apply")
@@ -50,8 +53,12 @@ func holdJournal(ctx context.Context, c *Client, j Journal) (context.Context, fu
 			return err
 		}
 		cur, err := api.Get(ctx, j.LeaseName(), metav1.GetOptions{})
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
+		case ptr.Deref(cur.Spec.HolderIdentity, "") == me:
+			held = cur // an earlier attempt's write went through, its answer lost
+			return nil
 		}
 		if holder, until, live := leaseLive(cur); live && !processGone(cur.Annotations[holderProcessAnnotation]) {
 			return heldErr{fmt.Errorf("journal %s is in use by another apply (%s, lease %s/%s held until %s): two applies of one journal "+
@@ -62,7 +69,7 @@ func holdJournal(ctx context.Context, c *Client, j Journal) (context.Context, fu
 		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, holderProcessAnnotation, processID())
 		held, err = api.Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.FieldManager})
 		return err
-	})
+	}, apierrors.IsConflict) // read again: taken by another apply, or by this one's lost write
 	var h heldErr
 	switch {
 	case errors.As(err, &h):
@@ -88,9 +95,17 @@ func holdJournal(ctx context.Context, c *Client, j Journal) (context.Context, fu
 			case err == nil:
 				held = got
 			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-				cancel(errJournalLeaseLost)
+				// Lost only if it names another holder now, or is gone: the conflict may be with
+				// this apply's own earlier renewal, written with its answer lost.
+				cur, err := api.Get(lctx, held.Name, metav1.GetOptions{})
+				switch {
+				case err == nil && ptr.Deref(cur.Spec.HolderIdentity, "") == me:
+					held = cur // renewed at the next tick
+				case err == nil || apierrors.IsNotFound(err):
+					cancel(errJournalLeaseLost)
+				}
 			} // a transient failure is retried at the next tick, well within the duration
-		}, journalLeaseDuration/4, stop)
+		}, leaseRenewEvery, stop)
 	})
 	release := func() {
 		close(stop)

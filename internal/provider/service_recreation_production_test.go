@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -151,7 +153,8 @@ func refuseLabelled(t *testing.T, c *testcluster.Cluster, label, message string)
 
 // denyCreates installs a ValidatingAdmissionPolicy that denies creating core resources for which
 // expression is false (as an organisation's policy or webhook might), waits until probe (a
-// create it must deny) fails, and returns its removal, which waits until probe succeeds.
+// create it must deny) fails, and returns its removal (binding and policy, so that it can be
+// installed again), which waits until probe succeeds.
 func denyCreates(t *testing.T, c *testcluster.Cluster, name, resource, expression, message string, probe func(context.Context) error) func() {
 	t.Helper()
 	ctx := context.Background()
@@ -187,13 +190,40 @@ func denyCreates(t *testing.T, c *testcluster.Cluster, name, resource, expressio
 		if err := api.ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		if err := api.ValidatingAdmissionPolicies().Delete(ctx, policy.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		until(false)
 	}
 }
 
-// TestAccServiceRecreation_bridgeRetried: an admission policy refuses the DNS bridge after
-// kube-dns moved. The apply fails saying so; once the policy is gone, the next plan shows
-// kube-dns's journal entry under restore, and its apply creates the bridge on the old IP.
+// refuseAfterDelete lets an apply started with the AFTER_DELETE fault gate (openAfter) delete
+// Service key, then installs refuse (an admission policy that refuses its create, or its
+// bridge's) and opens the gate: the create fails after the delete, as when a policy arrives
+// mid-apply, since the dry run before the delete met none. It returns the policy's removal.
+func refuseAfterDelete(t *testing.T, c *testcluster.Cluster, cmd *exec.Cmd, out *bytes.Buffer, key string, openAfter func(), refuse func() func()) func() {
+	t.Helper()
+	ns, name, _ := strings.Cut(key, "/")
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("%s was never deleted: %v\n%s", key, err, out.String())
+	}
+	allow := refuse()
+	openAfter()
+	return allow
+}
+
+// TestAccServiceRecreation_bridgeRetried: an admission policy that refuses the DNS bridge. In
+// place before the apply, the dry run before kube-dns's delete finds it: kube-dns, moved first,
+// is not moved, and the apply fails saying why. Arriving while kube-dns is between its delete and
+// its create (a fault gate), it refuses the bridge after kube-dns moved: the apply fails saying
+// so; once the policy is gone, the next plan shows kube-dns's journal entry under restore, and
+// its apply creates the bridge on the old IP.
 // A dns_bridge_name that is no Service name is refused at plan, before the cluster is read.
 func TestAccServiceRecreation_bridgeRetried(t *testing.T) {
 	testAccPreCheck(t)
@@ -211,8 +241,21 @@ func TestAccServiceRecreation_bridgeRetried(t *testing.T) {
 	w.write(recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 	allow := refuseBridges(t, c)
 	w.planFile()
-	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("DNS bridge kube-system/kube-dns-legacy", "DNS bridges are not allowed here").MatchString(out) {
-		t.Fatalf("apply with bridges refused: %v\n%s", err, out)
+	if out, err := w.run("apply", "tfplan"); err == nil ||
+		!diagRE("kube-system/kube-dns, moved first", "its bridge kube-system/kube-dns-legacy", "DNS bridges are not allowed here").MatchString(out) {
+		t.Fatalf("apply with bridges refused from the start: %v\n%s", err, out)
+	}
+	if got := servicesIn(t, c.Kube, "kube-system")["kube-system/kube-dns"].Spec.ClusterIPs; !slices.Equal(got, []string{"100.64.0.10"}) {
+		t.Fatalf("kube-dns at %v, want it left at 100.64.0.10 when its bridge would be refused", got)
+	}
+	allow()
+
+	w.planFile()
+	after, openAfter := faultGate(t, "AFTER_DELETE")
+	cmd, out := w.start([]string{after}, "apply", "tfplan")
+	allow = refuseAfterDelete(t, c, cmd, out, "kube-system/kube-dns", openAfter, func() func() { return refuseBridges(t, c) })
+	if err := cmd.Wait(); err == nil || !diagRE("DNS bridge kube-system/kube-dns-legacy", "DNS bridges are not allowed here").MatchString(out.String()) {
+		t.Fatalf("apply with bridges refused mid-apply: %v\n%s", err, out.String())
 	}
 	if got := servicesIn(t, c.Kube, "kube-system")["kube-system/kube-dns"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.0.10"}) {
 		t.Fatalf("kube-dns at %v, want it moved to 172.24.0.10 before the bridge was refused", got)
@@ -464,7 +507,7 @@ const refuseLabel = "example.com/refuse"
 
 // TestAccServiceRecreation_noResurrection: another client deletes a Service after the apply
 // journaled it and before its delete, while another move of the same journal chunk fails (an
-// admission policy refuses its create). The deleted Service is reported in not_moved, not as an
+// admission policy that arrives after its delete refuses its create). The deleted Service is reported in not_moved, not as an
 // error, and dropped from the kept journal: the next plan restores only the refused one, and
 // the Service the other client deleted stays deleted.
 func TestAccServiceRecreation_noResurrection(t *testing.T) {
@@ -480,11 +523,11 @@ func TestAccServiceRecreation_noResurrection(t *testing.T) {
 	f.service("app", ipService("c", "ClusterIP", "100.64.1.3"))
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, "", "172.24.0.0/15"))
 	w.planFile()
-	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
 
 	ctx := context.Background()
 	gate, open := faultGate(t, "BEFORE_DELETE")
-	cmd, out := w.start([]string{gate}, "apply", "tfplan")
+	after, openAfter := faultGate(t, "AFTER_DELETE")
+	cmd, out := w.start([]string{gate, after}, "apply", "tfplan")
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil
 	})
@@ -497,6 +540,9 @@ func TestAccServiceRecreation_noResurrection(t *testing.T) {
 		t.Fatal(err)
 	}
 	open()
+	allow := refuseAfterDelete(t, c, cmd, out, "app/b", openAfter, func() func() {
+		return refuseLabelled(t, c, refuseLabel, "this Service may not be created")
+	})
 	if err := cmd.Wait(); err == nil || !diagRE("this Service may not be created").MatchString(out.String()) {
 		t.Fatalf("apply with app/b refused: %v\n%s", err, out.String())
 	}
@@ -545,9 +591,13 @@ func TestAccServiceRecreation_namespaceGoingDropped(t *testing.T) {
 	f.service("doomed", refused)
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 	w.planFile()
-	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
-	if out, err := w.run("apply", "tfplan"); err == nil || !diagRE("this Service may not be created").MatchString(out) {
-		t.Fatalf("apply with doomed/x refused: %v\n%s", err, out)
+	after, openAfter := faultGate(t, "AFTER_DELETE")
+	cmd, out := w.start([]string{after}, "apply", "tfplan")
+	allow := refuseAfterDelete(t, c, cmd, out, "doomed/x", openAfter, func() func() {
+		return refuseLabelled(t, c, refuseLabel, "this Service may not be created")
+	})
+	if err := cmd.Wait(); err == nil || !diagRE("this Service may not be created").MatchString(out.String()) {
+		t.Fatalf("apply with doomed/x refused: %v\n%s", err, out.String())
 	}
 	allow()
 
@@ -560,9 +610,9 @@ func TestAccServiceRecreation_namespaceGoingDropped(t *testing.T) {
 	if err := c.Kube.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	out := w.planFile()
-	if !diagRE("Journal Entries Dropped, Not Restored", "doomed/x: its namespace doomed is being deleted").MatchString(out) {
-		t.Errorf("the plan does not say the journal entry is dropped:\n%s", out)
+	plan := w.planFile()
+	if !diagRE("Journal Entries Dropped, Not Restored", "doomed/x: its namespace doomed is being deleted").MatchString(plan) {
+		t.Errorf("the plan does not say the journal entry is dropped:\n%s", plan)
 	}
 	expect(t, "planned restore", w.planned(recreationAddr, "plan.restore"), knownvalue.MapSizeExact(0))
 	w.applyFile()
@@ -629,7 +679,7 @@ func endpointsAddr(t *testing.T, c *testcluster.Cluster, name string) (string, *
 
 // TestAccServiceRecreation_endpointsKeptCurrent: hand-made Endpoints changed by another client
 // after the apply journaled them are re-read before the delete, and the new Service gets the
-// changed ones; Endpoints that name the Service as owner are rewritten to the new Service's UID,
+// changed ones (app/ext2's move fails meanwhile: a policy arriving after its delete refuses it); Endpoints that name the Service as owner are rewritten to the new Service's UID,
 // so the garbage collector leaves them; and Endpoints another client wrote after the delete
 // are kept when the journal restores their Service.
 func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
@@ -642,11 +692,11 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	selectorless(f, "app", "ext2", "100.64.1.2", "10.0.0.2", false, map[string]string{refuseLabel: "true"})
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, "", "172.24.0.0/15"))
 	w.planFile()
-	allow := refuseLabelled(t, c, refuseLabel, "this Service may not be created")
 
 	ctx := context.Background()
 	gate, open := faultGate(t, "BEFORE_DELETE")
-	cmd, out := w.start([]string{gate}, "apply", "tfplan")
+	after, openAfter := faultGate(t, "AFTER_DELETE")
+	cmd, out := w.start([]string{gate, after}, "apply", "tfplan")
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil
 	})
@@ -661,6 +711,9 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	open()
+	allow := refuseAfterDelete(t, c, cmd, out, "app/ext2", openAfter, func() func() {
+		return refuseLabelled(t, c, refuseLabel, "this Service may not be created")
+	})
 	if err := cmd.Wait(); err == nil || !diagRE("this Service may not be created").MatchString(out.String()) {
 		t.Fatalf("apply with app/ext2 refused: %v\n%s", err, out.String())
 	}
