@@ -67,7 +67,7 @@ func CheckBridgeRemoval(ctx context.Context, c *Client, bridges []*corev1.Servic
 				"started before, then apply again; or set dns_bridge_force_removal = true if clusterDNS is meant to name "+
 				"another resolver.", KubeletConfigMap, strings.Join(elsewhere, ", "), strings.Join(dnsIPs, ", "),
 				strings.Join(ips, ", "), strings.Join(dnsIPs, ", "))}}, notes, nil
-	case written.After(bound):
+	case !written.Before(bound): // timestamps have seconds: in the same second, the write may be the later
 		bound, boundWhy = written, "the last change of kube-system/"+KubeletConfigMap
 		fallthrough
 	default:
