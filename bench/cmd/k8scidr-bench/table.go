@@ -111,6 +111,10 @@ func (r *row) oldIPColumn() string {
 		return "never served again"
 	}
 	w := r.pool(func(m measure) []time.Duration { return m.oldIPWindows })
+	if len(w) == 0 {
+		// No old IP went down and came back: the rest were never deleted (moves not made).
+		return fmt.Sprintf("none went down and came back (%d of %d never served again)", never, total)
+	}
 	out := fmt.Sprintf("%s / %s / %s", ms(pct(w, 0.5)), ms(pct(w, 0.99)), ms(w[len(w)-1]))
 	if never > 0 {
 		out += fmt.Sprintf(" (%d of %d never)", never, total)

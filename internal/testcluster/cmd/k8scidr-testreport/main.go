@@ -14,6 +14,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -88,6 +89,7 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 	output := map[string]*strings.Builder{} // by package.test, while it runs
 	started := map[string]bool{}
 	var failed, unexpected, allowed, packageFailed []string
+	var took []event // top-level tests that ended, for the slowest list
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
 	for sc.Scan() {
@@ -117,6 +119,9 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 			delete(output, id)
 			if each {
 				say("--- %s: %s (%.1fs)\n", strings.ToUpper(e.Action), e.Test, e.Elapsed)
+			}
+			if !strings.Contains(e.Test, "/") {
+				took = append(took, e)
 			}
 			switch e.Action {
 			case "fail":
@@ -156,6 +161,7 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 	for _, a := range allowed {
 		say("  allowed skip: %s\n", a)
 	}
+	say("%s", slowest(took, 12))
 	errs := []error{werr}
 	if len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
@@ -171,6 +177,25 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 		errs = append(errs, fmt.Errorf("package(s) failed: %s", strings.Join(packageFailed, ", ")))
 	}
 	return errors.Join(errs...)
+}
+
+// slowest lists the n longest tests with their share of the summed test time: where a step's
+// minutes go, in every CI log (the CI budget is the suite's sum on 2 cores).
+func slowest(took []event, n int) string {
+	if len(took) == 0 {
+		return ""
+	}
+	var sum float64
+	for _, e := range took {
+		sum += e.Elapsed
+	}
+	slices.SortStableFunc(took, func(a, b event) int { return cmp.Compare(b.Elapsed, a.Elapsed) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "  slowest of %d tests (%.0fs in all):", len(took), sum)
+	for _, e := range took[:min(n, len(took))] {
+		fmt.Fprintf(&b, " %s %.0fs;", e.Test, e.Elapsed)
+	}
+	return strings.TrimSuffix(b.String(), ";") + "\n"
 }
 
 func matchRule(rules []rule, id string) (rule, bool) {

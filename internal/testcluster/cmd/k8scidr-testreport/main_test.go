@@ -55,6 +55,14 @@ func TestReport(t *testing.T) {
 			t.Errorf("%s: a passing test's output is shown:\n%s", c.name, out.String())
 		}
 	}
+	var out strings.Builder
+	stream := line("run", "TestFast", "") + `{"Action":"pass","Package":"` + pkg + `","Test":"TestFast","Elapsed":1.5}` + "\n" +
+		line("run", "TestSlow", "") + `{"Action":"pass","Package":"` + pkg + `","Test":"TestSlow/sub","Elapsed":70}` + "\n" +
+		`{"Action":"fail","Package":"` + pkg + `","Test":"TestSlow","Elapsed":80}` + "\n"
+	_ = report(strings.NewReader(stream), &out, rules, "step", false)
+	if want := "slowest of 2 tests (82s in all): TestSlow 80s; TestFast 2s\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, out.String())
+	}
 	if _, err := readRules(writeFile(t, "TestX\n")); err == nil {
 		t.Error("a rule without a reason is accepted")
 	}
