@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // QuotaShortfall is a ResourceQuota that leaves Free Services in Namespace, fewer than the Need
@@ -33,11 +34,8 @@ func ServiceQuotaShortfalls(ctx context.Context, c *Client, need map[string]int)
 		if n == 0 {
 			return nil
 		}
-		for _, res := range []corev1.ResourceName{corev1.ResourceServices, "count/services"} {
-			hard, ok := q.Status.Hard[res]
-			if !ok {
-				hard, ok = q.Spec.Hard[res]
-			}
+		for _, res := range serviceCounts {
+			hard, ok := serviceHard(q, res)
 			if !ok {
 				continue
 			}
@@ -55,5 +53,33 @@ func ServiceQuotaShortfalls(ctx context.Context, c *Client, need map[string]int)
 	slices.SortFunc(out, func(a, b QuotaShortfall) int {
 		return strings.Compare(a.Namespace+"/"+a.Quota+" "+a.Resource, b.Namespace+"/"+b.Quota+" "+b.Resource)
 	})
+	return out, nil
+}
+
+// serviceCounts are the quota resources that count Services of every type.
+var serviceCounts = []corev1.ResourceName{corev1.ResourceServices, "count/services"}
+
+// serviceHard is q's limit on res, as the quota controller last took it from the spec.
+func serviceHard(q *corev1.ResourceQuota, res corev1.ResourceName) (hard resource.Quantity, ok bool) {
+	if hard, ok = q.Status.Hard[res]; !ok {
+		hard, ok = q.Spec.Hard[res]
+	}
+	return hard, ok
+}
+
+// serviceQuotaNamespaces are the namespaces with a ResourceQuota that counts Services (one list).
+func serviceQuotaNamespaces(ctx context.Context, c *Client) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := eachItem(ctx, listPages(c.Kube.CoreV1().ResourceQuotas("").List), func(q *corev1.ResourceQuota) error {
+		for _, res := range serviceCounts {
+			if _, ok := serviceHard(q, res); ok {
+				out[q.Namespace] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing ResourceQuotas: %w", err)
+	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +22,9 @@ import (
 // dry-run create; it returns admission's message when it would not, "" when it would. held are
 // IPs another Service holds until the delete (the IPs the move keeps): they, and node ports,
 // are left to the dry run's allocator, since the apiserver allocates before it validates and an
-// address or port still held would be refused for that alone; so are the planned IPs when the
-// dry run's allocator keeps answering that they are outside its range (see rangeNotServed's
-// caller): a rule on the exact address is then checked with another one. An object of the same name that
+// address or port still held would be refused for that alone. The planned IPs are kept: a policy
+// on the address (a range it must lie in) sees the address the create will send, and a dry run
+// that fails in the allocation for a reason of its own (dryRunMiss) is asked again. An object of the same name that
 // exists answers AlreadyExists, which the apiserver checks after admission: admitted. A quota
 // that is full is no refusal of a move (its delete frees the room); the caller says whether it
 // is for a new object. A transient failure is an error: nothing is known, nothing is deleted.
@@ -41,8 +42,7 @@ func AdmissionRefusal(ctx context.Context, c *Client, svc *corev1.Service, held 
 	}
 	try.Spec.HealthCheckNodePort = 0
 	api := c.Kube.CoreV1().Services(try.Namespace)
-	notServed := 0
-	for range 16 {
+	for range dryRunTries {
 		err := retryWrite(ctx, func(bool) error {
 			_, err := api.Create(ctx, try, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: c.FieldManager})
 			return err
@@ -55,14 +55,8 @@ func AdmissionRefusal(ctx context.Context, c *Client, svc *corev1.Service, held 
 				return err.Error(), nil
 			}
 			return "", nil
-		case rangeNotServed(err) && len(try.Spec.ClusterIPs) > 0:
-			// The apiserver dry-runs an allocation in one of its ranges picked at random
-			// (MetaAllocator.DryRun), not in the one holding the address: asked again, it may
-			// pick the right one; after a few tries the address is left to the dry run.
-			if notServed++; notServed >= 4 {
-				try.Spec.ClusterIPs, try.Spec.ClusterIP, try.Spec.IPFamilies = nil, "", nil
-			}
-			continue
+		case dryRunMiss(err):
+			continue // asked again, the apiserver picks a range anew
 		case takenIP(err, try.Spec.ClusterIPs) >= 0:
 			// Another client took the planned IP: the create probes further, so does this.
 			i := takenIP(err, try.Spec.ClusterIPs)
@@ -79,28 +73,51 @@ func AdmissionRefusal(ctx context.Context, c *Client, svc *corev1.Service, held 
 			return err.Error(), nil
 		}
 	}
-	return "", fmt.Errorf("asking admission whether %s/%s can be created: its IPs kept being taken by other clients", try.Namespace, try.Name)
+	return "", fmt.Errorf("asking admission whether %s/%s can be created: %d dry runs failed in the apiserver's IP "+
+		"allocation, before admission (its IPs taken by other clients, or no Ready ServiceCIDR with room picked); nothing was deleted",
+		try.Namespace, try.Name, dryRunTries)
 }
 
-// rangeNotServed: the dry run's allocator does not hold the address's range.
-func rangeNotServed(err error) bool {
-	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "is not in the valid range")
+// dryRunTries bounds the dry runs of one AdmissionRefusal. The pick of a range (dryRunMiss) is
+// not uniform: the first entry of a small Go map comes first 7 times in 8, so the range holding
+// the address may be picked only 1 time in 8 (measured: 63 of 80 first dry runs missed with the
+// old default range Terminating); 128 tries all miss with odds of (7/8)^128, about 4e-8.
+const dryRunTries = 128
+
+// dryRunMiss: the dry run failed in the apiserver's IP allocation, which comes before admission,
+// for a reason of the dry run's own. MetaAllocator.DryRun (kubernetes
+// pkg/registry/core/service/ipallocator/cidrallocator.go, 1.29 to 1.37) answers with the
+// allocator of one ServiceCIDR taken in a map's random order, Terminating ranges included, not
+// the one holding the address: one that does not hold it ("is not in the valid range"), a
+// Terminating one ("allocator not ready": the state of an old range retired before the move,
+// where 63 of 80 moves were refused before this was asked again) or, where the address is left
+// to it (one still held: a bridge's), a full one ("range is full": a keep-range) fails it. A real create allocates from the right
+// range.
+func dryRunMiss(err error) bool {
+	msg := err.Error()
+	if apierrors.IsInvalid(err) {
+		return strings.Contains(msg, "is not in the valid range") || strings.Contains(msg, "allocator not ready")
+	}
+	return apierrors.IsInternalError(err) && strings.Contains(msg, "range is full")
 }
 
 // admitted checks, right before the delete, that admission would create the Service's copy and
 // the bridges its move creates. It returns the reason the move is not made, "" when it is.
 func (x *executor) admitted(ctx context.Context, old *corev1.Service, e JournalEntry) (string, error) {
+	mayRefuse := x.guards.current(ctx, x.c)
 	held := ipStrings(clusterIPs(old))
-	refusal, err := AdmissionRefusal(ctx, x.c, &e.Service, held, false)
-	if err != nil || refusal != "" {
-		return admissionReason("its recreation", refusal, true), err
+	if mayRefuse(&e.Service, false) {
+		refusal, err := AdmissionRefusal(ctx, x.c, &e.Service, held, false)
+		if err != nil || refusal != "" {
+			return admissionReason("its recreation", refusal, true), err
+		}
 	}
 	bridges := []*corev1.Service{e.Bridge}
 	if e.Key == x.dnsKey {
 		bridges = append(bridges, x.bridge)
 	}
 	for _, b := range bridges {
-		if b == nil {
+		if b == nil || !mayRefuse(b, true) {
 			continue
 		}
 		// The bridge takes the old IPs once they are free: the dry run lets them be allocated.
@@ -112,6 +129,41 @@ func (x *executor) admitted(ctx context.Context, old *corev1.Service, e JournalE
 		}
 	}
 	return "", nil
+}
+
+// admissionGuards is what may refuse a Service create beyond the built-in plugins (policies and
+// webhooks matching it: admissionConfigs) and the namespaces whose ResourceQuota counts
+// Services, listed again at most every admissionRelist: a policy rolled out during a long apply
+// is known within that time. The dry run before a delete is asked only where one of them could
+// refuse, or the built-in DenyServiceExternalIPs plugin (a Service with externalIPs), which no
+// API lists: elsewhere nothing can, and each dry run costs requests (the dry run's range pick
+// takes 8 on average: dryRunTries). The zero value is ready; a failed listing asks everywhere.
+type admissionGuards struct {
+	mu       sync.Mutex
+	listedAt time.Time
+	configs  []string
+	quotas   map[string]bool
+	err      error
+}
+
+const admissionRelist = 2 * time.Second
+
+// current returns whether admission may refuse svc (isNew: a Service more, which a full quota
+// refuses), by the listing of at most admissionRelist ago.
+func (g *admissionGuards) current(ctx context.Context, c *Client) func(svc *corev1.Service, isNew bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.listedAt.IsZero() || time.Since(g.listedAt) >= admissionRelist {
+		g.configs, g.err = admissionConfigs(ctx, c)
+		if g.err == nil {
+			g.quotas, g.err = serviceQuotaNamespaces(ctx, c)
+		}
+		g.listedAt = time.Now()
+	}
+	everywhere, quotas := g.err != nil || len(g.configs) > 0, g.quotas
+	return func(svc *corev1.Service, isNew bool) bool {
+		return everywhere || len(svc.Spec.ExternalIPs) > 0 || (isNew && quotas[svc.Namespace])
+	}
 }
 
 // admissionReason says what admission refused, and how to move on: atApply, nothing was deleted.

@@ -183,6 +183,7 @@ type executor struct {
 
 	sliceIndex cache.Indexer
 	changed    *broadcast
+	guards     admissionGuards // who may refuse a copy, asked before each delete
 
 	// restoredEndpoints are re-checked once quiet; heldJournals hold them until then.
 	restoredEndpoints []restoredEndpoints
