@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
@@ -315,9 +317,16 @@ func faultGate(t *testing.T, point string) (env string, open func()) {
 // (a timeout, a refusal) is no proof that it was deleted.
 func assertGone(t *testing.T, err error, what string) {
 	t.Helper()
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("%s: still there or not readable (%v); want it deleted", what, err)
+	if err := goneErr(err, what); err != nil {
+		t.Error(err)
 	}
+}
+
+func goneErr(err error, what string) error {
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s: still there or not readable (%v); want it deleted", what, err)
+	}
+	return nil
 }
 
 // planDiagnostic is a diagnostic of terraform plan -json.
@@ -357,4 +366,23 @@ func (w *cliWorkspace) warnedAt(summary string) []string {
 		}
 	}
 	return at
+}
+
+// TestGoneErr: only NotFound proves a deletion; a Get that found the object, or could not read
+// it, does not.
+func TestGoneErr(t *testing.T) {
+	gr := schema.GroupResource{Resource: "services"}
+	for _, c := range []struct {
+		err  error
+		gone bool
+	}{
+		{apierrors.NewNotFound(gr, "kube-dns-legacy"), true},
+		{nil, false}, // the Get found it
+		{apierrors.NewForbidden(gr, "kube-dns-legacy", errors.New("no get")), false},
+		{apierrors.NewTimeoutError("etcd", 1), false},
+	} {
+		if got := goneErr(c.err, "the bridge") == nil; got != c.gone {
+			t.Errorf("goneErr(%v) says gone = %t, want %t", c.err, got, c.gone)
+		}
+	}
 }
