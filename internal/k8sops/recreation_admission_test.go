@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -57,6 +58,22 @@ func TestAdmissionGuards(t *testing.T) {
 	g = admissionGuards{}
 	if may := g.current(ctx, &Client{Kube: fake.NewClientset(policy)}); !may(svc("app"), false) {
 		t.Error("a ValidatingAdmissionPolicy matching Service creates: the dry run is not asked")
+	}
+
+	// Kubernetes 1.29 serves VAPs as v1beta1 only (with its feature gate on).
+	betaPolicy := &admissionv1beta1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team-label-beta"},
+		Spec: admissionv1beta1.ValidatingAdmissionPolicySpec{MatchConstraints: &admissionv1beta1.MatchResources{ResourceRules: []admissionv1beta1.NamedRuleWithOperations{{
+			RuleWithOperations: policy.Spec.MatchConstraints.ResourceRules[0].RuleWithOperations}}}}}
+	onlyBeta := fake.NewClientset(betaPolicy)
+	onlyBeta.PrependReactor("list", "validatingadmissionpolicies", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetResource().Version == "v1" {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}, "")
+		}
+		return false, nil, nil
+	})
+	g = admissionGuards{}
+	if may := g.current(ctx, &Client{Kube: onlyBeta}); !may(svc("app"), false) {
+		t.Error("a v1beta1 ValidatingAdmissionPolicy (Kubernetes 1.29) matching Service creates: the dry run is not asked")
 	}
 
 	failing := fake.NewClientset()
