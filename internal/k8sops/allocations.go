@@ -13,12 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// DNSBridgeLabel marks the Service that keeps kube-dns's old IP answering during a move.
-const DNSBridgeLabel = "k8scidr.io/dns-bridge"
-
-// bridgeForAnnotation on a DNS bridge names the cluster DNS Service it stands in for.
-const bridgeForAnnotation = "k8scidr.io/bridge-for"
-
 // Allocations is the report of k8scidr_service_allocations.
 type Allocations struct {
 	Ranges   []RangeUsage
@@ -172,39 +166,6 @@ func serviceIPs(svc corev1.Service, ranges []netip.Prefix) (ServiceIPs, bool) {
 		s.Ranges = append(s.Ranges, holder)
 	}
 	return s, len(s.ClusterIPs) > 0
-}
-
-// coveringSet groups the staying IPs by /24 (IPv4) or /120 (IPv6) and covers each group with
-// its narrowest valid Service range, then drops ranges contained in others. Grouping bounds the
-// result: one prefix per family could swallow the whole old range, one per IP multiplies
-// ServiceCIDR objects.
-func coveringSet(ips []netip.Addr) ([]netip.Prefix, error) {
-	groups := map[netip.Prefix][]netip.Addr{}
-	for _, ip := range ips {
-		bits := 24
-		if ip.Is6() {
-			bits = 120
-		}
-		g := netip.PrefixFrom(ip, bits).Masked()
-		groups[g] = append(groups[g], ip)
-	}
-	var out []netip.Prefix
-	for _, g := range groups {
-		p, err := CoveringPrefix(g)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
-	return slices.DeleteFunc(slices.Clone(out), func(p netip.Prefix) bool {
-		return slices.ContainsFunc(out, func(q netip.Prefix) bool { return q != p && q.Bits() < p.Bits() && q.Contains(p.Addr()) })
-	}), nil
 }
 
 func dedupe(s []string) []string {

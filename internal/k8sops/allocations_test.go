@@ -18,14 +18,6 @@ func svc(ns, name string, typ corev1.ServiceType, labels map[string]string, ips 
 	return s
 }
 
-func prefixes(s ...string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, v := range s {
-		out = append(out, netip.MustParsePrefix(v))
-	}
-	return out
-}
-
 func TestPlanAllocations(t *testing.T) {
 	services := []corev1.Service{
 		svc("default", "kubernetes", corev1.ServiceTypeClusterIP, nil, "100.64.0.1"),
@@ -39,7 +31,7 @@ func TestPlanAllocations(t *testing.T) {
 		svc("web", "headless", corev1.ServiceTypeClusterIP, nil, "None"),
 		svc("web", "external", corev1.ServiceTypeExternalName, nil),
 	}
-	a, err := PlanAllocations(prefixes("172.24.0.0/15"), services, nil, AllocationOptions{AlsoKeep: []string{"web/pinned"}})
+	a, err := PlanAllocations(rangesOf("172.24.0.0/15"), services, nil, AllocationOptions{AlsoKeep: []string{"web/pinned"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +59,8 @@ func TestPlanAllocations(t *testing.T) {
 // The covering ranges depend only on the IPs that stay: moving the other Services changes nothing.
 func TestPlanAllocations_coveringIgnoresMovingServices(t *testing.T) {
 	lb := svc("web", "lb", corev1.ServiceTypeLoadBalancer, nil, "100.64.3.3")
-	before, _ := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "100.64.3.9")}, nil, AllocationOptions{})
-	after, _ := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "172.24.3.9")}, nil, AllocationOptions{})
+	before, _ := PlanAllocations(rangesOf("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "100.64.3.9")}, nil, AllocationOptions{})
+	after, _ := PlanAllocations(rangesOf("172.24.0.0/15"), []corev1.Service{lb, svc("a", "x", "", nil, "172.24.3.9")}, nil, AllocationOptions{})
 	if fmt.Sprint(before.Covering) != fmt.Sprint(after.Covering) || fmt.Sprint(after.Covering) != "[100.64.3.0/29]" {
 		t.Errorf("covering changed or wrong: before %v after %v", before.Covering, after.Covering)
 	}
@@ -76,7 +68,7 @@ func TestPlanAllocations_coveringIgnoresMovingServices(t *testing.T) {
 
 func TestPlanAllocations_countsIPAddressesWhenGiven(t *testing.T) {
 	used := []netip.Addr{netip.MustParseAddr("172.24.0.1"), netip.MustParseAddr("172.24.0.2"), netip.MustParseAddr("10.0.0.1")}
-	a, err := PlanAllocations(prefixes("172.24.0.0/15"), nil, used, AllocationOptions{})
+	a, err := PlanAllocations(rangesOf("172.24.0.0/15"), nil, used, AllocationOptions{})
 	if err != nil || a.Ranges[0].Used != 2 {
 		t.Errorf("got %+v, %v; want 2 used", a.Ranges, err)
 	}
@@ -96,8 +88,17 @@ func TestPlanAllocations_bridgesStay(t *testing.T) {
 	bridge := svc("kube-system", "kube-dns-legacy", corev1.ServiceTypeClusterIP, map[string]string{DNSBridgeLabel: "true"}, "100.64.0.10")
 	oldIP := svc("app", "web-old-ip", corev1.ServiceTypeClusterIP, map[string]string{OldIPBridgeLabel: "true"}, "100.64.0.20")
 	other := svc("app", "web", corev1.ServiceTypeClusterIP, nil, "100.64.0.30")
-	a, err := PlanAllocations(prefixes("172.24.0.0/15"), []corev1.Service{moved, bridge, oldIP, other}, nil, AllocationOptions{})
+	a, err := PlanAllocations(rangesOf("172.24.0.0/15"), []corev1.Service{moved, bridge, oldIP, other}, nil, AllocationOptions{})
 	if err != nil || fmt.Sprint(a.Covering) != "[100.64.0.0/27]" {
 		t.Errorf("covering %v (%v), want one range holding both bridges", a.Covering, err)
 	}
+}
+
+// rangesOf parses each of s.
+func rangesOf(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range s {
+		out = append(out, netip.MustParsePrefix(v))
+	}
+	return out
 }

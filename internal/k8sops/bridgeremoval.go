@@ -15,9 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// bridgeUsersShown is how many pods a refusal names.
-const bridgeUsersShown = 10
-
 // CheckBridgeRemoval says why deleting the DNS bridges (of every migration that moved the
 // cluster DNS Service) would take DNS from running pods, as findings on dns_bridge, and what
 // could not be checked, as notes. The bound is the later of the newest bridge's creation and the
@@ -114,16 +111,6 @@ func CheckBridgeRemoval(ctx context.Context, c *Client, bridges []*corev1.Servic
 				firstOf(users))})
 	}
 	return findings, notes, nil
-}
-
-// firstOf lists the first bridgeUsersShown of names, sorted, and how many more there are.
-func firstOf(names []string) string {
-	slices.Sort(names)
-	shown := strings.Join(names[:min(len(names), bridgeUsersShown)], ", ")
-	if len(names) > bridgeUsersShown {
-		shown += fmt.Sprintf(" and %d more", len(names)-bridgeUsersShown)
-	}
-	return shown
 }
 
 // DNSBridges are the DNS bridges beside the cluster DNS Service dnsService ("" for

@@ -95,14 +95,6 @@ func Calico(ctx context.Context, c *Client) (*CalicoAPI, error) {
 	return a, nil
 }
 
-func mustGV(s string) schema.GroupVersion {
-	gv, err := schema.ParseGroupVersion(s)
-	if err != nil {
-		panic(err)
-	}
-	return gv
-}
-
 // Supports reports whether the installed IPPool schema has the spec field (JSON name).
 func (a *CalicoAPI) Supports(field string) bool { return a.PoolFields == nil || a.PoolFields[field] }
 

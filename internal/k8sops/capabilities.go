@@ -149,3 +149,11 @@ func listOrNone(s []string) string {
 	}
 	return fmt.Sprint(s)
 }
+
+func mustGV(s string) schema.GroupVersion {
+	gv, err := schema.ParseGroupVersion(s)
+	if err != nil {
+		panic(err)
+	}
+	return gv
+}

@@ -104,11 +104,3 @@ func TestServiceCIDRResource_noneServedSaysWhatIsNeeded(t *testing.T) {
 		t.Errorf("got %v, %v", gvr, err)
 	}
 }
-
-func TestDefaultRangeDeletionRisk(t *testing.T) {
-	for minor, want := range map[int]bool{32: false, 33: true, 34: false} {
-		if got := DefaultRangeDeletionRisk(Capabilities{ServerMinor: minor}) != ""; got != want {
-			t.Errorf("1.%d: risk reported %v, want %v", minor, got, want)
-		}
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/bits"
 	"net/netip"
+	"slices"
 )
 
 // ValidateServiceCIDRs checks a ServiceCIDR's cidrs the way the apiserver and its allocator
@@ -146,4 +147,56 @@ func commonBits(a, b netip.Addr) int {
 		}
 	}
 	return len(x) * 8
+}
+
+func parsePrefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range cidrs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
+	return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return Allocatable(p, ip) })
+}
+
+// coveringSet groups the staying IPs by /24 (IPv4) or /120 (IPv6) and covers each group with
+// its narrowest valid Service range, then drops ranges contained in others. Grouping bounds the
+// result: one prefix per family could swallow the whole old range, one per IP multiplies
+// ServiceCIDR objects.
+func coveringSet(ips []netip.Addr) ([]netip.Prefix, error) {
+	groups := map[netip.Prefix][]netip.Addr{}
+	for _, ip := range ips {
+		bits := 24
+		if ip.Is6() {
+			bits = 120
+		}
+		g := netip.PrefixFrom(ip, bits).Masked()
+		groups[g] = append(groups[g], ip)
+	}
+	var out []netip.Prefix
+	for _, g := range groups {
+		p, err := CoveringPrefix(g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return slices.DeleteFunc(slices.Clone(out), func(p netip.Prefix) bool {
+		return slices.ContainsFunc(out, func(q netip.Prefix) bool { return q != p && q.Bits() < p.Bits() && q.Contains(p.Addr()) })
+	}), nil
+}
+
+// within reports whether outer contains the whole of inner.
+func within(outer, inner netip.Prefix) bool {
+	return outer.Bits() <= inner.Bits() && outer.Contains(inner.Addr())
 }

@@ -153,3 +153,11 @@ func FuzzCoveringPrefix(f *testing.F) {
 func addr4(v uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
+
+func prefixes(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range s {
+		out = append(out, netip.MustParsePrefix(v))
+	}
+	return out
+}

@@ -5,6 +5,7 @@ package k8sops
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -88,4 +89,17 @@ func (p Path) String() string {
 		}
 	}
 	return b.String()
+}
+
+// bridgeUsersShown is how many names (pods, Services) a finding lists before "and N more".
+const bridgeUsersShown = 10
+
+// firstOf lists the first bridgeUsersShown of names, sorted, and how many more there are.
+func firstOf(names []string) string {
+	slices.Sort(names)
+	shown := strings.Join(names[:min(len(names), bridgeUsersShown)], ", ")
+	if len(names) > bridgeUsersShown {
+		shown += fmt.Sprintf(" and %d more", len(names)-bridgeUsersShown)
+	}
+	return shown
 }

@@ -2,7 +2,6 @@ package k8sops
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -137,24 +136,6 @@ func FuzzNewKopsNetworking(f *testing.F) {
 	})
 }
 
-func FuzzParseWorkloadKey(f *testing.F) {
-	for _, s := range []string{"kube-system/deployment/coredns", "a/statefulset/b", "a/b", "//", "a/job/b", "a/Deployment/b/c"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		ns, kind, name, err := ParseWorkloadKey(key)
-		if err != nil {
-			return
-		}
-		if !slices.Contains(RollKinds, kind) || !strings.EqualFold(WorkloadKey(ns, kind, name), key) {
-			t.Fatalf("ParseWorkloadKey(%q) = %q %q %q", key, ns, kind, name)
-		}
-		if ns2, kind2, name2, err := ParseWorkloadKey(WorkloadKey(ns, kind, name)); err != nil || ns2 != ns || kind2 != kind || name2 != name {
-			t.Fatalf("ParseWorkloadKey(%q) does not round-trip: %q %q %q %v", key, ns2, kind2, name2, err)
-		}
-	})
-}
-
 // checkArgError fails unless err is nil or a Finding naming one of n arguments.
 func checkArgError(t *testing.T, err error, n int) {
 	t.Helper()
@@ -170,59 +151,6 @@ func abs(n int) int {
 		return -n
 	}
 	return n
-}
-
-func FuzzValidateIPPool(f *testing.F) {
-	f.Add("10.20.0.0/16", 26, "Always", "Never", "10.10.0.0/18")
-	f.Add("fd00:20::/64", 122, "Never", "CrossSubnet", "fd00:10::/64")
-	f.Add("10.20.0.1/16", 0, "always", "", "")
-	f.Add("10.20.0.0/24", 22, "Never", "Never", "10.20.0.0/25")
-	f.Fuzz(func(t *testing.T, cidr string, block int, ipip, vxlan, other string) {
-		pool := IPPoolSpec{Name: "new", CIDR: cidr, BlockSize: block, IPIPMode: ipip, VXLANMode: vxlan}
-		findings := ValidateIPPool(pool, []IPPoolSpec{{Name: "old", CIDR: other}})
-		for _, fd := range findings {
-			if fd.Summary == "" || fd.Detail == "" {
-				t.Fatalf("ValidateIPPool(%+v): malformed finding %+v", pool, fd)
-			}
-		}
-		if len(findings) > 0 {
-			return
-		}
-		// Accepted: a masked prefix, a block size the family allows and the pool can hold, and
-		// no overlap with the other pool.
-		p, err := ParseCIDR(cidr)
-		if err != nil {
-			t.Fatalf("ValidateIPPool accepted %q: %v", cidr, err)
-		}
-		size := block
-		if size == 0 {
-			size = DefaultBlockSize(cidr)
-		}
-		if size < p.Bits() || size > p.Addr().BitLen() {
-			t.Fatalf("ValidateIPPool accepted %s with block size %d", p, size)
-		}
-		if o, err := ParseCIDR(other); err == nil && o.Overlaps(p) {
-			t.Fatalf("ValidateIPPool accepted %s overlapping %s", p, o)
-		}
-	})
-}
-
-func FuzzFindConflicts(f *testing.F) {
-	f.Add("10.0.0.0/8", "10.1.0.0/16", "100.64.0.0/13")
-	f.Add("fd00::/8", "fd00:10::/108", "10.0.0.0/8")
-	f.Fuzz(func(t *testing.T, a, b, c string) {
-		var ranges []NamedRange
-		for i, s := range []string{a, b, c} {
-			if p, err := ParseCIDR(s); err == nil {
-				ranges = append(ranges, NamedRange{Kind: []string{RangeExtra, RangeServiceCIDR, RangeCalicoPool}[i], Name: s, CIDR: p})
-			}
-		}
-		for _, cf := range FindConflicts(ranges) {
-			if !cf.A.CIDR.Overlaps(cf.B.CIDR) || !cf.A.CIDR.Contains(cf.Overlap.Addr()) || !cf.B.CIDR.Contains(cf.Overlap.Addr()) {
-				t.Fatalf("conflict %+v: the ranges do not share its overlap", cf)
-			}
-		}
-	})
 }
 
 func FuzzParseHost(f *testing.F) {

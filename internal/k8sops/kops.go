@@ -90,8 +90,3 @@ func NewKopsNetworking(serviceCIDR, podCIDR, nonMasqueradeCIDR string, calicoIPA
 	}, "\n")
 	return k, nil
 }
-
-// within reports whether outer contains the whole of inner.
-func within(outer, inner netip.Prefix) bool {
-	return outer.Bits() <= inner.Bits() && outer.Contains(inner.Addr())
-}

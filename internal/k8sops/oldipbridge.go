@@ -19,14 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Labels of an old-IP bridge: OldIPBridgeLabel marks it, OldIPBridgeForLabel names its
-// Service (in the same namespace; the annotation bridgeForAnnotation says namespace/name), and
-// JournalGroupLabel the k8scidr_service_recreation that made it.
-const (
-	OldIPBridgeLabel    = "k8scidr.io/old-ip-bridge"
-	OldIPBridgeForLabel = "k8scidr.io/bridge-for-name"
-)
-
 // The old_ip_bridges settings: the cluster DNS Service's old IP only (by the DNS bridge), or
 // every moved Service's.
 const (
@@ -116,11 +108,6 @@ func ListOldIPBridges(ctx context.Context, c *Client, group string) ([]OldIPBrid
 		return nil, fmt.Errorf("listing old-IP bridges: %w", err)
 	}
 	return OldIPBridgesIn(services, group), nil
-}
-
-// isBridge reports whether svc is a bridge of either kind: never moved, and its IPs stay.
-func isBridge(svc *corev1.Service) bool {
-	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true"
 }
 
 // bridgeFor is a ClusterIP Service named name on ips (svc's IPs that move) that serves what svc

@@ -107,25 +107,6 @@ func ipBlockCIDRs(b *networkingv1.IPBlock) []string {
 	return append([]string{b.CIDR}, b.Except...)
 }
 
-// matchesCreate reports whether admission rules match creating one of the resources (core group).
-func matchesCreate(rules []admissionv1.RuleWithOperations, resources ...string) []string {
-	var out []string
-	for _, rule := range rules {
-		if !slices.ContainsFunc(rule.Operations, func(o admissionv1.OperationType) bool {
-			return o == admissionv1.Create || o == admissionv1.OperationAll
-		}) || !slices.ContainsFunc(rule.APIGroups, func(g string) bool { return g == "" || g == "*" }) {
-			continue
-		}
-		for _, res := range resources {
-			if slices.ContainsFunc(rule.Resources, func(x string) bool { return x == res || x == "*" || x == "*/*" }) {
-				out = append(out, res)
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // webhook is the part of a validating or mutating webhook the check reads.
 type webhook struct {
 	config, kind, name string

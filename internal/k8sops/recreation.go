@@ -397,16 +397,6 @@ func servedByReady(ranges []ServiceCIDR, t netip.Prefix) bool {
 	return false
 }
 
-// readyHolds reports whether a Ready ServiceCIDR can allocate ip.
-func readyHolds(ranges []ServiceCIDR, ip netip.Addr) bool {
-	for _, r := range ranges {
-		if r.Ready && !r.Terminating && inAny(parsePrefixes(r.CIDRs), ip) {
-			return true
-		}
-	}
-	return false
-}
-
 const skipOutOfScope = "out of scope"
 
 // skipReason says why a Service is not moved, or "" when it is.
@@ -450,23 +440,6 @@ func recreationCopy(svc *corev1.Service, ips []string) *corev1.Service {
 	out.Status = corev1.ServiceStatus{}
 	out.Spec.ClusterIPs = slices.Clone(ips)
 	out.Spec.ClusterIP = ips[0]
-	return out
-}
-
-func svcKey(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
-
-// clusterIPs parses a Service's ClusterIPs; none for headless and ExternalName Services.
-func clusterIPs(svc *corev1.Service) []netip.Addr {
-	raw := svc.Spec.ClusterIPs
-	if len(raw) == 0 && svc.Spec.ClusterIP != "" {
-		raw = []string{svc.Spec.ClusterIP}
-	}
-	var out []netip.Addr
-	for _, s := range raw {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			out = append(out, ip)
-		}
-	}
 	return out
 }
 

@@ -5,111 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
-	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
-// ServiceCIDR is the provider's view of a ServiceCIDR object.
-type ServiceCIDR struct {
-	Name        string
-	APIVersion  string
-	CIDRs       []string
-	Ready       bool
-	Terminating bool
-	Conditions  []Condition
-	// Capacity is the number of allocatable addresses over all of CIDRs.
-	Capacity *big.Int
-	// Allocated counts IPAddress objects inside CIDRs; -1 when not counted.
-	Allocated int
-}
-
-// Condition is one status condition.
-type Condition struct {
-	Type, Status, Reason, Message string
-}
-
-// IPAddressRef is an allocated Service IP and the object holding it.
-type IPAddressRef struct {
-	IP     netip.Addr
-	Parent string // "namespace/name" of the Service, or "resource namespace/name" for others
-}
-
-// serviceCIDRs returns the dynamic client for ServiceCIDRs in the served version.
-func serviceCIDRs(c *Client) (dynamic.ResourceInterface, Capabilities, error) {
-	caps, err := c.Capabilities()
-	if err != nil {
-		return nil, caps, err
-	}
-	gvr, err := caps.ServiceCIDRResource()
-	if err != nil {
-		return nil, caps, err
-	}
-	return c.Dynamic.Resource(gvr), caps, nil
-}
-
-// GetServiceCIDR reads a ServiceCIDR and counts the IPAddresses inside it. A missing object
-// gives an error for which apierrors.IsNotFound is true.
-func GetServiceCIDR(ctx context.Context, c *Client, name string) (*ServiceCIDR, error) {
-	api, caps, err := serviceCIDRs(c)
-	if err != nil {
-		return nil, err
-	}
-	obj, err := api.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("reading ServiceCIDR %q: %w", name, err)
-	}
-	sc, err := serviceCIDRFrom(obj)
-	if err != nil {
-		return nil, err
-	}
-	ips, err := IPAddressesIn(ctx, c, caps, sc.CIDRs)
-	if err != nil {
-		return nil, err
-	}
-	sc.Allocated = len(ips)
-	return sc, nil
-}
-
-func serviceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
-	cidrs, _, err := unstructured.NestedStringSlice(obj.Object, "spec", "cidrs")
-	if err != nil {
-		return nil, fmt.Errorf("reading spec.cidrs of ServiceCIDR %q: %w", obj.GetName(), err)
-	}
-	sc := &ServiceCIDR{
-		Name: obj.GetName(), APIVersion: obj.GetAPIVersion(), CIDRs: cidrs,
-		Terminating: obj.GetDeletionTimestamp() != nil, Capacity: new(big.Int), Allocated: -1,
-	}
-	for _, p := range parsePrefixes(cidrs) {
-		sc.Capacity.Add(sc.Capacity, Capacity(p))
-	}
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, raw := range conds {
-		m, _ := raw.(map[string]any)
-		str := func(k string) string { s, _ := m[k].(string); return s }
-		cond := Condition{Type: str("type"), Status: str("status"), Reason: str("reason"), Message: str("message")}
-		sc.Conditions = append(sc.Conditions, cond)
-		if cond.Type == "Ready" && cond.Status == "True" {
-			sc.Ready = true
-		}
-	}
-	return sc, nil
-}
-
 // CreateServiceCIDR creates the ServiceCIDR and waits until it is Ready.
 func CreateServiceCIDR(ctx context.Context, c *Client, name string, cidrs []string) (*ServiceCIDR, error) {
-	api, caps, err := serviceCIDRs(c)
+	api, caps, err := serviceCIDRAPI(c)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +41,7 @@ func serviceCIDRObject(caps Capabilities, name string, cidrs []string) *unstruct
 
 // AppendServiceCIDRFamily adds the second IP family's range in place (Kubernetes 1.33+).
 func AppendServiceCIDRFamily(ctx context.Context, c *Client, name string, cidrs []string) (*ServiceCIDR, error) {
-	api, _, err := serviceCIDRs(c)
+	api, _, err := serviceCIDRAPI(c)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +64,7 @@ func AppendServiceCIDRFamily(ctx context.Context, c *Client, name string, cidrs 
 
 // WaitServiceCIDRReady waits for Ready=True; the controller-manager sets it.
 func WaitServiceCIDRReady(ctx context.Context, c *Client, name string) (*ServiceCIDR, error) {
-	api, _, err := serviceCIDRs(c)
+	api, _, err := serviceCIDRAPI(c)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +115,7 @@ var ErrServiceCIDRHeld = errors.New("ServiceCIDR still held by IP addresses")
 // is not an error. When the context ends first, the error wraps ErrServiceCIDRHeld and lists
 // the IPAddresses still inside.
 func DeleteServiceCIDR(ctx context.Context, c *Client, name string, waitGone bool) error {
-	api, caps, err := serviceCIDRs(c)
+	api, caps, err := serviceCIDRAPI(c)
 	if err != nil {
 		return err
 	}
@@ -260,114 +169,4 @@ func describeIPs(ips []IPAddressRef, limit int) string {
 		parts = append(parts, ip.IP.String()+" ("+ip.Parent+")")
 	}
 	return strings.Join(parts, ", ")
-}
-
-// IPAddressesIn lists, in one paginated pass, the IPAddress objects allocatable inside any of
-// cidrs, sorted by IP.
-func IPAddressesIn(ctx context.Context, c *Client, caps Capabilities, cidrs []string) ([]IPAddressRef, error) {
-	prefixes := parsePrefixes(cidrs)
-	if len(prefixes) == 0 {
-		return nil, nil
-	}
-	all, err := ListIPAddresses(ctx, c, caps)
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(ip IPAddressRef) bool { return !inAny(prefixes, ip.IP) }), nil
-}
-
-// ListIPAddresses lists every IPAddress object in one paginated pass, sorted by IP.
-func ListIPAddresses(ctx context.Context, c *Client, caps Capabilities) ([]IPAddressRef, error) {
-	gv, err := schema.ParseGroupVersion(caps.ServiceCIDRVersion)
-	if err != nil {
-		return nil, err
-	}
-	api := c.Dynamic.Resource(gv.WithResource("ipaddresses"))
-	var out []IPAddressRef
-	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
-		if ip, err := netip.ParseAddr(u.GetName()); err == nil {
-			out = append(out, IPAddressRef{IP: ip, Parent: parentRef(u)})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing IPAddresses: %w", err)
-	}
-	slices.SortFunc(out, func(a, b IPAddressRef) int { return a.IP.Compare(b.IP) })
-	return out, nil
-}
-
-// ListServiceCIDRs reads every ServiceCIDR and counts the IPAddresses inside each, with one
-// list of each kind.
-func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
-	out, caps, err := listServiceCIDRObjects(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	ips, err := ListIPAddresses(ctx, c, caps)
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		prefixes := parsePrefixes(out[i].CIDRs)
-		out[i].Allocated = 0
-		for _, ip := range ips {
-			if inAny(prefixes, ip.IP) {
-				out[i].Allocated++
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b ServiceCIDR) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-// listServiceCIDRObjects reads every ServiceCIDR, without counting allocations.
-func listServiceCIDRObjects(ctx context.Context, c *Client) ([]ServiceCIDR, Capabilities, error) {
-	api, caps, err := serviceCIDRs(c)
-	if err != nil {
-		return nil, caps, err
-	}
-	var out []ServiceCIDR
-	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
-		sc, err := serviceCIDRFrom(u)
-		if err == nil {
-			out = append(out, *sc)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, caps, fmt.Errorf("listing ServiceCIDRs: %w", err)
-	}
-	return out, caps, nil
-}
-
-func parsePrefixes(cidrs []string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range cidrs {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
-	return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return Allocatable(p, ip) })
-}
-
-func parentRef(u *unstructured.Unstructured) string {
-	ref, _, _ := unstructured.NestedStringMap(u.Object, "spec", "parentRef")
-	name := ref["namespace"] + "/" + ref["name"]
-	if ref["resource"] != "services" {
-		name = ref["resource"] + " " + name
-	}
-	return name
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }

@@ -238,7 +238,7 @@ func waitPolicyEnforced(ctx context.Context, c *Client, name string, prev, next 
 	if !probe.IsValid() {
 		return nil
 	}
-	api, caps, err := serviceCIDRs(c)
+	api, caps, err := serviceCIDRAPI(c)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,25 @@
+// The labels and annotations the provider puts on the objects it makes, and how every reader recognizes them.
+package k8sops
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// DNSBridgeLabel marks the Service that keeps kube-dns's old IP answering during a move.
+const DNSBridgeLabel = "k8scidr.io/dns-bridge"
+
+// bridgeForAnnotation on a DNS bridge names the cluster DNS Service it stands in for.
+const bridgeForAnnotation = "k8scidr.io/bridge-for"
+
+// Labels of an old-IP bridge: OldIPBridgeLabel marks it, OldIPBridgeForLabel names its
+// Service (in the same namespace; the annotation bridgeForAnnotation says namespace/name), and
+// JournalGroupLabel the k8scidr_service_recreation that made it.
+const (
+	OldIPBridgeLabel    = "k8scidr.io/old-ip-bridge"
+	OldIPBridgeForLabel = "k8scidr.io/bridge-for-name"
+)
+
+// isBridge reports whether svc is a bridge of either kind: never moved, and its IPs stay.
+func isBridge(svc *corev1.Service) bool {
+	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true"
+}

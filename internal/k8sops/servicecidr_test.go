@@ -1,0 +1,13 @@
+package k8sops
+
+import (
+	"testing"
+)
+
+func TestDefaultRangeDeletionRisk(t *testing.T) {
+	for minor, want := range map[int]bool{32: false, 33: true, 34: false} {
+		if got := DefaultRangeDeletionRisk(Capabilities{ServerMinor: minor}) != ""; got != want {
+			t.Errorf("1.%d: risk reported %v, want %v", minor, got, want)
+		}
+	}
+}
