@@ -7,8 +7,8 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 )
 
-// matchesCreate reports whether admission rules match creating one of the resources (core group).
-func matchesCreate(rules []admissionv1.RuleWithOperations, resources ...string) []string {
+// MatchesCreate reports whether admission rules match creating one of the resources (core group).
+func MatchesCreate(rules []admissionv1.RuleWithOperations, resources ...string) []string {
 	var out []string
 	for _, rule := range rules {
 		if !slices.ContainsFunc(rule.Operations, func(o admissionv1.OperationType) bool {

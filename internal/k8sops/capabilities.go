@@ -150,7 +150,7 @@ func listOrNone(s []string) string {
 	return fmt.Sprint(s)
 }
 
-func mustGV(s string) schema.GroupVersion {
+func MustGV(s string) schema.GroupVersion {
 	gv, err := schema.ParseGroupVersion(s)
 	if err != nil {
 		panic(err)

@@ -40,7 +40,7 @@ func ValidateServiceCIDRs(at Path, cidrs []string) []Finding {
 		}
 		if j, dup := seen[p.Addr().Is4()]; dup {
 			add(i, "Two CIDRs of One Family", "%q and %q are both %s; a dual-stack ServiceCIDR has one IPv4 and one IPv6 range.",
-				cidrs[j], s, family(p.Addr()))
+				cidrs[j], s, Family(p.Addr()))
 			continue
 		}
 		seen[p.Addr().Is4()] = i
@@ -65,7 +65,7 @@ func allocatableRange(p netip.Prefix) error {
 	return nil
 }
 
-func family(a netip.Addr) string {
+func Family(a netip.Addr) string {
 	if a.Is4() {
 		return "IPv4"
 	}
@@ -149,7 +149,7 @@ func commonBits(a, b netip.Addr) int {
 	return len(x) * 8
 }
 
-func parsePrefixes(cidrs []string) []netip.Prefix {
+func ParsePrefixes(cidrs []string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range cidrs {
 		if p, err := netip.ParsePrefix(s); err == nil {
@@ -159,15 +159,15 @@ func parsePrefixes(cidrs []string) []netip.Prefix {
 	return out
 }
 
-func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
+func InAny(prefixes []netip.Prefix, ip netip.Addr) bool {
 	return slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return Allocatable(p, ip) })
 }
 
-// coveringSet groups the staying IPs by /24 (IPv4) or /120 (IPv6) and covers each group with
+// CoveringSet groups the staying IPs by /24 (IPv4) or /120 (IPv6) and covers each group with
 // its narrowest valid Service range, then drops ranges contained in others. Grouping bounds the
 // result: one prefix per family could swallow the whole old range, one per IP multiplies
 // ServiceCIDR objects.
-func coveringSet(ips []netip.Addr) ([]netip.Prefix, error) {
+func CoveringSet(ips []netip.Addr) ([]netip.Prefix, error) {
 	groups := map[netip.Prefix][]netip.Addr{}
 	for _, ip := range ips {
 		bits := 24
@@ -196,7 +196,7 @@ func coveringSet(ips []netip.Addr) ([]netip.Prefix, error) {
 	}), nil
 }
 
-// within reports whether outer contains the whole of inner.
-func within(outer, inner netip.Prefix) bool {
+// Within reports whether outer contains the whole of inner.
+func Within(outer, inner netip.Prefix) bool {
 	return outer.Bits() <= inner.Bits() && outer.Contains(inner.Addr())
 }

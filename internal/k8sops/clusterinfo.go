@@ -57,7 +57,7 @@ func ReadClusterInfo(ctx context.Context, c *Client) (ClusterInfo, error) {
 
 func countNodes(ctx context.Context, c *Client) (int, error) {
 	n := 0
-	err := eachItem(ctx, listPages(c.Kube.CoreV1().Nodes().List), func(*corev1.Node) error { n++; return nil })
+	err := EachItem(ctx, ListPages(c.Kube.CoreV1().Nodes().List), func(*corev1.Node) error { n++; return nil })
 	if err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}

@@ -94,8 +94,8 @@ func (p Path) String() string {
 // bridgeUsersShown is how many names (pods, Services) a finding lists before "and N more".
 const bridgeUsersShown = 10
 
-// firstOf lists the first bridgeUsersShown of names, sorted, and how many more there are.
-func firstOf(names []string) string {
+// FirstOf lists the first bridgeUsersShown of names, sorted, and how many more there are.
+func FirstOf(names []string) string {
 	slices.Sort(names)
 	shown := strings.Join(names[:min(len(names), bridgeUsersShown)], ", ")
 	if len(names) > bridgeUsersShown {

@@ -124,7 +124,7 @@ func FuzzNewKopsNetworking(f *testing.F) {
 		switch {
 		case s.Overlaps(p):
 			t.Fatalf("accepted overlapping Service and pod ranges %s, %s", s, p)
-		case !within(n, s) || !within(n, p):
+		case !Within(n, s) || !Within(n, p):
 			t.Fatalf("accepted ranges outside nonMasqueradeCIDR %s: %s, %s", n, s, p)
 		case !s.Contains(dns):
 			t.Fatalf("kube-dns IP %s outside the Service range %s", dns, s)

@@ -68,9 +68,9 @@ func NewKopsNetworking(serviceCIDR, podCIDR, nonMasqueradeCIDR string, calicoIPA
 		return KopsNetworking{}, argError(1, fmt.Errorf("%s is too small for a pod range (/%d at most)", pod, maxPod))
 	case svc.Overlaps(pod):
 		return KopsNetworking{}, argError(1, fmt.Errorf("the pod range %s overlaps the Service range %s", pod, svc))
-	case !within(nm, svc):
+	case !Within(nm, svc):
 		return KopsNetworking{}, argError(2, fmt.Errorf("%s does not contain the Service range %s: kOps requires serviceClusterIPRange inside nonMasqueradeCIDR", nm, svc))
-	case !within(nm, pod):
+	case !Within(nm, pod):
 		return KopsNetworking{}, argError(2, fmt.Errorf("%s does not contain the pod range %s: kOps requires podCIDR inside nonMasqueradeCIDR", nm, pod))
 	}
 	k := KopsNetworking{ServiceClusterIPRange: svc.String(), PodCIDR: pod.String(), NonMasqueradeCIDR: nm.String(),

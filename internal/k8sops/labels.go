@@ -8,8 +8,8 @@ import (
 // DNSBridgeLabel marks the Service that keeps kube-dns's old IP answering during a move.
 const DNSBridgeLabel = "k8scidr.io/dns-bridge"
 
-// bridgeForAnnotation on a DNS bridge names the cluster DNS Service it stands in for.
-const bridgeForAnnotation = "k8scidr.io/bridge-for"
+// BridgeForAnnotation on a DNS bridge names the cluster DNS Service it stands in for.
+const BridgeForAnnotation = "k8scidr.io/bridge-for"
 
 // Labels of an old-IP bridge: OldIPBridgeLabel marks it, OldIPBridgeForLabel names its
 // Service (in the same namespace; the annotation bridgeForAnnotation says namespace/name), and
@@ -19,7 +19,7 @@ const (
 	OldIPBridgeForLabel = "k8scidr.io/bridge-for-name"
 )
 
-// isBridge reports whether svc is a bridge of either kind: never moved, and its IPs stay.
-func isBridge(svc *corev1.Service) bool {
+// IsBridge reports whether svc is a bridge of either kind: never moved, and its IPs stay.
+func IsBridge(svc *corev1.Service) bool {
 	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true"
 }

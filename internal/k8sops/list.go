@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/tools/pager"
 )
 
-// eachItem pages through list and calls fn for every item, which must be of type T.
-func eachItem[T runtime.Object](ctx context.Context, list pager.ListPageFunc, fn func(T) error) error {
+// EachItem pages through list and calls fn for every item, which must be of type T.
+func EachItem[T runtime.Object](ctx context.Context, list pager.ListPageFunc, fn func(T) error) error {
 	return pager.New(list).EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
 		item, ok := o.(T)
 		if !ok {
@@ -21,7 +21,7 @@ func eachItem[T runtime.Object](ctx context.Context, list pager.ListPageFunc, fn
 	})
 }
 
-// listPages adapts a typed or dynamic List method to pager.ListPageFunc.
-func listPages[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error)) pager.ListPageFunc {
+// ListPages adapts a typed or dynamic List method to pager.ListPageFunc.
+func ListPages[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error)) pager.ListPageFunc {
 	return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return list(ctx, opts) }
 }

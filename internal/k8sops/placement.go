@@ -41,7 +41,7 @@ func AssignIPs(mode string, targets, oldRanges []netip.Prefix, reqs []PlacementR
 	}
 	out := make([]Placement, 0, len(reqs))
 	for _, r := range reqs {
-		target, ok := targetFor(targets, r.Old)
+		target, ok := TargetFor(targets, r.Old)
 		if !ok {
 			return nil, fmt.Errorf("%s (%s): no target range of its IP family", r.Key, r.Old)
 		}
@@ -59,7 +59,7 @@ func AssignIPs(mode string, targets, oldRanges []netip.Prefix, reqs []PlacementR
 	return out, nil
 }
 
-func targetFor(targets []netip.Prefix, ip netip.Addr) (netip.Prefix, bool) {
+func TargetFor(targets []netip.Prefix, ip netip.Addr) (netip.Prefix, bool) {
 	for _, t := range targets {
 		if t.Addr().Is4() == ip.Is4() {
 			return t.Masked(), true

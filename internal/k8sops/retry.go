@@ -75,11 +75,11 @@ func Transient(err error) bool {
 // restart, and short enough that a broken cluster fails the apply long before its timeout.
 var writeBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 9, Cap: 10 * time.Second}
 
-// retryWrite runs op until it succeeds or fails with an error that is not Transient (or one of
+// RetryWrite runs op until it succeeds or fails with an error that is not Transient (or one of
 // also), backing off between attempts. again tells op that an earlier attempt's outcome is
 // unknown, so it may already have taken effect. When the attempts or ctx run out, the error
 // names the last failure.
-func retryWrite(ctx context.Context, op func(again bool) error, also ...func(error) bool) error {
+func RetryWrite(ctx context.Context, op func(again bool) error, also ...func(error) bool) error {
 	b := writeBackoff
 	retriable := func(err error) bool {
 		if Transient(err) {

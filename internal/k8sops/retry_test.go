@@ -37,7 +37,7 @@ func TestRetryWrite(t *testing.T) {
 	internal := apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
 	t.Run("transient failures are retried, and later attempts know", func(t *testing.T) {
 		var seen []bool
-		err := retryWrite(ctx, func(again bool) error {
+		err := RetryWrite(ctx, func(again bool) error {
 			seen = append(seen, again)
 			if len(seen) < 3 {
 				return internal
@@ -50,7 +50,7 @@ func TestRetryWrite(t *testing.T) {
 	})
 	t.Run("answers are not retried", func(t *testing.T) {
 		calls := 0
-		err := retryWrite(ctx, func(bool) error {
+		err := RetryWrite(ctx, func(bool) error {
 			calls++
 			return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "services"}, "a")
 		})
@@ -61,7 +61,7 @@ func TestRetryWrite(t *testing.T) {
 	t.Run("also widens what is retried", func(t *testing.T) {
 		calls := 0
 		conflict := apierrors.NewConflict(schema.GroupResource{Resource: "endpoints"}, "a", errors.New("modified"))
-		err := retryWrite(ctx, func(bool) error {
+		err := RetryWrite(ctx, func(bool) error {
 			if calls++; calls == 1 {
 				return conflict
 			}
@@ -73,7 +73,7 @@ func TestRetryWrite(t *testing.T) {
 	})
 	t.Run("giving up names the last error and the attempts", func(t *testing.T) {
 		calls := 0
-		err := retryWrite(ctx, func(bool) error { calls++; return fmt.Errorf("attempt %d: %w", calls, io.ErrUnexpectedEOF) })
+		err := RetryWrite(ctx, func(bool) error { calls++; return fmt.Errorf("attempt %d: %w", calls, io.ErrUnexpectedEOF) })
 		if calls != 4 || err == nil || !strings.Contains(err.Error(), "attempt 4: unexpected EOF (gave up after 4 attempts") {
 			t.Errorf("err %v after %d calls", err, calls)
 		}
@@ -82,7 +82,7 @@ func TestRetryWrite(t *testing.T) {
 		writeBackoff = wait.Backoff{Duration: time.Hour, Steps: 4}
 		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
-		err := retryWrite(ctx, func(bool) error { return internal })
+		err := RetryWrite(ctx, func(bool) error { return internal })
 		if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "timeout ended") {
 			t.Errorf("err %v", err)
 		}

@@ -7,10 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-func svcKey(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
+func SvcKey(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
 
-// clusterIPs parses a Service's ClusterIPs; none for headless and ExternalName Services.
-func clusterIPs(svc *corev1.Service) []netip.Addr {
+// ClusterIPs parses a Service's ClusterIPs; none for headless and ExternalName Services.
+func ClusterIPs(svc *corev1.Service) []netip.Addr {
 	raw := svc.Spec.ClusterIPs
 	if len(raw) == 0 && svc.Spec.ClusterIP != "" {
 		raw = []string{svc.Spec.ClusterIP}

@@ -40,8 +40,8 @@ type IPAddressRef struct {
 	Parent string // "namespace/name" of the Service, or "resource namespace/name" for others
 }
 
-// serviceCIDRAPI returns the dynamic client for ServiceCIDRs in the served version.
-func serviceCIDRAPI(c *Client) (dynamic.ResourceInterface, Capabilities, error) {
+// ServiceCIDRAPI returns the dynamic client for ServiceCIDRs in the served version.
+func ServiceCIDRAPI(c *Client) (dynamic.ResourceInterface, Capabilities, error) {
 	caps, err := c.Capabilities()
 	if err != nil {
 		return nil, caps, err
@@ -56,7 +56,7 @@ func serviceCIDRAPI(c *Client) (dynamic.ResourceInterface, Capabilities, error) 
 // GetServiceCIDR reads a ServiceCIDR and counts the IPAddresses inside it. A missing object
 // gives an error for which apierrors.IsNotFound is true.
 func GetServiceCIDR(ctx context.Context, c *Client, name string) (*ServiceCIDR, error) {
-	api, caps, err := serviceCIDRAPI(c)
+	api, caps, err := ServiceCIDRAPI(c)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func GetServiceCIDR(ctx context.Context, c *Client, name string) (*ServiceCIDR, 
 	if err != nil {
 		return nil, fmt.Errorf("reading ServiceCIDR %q: %w", name, err)
 	}
-	sc, err := serviceCIDRFrom(obj)
+	sc, err := ServiceCIDRFrom(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func GetServiceCIDR(ctx context.Context, c *Client, name string) (*ServiceCIDR, 
 	return sc, nil
 }
 
-func serviceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
+func ServiceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
 	cidrs, _, err := unstructured.NestedStringSlice(obj.Object, "spec", "cidrs")
 	if err != nil {
 		return nil, fmt.Errorf("reading spec.cidrs of ServiceCIDR %q: %w", obj.GetName(), err)
@@ -85,7 +85,7 @@ func serviceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
 		Name: obj.GetName(), APIVersion: obj.GetAPIVersion(), CIDRs: cidrs,
 		Terminating: obj.GetDeletionTimestamp() != nil, Capacity: new(big.Int), Allocated: -1,
 	}
-	for _, p := range parsePrefixes(cidrs) {
+	for _, p := range ParsePrefixes(cidrs) {
 		sc.Capacity.Add(sc.Capacity, Capacity(p))
 	}
 	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
@@ -104,7 +104,7 @@ func serviceCIDRFrom(obj *unstructured.Unstructured) (*ServiceCIDR, error) {
 // IPAddressesIn lists, in one paginated pass, the IPAddress objects allocatable inside any of
 // cidrs, sorted by IP.
 func IPAddressesIn(ctx context.Context, c *Client, caps Capabilities, cidrs []string) ([]IPAddressRef, error) {
-	prefixes := parsePrefixes(cidrs)
+	prefixes := ParsePrefixes(cidrs)
 	if len(prefixes) == 0 {
 		return nil, nil
 	}
@@ -112,7 +112,7 @@ func IPAddressesIn(ctx context.Context, c *Client, caps Capabilities, cidrs []st
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(ip IPAddressRef) bool { return !inAny(prefixes, ip.IP) }), nil
+	return slices.DeleteFunc(all, func(ip IPAddressRef) bool { return !InAny(prefixes, ip.IP) }), nil
 }
 
 // ListIPAddresses lists every IPAddress object in one paginated pass, sorted by IP.
@@ -123,7 +123,7 @@ func ListIPAddresses(ctx context.Context, c *Client, caps Capabilities) ([]IPAdd
 	}
 	api := c.Dynamic.Resource(gv.WithResource("ipaddresses"))
 	var out []IPAddressRef
-	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
+	err = EachItem(ctx, ListPages(api.List), func(u *unstructured.Unstructured) error {
 		if ip, err := netip.ParseAddr(u.GetName()); err == nil {
 			out = append(out, IPAddressRef{IP: ip, Parent: parentRef(u)})
 		}
@@ -139,7 +139,7 @@ func ListIPAddresses(ctx context.Context, c *Client, caps Capabilities) ([]IPAdd
 // ListServiceCIDRs reads every ServiceCIDR and counts the IPAddresses inside each, with one
 // list of each kind.
 func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
-	out, caps, err := listServiceCIDRObjects(ctx, c)
+	out, caps, err := ListServiceCIDRObjects(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -148,10 +148,10 @@ func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
 		return nil, err
 	}
 	for i := range out {
-		prefixes := parsePrefixes(out[i].CIDRs)
+		prefixes := ParsePrefixes(out[i].CIDRs)
 		out[i].Allocated = 0
 		for _, ip := range ips {
-			if inAny(prefixes, ip.IP) {
+			if InAny(prefixes, ip.IP) {
 				out[i].Allocated++
 			}
 		}
@@ -160,15 +160,15 @@ func ListServiceCIDRs(ctx context.Context, c *Client) ([]ServiceCIDR, error) {
 	return out, nil
 }
 
-// listServiceCIDRObjects reads every ServiceCIDR, without counting allocations.
-func listServiceCIDRObjects(ctx context.Context, c *Client) ([]ServiceCIDR, Capabilities, error) {
-	api, caps, err := serviceCIDRAPI(c)
+// ListServiceCIDRObjects reads every ServiceCIDR, without counting allocations.
+func ListServiceCIDRObjects(ctx context.Context, c *Client) ([]ServiceCIDR, Capabilities, error) {
+	api, caps, err := ServiceCIDRAPI(c)
 	if err != nil {
 		return nil, caps, err
 	}
 	var out []ServiceCIDR
-	err = eachItem(ctx, listPages(api.List), func(u *unstructured.Unstructured) error {
-		sc, err := serviceCIDRFrom(u)
+	err = EachItem(ctx, ListPages(api.List), func(u *unstructured.Unstructured) error {
+		sc, err := ServiceCIDRFrom(u)
 		if err == nil {
 			out = append(out, *sc)
 		}
@@ -189,10 +189,10 @@ func parentRef(u *unstructured.Unstructured) string {
 	return name
 }
 
-// readyHolds reports whether a Ready ServiceCIDR can allocate ip.
-func readyHolds(ranges []ServiceCIDR, ip netip.Addr) bool {
+// ReadyHolds reports whether a Ready ServiceCIDR can allocate ip.
+func ReadyHolds(ranges []ServiceCIDR, ip netip.Addr) bool {
 	for _, r := range ranges {
-		if r.Ready && !r.Terminating && inAny(parsePrefixes(r.CIDRs), ip) {
+		if r.Ready && !r.Terminating && InAny(ParsePrefixes(r.CIDRs), ip) {
 			return true
 		}
 	}

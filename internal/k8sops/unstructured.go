@@ -1,7 +1,7 @@
 // Values written through the dynamic client, whose unstructured objects take only JSON types.
 package k8sops
 
-func toAny(s []string) []any {
+func ToAny(s []string) []any {
 	out := make([]any, len(s))
 	for i, v := range s {
 		out[i] = v

@@ -3,6 +3,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+
 	"context"
 	"fmt"
 	"math/big"
@@ -66,13 +69,13 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 	}
 	encap := func(desc string) schema.StringAttribute {
 		a := keep(desc + " `Never`, `Always` or `CrossSubnet`; at most one of `ipip_mode` and `vxlan_mode` is on. Default on create: `Never`.")
-		a.Validators = []validator.String{stringvalidator.OneOf(k8sops.EncapModes...)}
+		a.Validators = []validator.String{stringvalidator.OneOf(calico.EncapModes...)}
 		return a
 	}
 	ipip, vxlan := encap("IPIP encapsulation (IPv4 pools only):"), encap("VXLAN encapsulation:")
 	assignment := keep("`Automatic` or `Manual` (only requested addresses are assigned). Only where the installed IPPool CRD " +
 		"has `assignmentMode` (Calico 3.30+); setting it on an older CRD is a plan error. Default on create: `Automatic`.")
-	assignment.Validators = []validator.String{stringvalidator.OneOf(k8sops.AssignmentModes...)}
+	assignment.Validators = []validator.String{stringvalidator.OneOf(calico.AssignmentModes...)}
 	nodeSelector := keep("Calico selector of the nodes that take addresses from this pool. Default on create: `all()`.")
 	nodeSelector.Validators = []validator.String{stringvalidator.LengthAtLeast(1), calicoSelectorValidator()}
 	resp.Schema = schema.Schema{
@@ -96,7 +99,7 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				Optional: true, Computed: true,
 				MarkdownDescription: fmt.Sprintf("Prefix length of the blocks nodes claim: 20–32 for IPv4, 116–128 for IPv6, and not "+
 					"shorter than the pool's. Changing it replaces the pool. Default on create: `%d` (IPv4) or `%d` (IPv6).",
-					k8sops.DefaultBlockSize4, k8sops.DefaultBlockSize6),
+					calico.DefaultBlockSize4, calico.DefaultBlockSize6),
 				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown(), int64planmodifier.RequiresReplace()},
 			},
 			"ipip_mode":    ipip,
@@ -113,18 +116,18 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 					"installed IPPool CRD has `allowedUses` (Calico 3.21+); setting it on an older CRD is a plan error. " +
 					"Default on create: `[\"Tunnel\", \"Workload\"]`.",
 				PlanModifiers: []planmodifier.Set{setplanmodifier.UseStateForUnknown()},
-				Validators:    []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.AllowedUses...))},
+				Validators:    []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(calico.AllowedUses...))},
 			},
 			"assignment_mode": assignment,
 			"deletion_policy": schema.StringAttribute{
-				Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DeleteWaitForDrain),
+				Optional: true, Computed: true, Default: stringdefault.StaticString(calico.DeleteWaitForDrain),
 				MarkdownDescription: "What destroy does while pods hold addresses in the pool, which the destroy plan names: " +
 					"`wait_for_drain` disables the pool and waits, up to the delete timeout, until no live pod holds one (a plan " +
 					"warning); `refuse_if_allocated` is refused at plan (and at apply, if pods came since); `force` deletes anyway " +
 					"(their addresses stay in orphaned blocks), even the last enabled pool of its family or one whose nodes no " +
 					"other pool selects, which are otherwise refused. Leaked addresses and node " +
-					"tunnel addresses never hold a drain: they are reported. Default `" + k8sops.DeleteWaitForDrain + "`.",
-				Validators: []validator.String{stringvalidator.OneOf(k8sops.DeletionPolicies...)},
+					"tunnel addresses never hold a drain: they are reported. Default `" + calico.DeleteWaitForDrain + "`.",
+				Validators: []validator.String{stringvalidator.OneOf(calico.DeletionPolicies...)},
 			},
 			"release_leaked": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
@@ -154,8 +157,8 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 }
 
 // calicoAPI resolves the cluster's Calico API; nil, with a diagnostic, when it cannot.
-func calicoAPI(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) *k8sops.CalicoAPI {
-	api, err := k8sops.Calico(ctx, client)
+func calicoAPI(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) *calico.CalicoAPI {
+	api, err := calico.Calico(ctx, client)
 	if err != nil {
 		diags.AddError("Calico Not Readable", apiErrorText(err))
 		return nil
@@ -180,7 +183,7 @@ func (r *calicoIPPoolResource) ValidateConfig(ctx context.Context, req resource.
 		return
 	}
 	mode := func(v types.String) string { // an unknown mode is the schema validator's to report
-		if slices.Contains(k8sops.EncapModes, v.ValueString()) {
+		if slices.Contains(calico.EncapModes, v.ValueString()) {
 			return v.ValueString()
 		}
 		return ""
@@ -189,7 +192,7 @@ func (r *calicoIPPoolResource) ValidateConfig(ctx context.Context, req resource.
 	if !m.AllowedUses.IsNull() && !m.AllowedUses.IsUnknown() {
 		resp.Diagnostics.Append(m.AllowedUses.ElementsAs(ctx, &uses, true)...)
 	}
-	addFindings(&resp.Diagnostics, k8sops.ValidateIPPool(k8sops.IPPoolSpec{Name: m.Name.ValueString(), CIDR: m.CIDR.ValueString(),
+	addFindings(&resp.Diagnostics, calico.ValidateIPPool(calico.IPPoolSpec{Name: m.Name.ValueString(), CIDR: m.CIDR.ValueString(),
 		BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: mode(m.IPIPMode), VXLANMode: mode(m.VXLANMode), AllowedUses: uses}, nil), true)
 }
 
@@ -199,7 +202,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 		if resp.Diagnostics.Append(req.State.Get(ctx, &state)...); resp.Diagnostics.HasError() {
 			return
 		}
-		if state.DeletionPolicy.ValueString() == k8sops.DeleteForce {
+		if state.DeletionPolicy.ValueString() == calico.DeleteForce {
 			resp.Diagnostics.AddWarning("IPPool Deleted Even If Pods Hold Addresses",
 				"deletion_policy = \"force\": the pool is deleted without waiting for its pods; their addresses stay in orphaned "+
 					"IPAM blocks until released, and those pods keep working only until they restart.")
@@ -232,16 +235,16 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	plan.APIGroup = types.StringValue(api.Group)
 	var set []string // the version-dependent spec fields the configuration sets
 	if !config.AllowedUses.IsNull() {
-		set = append(set, k8sops.FieldAllowedUses)
+		set = append(set, calico.FieldAllowedUses)
 	}
 	if !config.AssignmentMode.IsNull() {
-		set = append(set, k8sops.FieldAssignmentMode)
+		set = append(set, calico.FieldAssignmentMode)
 	}
 	addFindings(&resp.Diagnostics, api.UnsupportedPoolFields(set), true)
-	if !api.Supports(k8sops.FieldAllowedUses) {
+	if !api.Supports(calico.FieldAllowedUses) {
 		plan.AllowedUses = types.SetNull(types.StringType)
 	}
-	if !api.Supports(k8sops.FieldAssignmentMode) {
+	if !api.Supports(calico.FieldAssignmentMode) {
 		plan.AssignmentMode = types.StringNull()
 	}
 	if creating {
@@ -257,7 +260,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 		resp.Diagnostics.AddError("Calico Not Readable", apiErrorText(err))
 		return
 	}
-	errs, warnings := k8sops.CheckPoolAmongOthers(plan.Name.ValueString(), s, pools)
+	errs, warnings := calico.CheckPoolAmongOthers(plan.Name.ValueString(), s, pools)
 	addFindings(&resp.Diagnostics, errs, true)
 	addWarnings(&resp.Diagnostics, warnings)
 	var wasDisabled types.Bool
@@ -265,23 +268,23 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("disabled"), &wasDisabled)...)
 	}
 	if !s.Disabled {
-		r.data.plannedPools.Store(plan.Name.ValueString(), k8sops.PlannedPool(plan.Name.ValueString(), s))
+		r.data.plannedPools.Store(plan.Name.ValueString(), calico.PlannedPool(plan.Name.ValueString(), s))
 	} else if !creating && !wasDisabled.ValueBool() {
-		errs, warnings := k8sops.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools), nodeLabels(ctx, client))
+		errs, warnings := calico.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools), nodeLabels(ctx, client))
 		addFindings(&resp.Diagnostics, errs, true)
 		addWarnings(&resp.Diagnostics, warnings)
 	}
 	if pfx, err := netip.ParsePrefix(s.CIDR); err == nil {
 		if creating {
-			plan.Capacity = types.NumberValue(new(big.Float).SetInt(k8sops.PrefixSize(pfx)))
+			plan.Capacity = types.NumberValue(new(big.Float).SetInt(calico.PrefixSize(pfx)))
 		}
 		// The stage's hazards: where a new pool sits, or what is pinned to a pool being disabled.
 		if creating && !s.Disabled || s.Disabled && !wasDisabled.ValueBool() {
-			found, err := k8sops.PoolHazards(ctx, client, pfx.Masked(), s.Disabled)
+			found, err := preflight.PoolHazards(ctx, client, pfx.Masked(), s.Disabled)
 			warnHazards(found, err, &resp.Diagnostics)
 		}
 	}
-	if owner, ok := k8sops.OperatorOwnsPool(ctx, client, plan.Name.ValueString(), s.CIDR); ok {
+	if owner, ok := calico.OperatorOwnsPool(ctx, client, plan.Name.ValueString(), s.CIDR); ok {
 		resp.Diagnostics.AddWarning("Pool Managed by the Tigera Operator",
 			fmt.Sprintf("Installation %q lists this pool: the operator reverts edits made elsewhere. Change the pool in the "+
 				"Installation's spec.calicoNetwork.ipPools instead, and drop it from this configuration.", owner))
@@ -307,12 +310,12 @@ func (r *calicoIPPoolResource) Create(ctx context.Context, req resource.CreateRe
 		resp.Diagnostics.AddError("IPPool Not Created", apiErrorText(err))
 		return
 	}
-	usage := k8sops.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
+	usage := calico.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
 	plan.fill(ctx, api, pool, &usage, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-func (r *calicoIPPoolResource) blocks(ctx context.Context, api *k8sops.CalicoAPI, diags *diag.Diagnostics) []k8sops.Block {
+func (r *calicoIPPoolResource) blocks(ctx context.Context, api *calico.CalicoAPI, diags *diag.Diagnostics) []calico.Block {
 	blocks, err := api.ListBlocks(ctx)
 	if err != nil {
 		diags.AddWarning("IPAM Blocks Not Readable", err.Error()+": allocated and blocks are left at 0.")
@@ -340,7 +343,7 @@ func (r *calicoIPPoolResource) Read(ctx context.Context, req resource.ReadReques
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	usage := k8sops.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
+	usage := calico.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
 	state.fill(ctx, api, pool, &usage, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
@@ -383,7 +386,7 @@ func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRe
 	plan.fill(ctx, api, pool, nil, &resp.Diagnostics)
 	plan.Allocated, plan.Blocks = allocated, blocks
 	if plan.Allocated.IsUnknown() || plan.Blocks.IsUnknown() {
-		usage := k8sops.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
+		usage := calico.UsageOf(pool.Prefix(), r.blocks(ctx, api, &resp.Diagnostics))
 		plan.Allocated, plan.Blocks = types.Int64Value(int64(usage.Used)), types.Int64Value(int64(usage.Blocks))
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -404,7 +407,7 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 	if r.checkPoolsLeft(ctx, client, api, &state, true, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
 		return
 	}
-	res, err := api.DeleteIPPool(ctx, client, state.Name.ValueString(), k8sops.DeletePoolOptions{
+	res, err := api.DeleteIPPool(ctx, client, state.Name.ValueString(), calico.DeletePoolOptions{
 		Policy: state.DeletionPolicy.ValueString(), ReleaseLeaked: state.ReleaseLeaked.ValueBool(), FieldManager: client.FieldManager,
 	})
 	if err != nil {
@@ -413,14 +416,14 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 	}
 	if len(res.Released) > 0 {
 		resp.Diagnostics.AddWarning("Leaked Addresses Released",
-			fmt.Sprintf("Released %d address(es) whose pods no longer exist: %s.", len(res.Released), k8sops.DescribeAllocations(res.Released)))
+			fmt.Sprintf("Released %d address(es) whose pods no longer exist: %s.", len(res.Released), calico.DescribeAllocations(res.Released)))
 	}
 	if len(res.Remained) > 0 {
-		detail := fmt.Sprintf("IPPool %s was deleted while its blocks still held %s.", state.Name.ValueString(), k8sops.DescribeAllocations(res.Remained))
-		if len(k8sops.ByClass(res.Remained, k8sops.AllocTunnel)) > 0 {
-			detail += " " + k8sops.TunnelNote
+		detail := fmt.Sprintf("IPPool %s was deleted while its blocks still held %s.", state.Name.ValueString(), calico.DescribeAllocations(res.Remained))
+		if len(calico.ByClass(res.Remained, calico.AllocTunnel)) > 0 {
+			detail += " " + calico.TunnelNote
 		}
-		if len(k8sops.ByClass(res.Remained, k8sops.AllocLeaked)) > 0 {
+		if len(calico.ByClass(res.Remained, calico.AllocLeaked)) > 0 {
 			detail += " Set release_leaked = true to release leaked addresses on destroy, or run `calicoctl ipam release`."
 		}
 		resp.Diagnostics.AddWarning("Addresses Left in the Deleted Pool's Blocks", detail)
@@ -431,8 +434,8 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 // when no other enabled pool of its family would give pods addresses: at plan (planned true)
 // counting the pools this run plans enabled, at apply against the live pools alone. A delete
 // with deletion_policy = "force" has said it accepts that.
-func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, client *k8sops.Client, api *k8sops.CalicoAPI, state *calicoIPPoolModel, deleting, planned bool, diags *diag.Diagnostics) {
-	if state.Disabled.ValueBool() || deleting && state.DeletionPolicy.ValueString() == k8sops.DeleteForce {
+func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, client *k8sops.Client, api *calico.CalicoAPI, state *calicoIPPoolModel, deleting, planned bool, diags *diag.Diagnostics) {
+	if state.Disabled.ValueBool() || deleting && state.DeletionPolicy.ValueString() == calico.DeleteForce {
 		return // out of service already, or forced
 	}
 	pools, err := api.ListIPPools(ctx)
@@ -443,7 +446,7 @@ func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, client *k8sop
 	if planned {
 		pools = r.data.poolsLeft(pools)
 	}
-	errs, warnings := k8sops.CheckPoolsLeft(state.Name.ValueString(), state.CIDR.ValueString(), state.NodeSelector.ValueString(), pools, nodeLabels(ctx, client))
+	errs, warnings := calico.CheckPoolsLeft(state.Name.ValueString(), state.CIDR.ValueString(), state.NodeSelector.ValueString(), pools, nodeLabels(ctx, client))
 	for _, f := range errs {
 		diags.AddError(f.Summary, f.Detail) // on destroy there is no attribute to point at
 	}
@@ -452,17 +455,17 @@ func (r *calicoIPPoolResource) checkPoolsLeft(ctx context.Context, client *k8sop
 
 // nodeLabels reads the nodes' labels for CheckPoolsLeft, when it needs them.
 func nodeLabels(ctx context.Context, client *k8sops.Client) func() (map[string]map[string]string, error) {
-	return func() (map[string]map[string]string, error) { return k8sops.NodeLabels(ctx, client) }
+	return func() (map[string]map[string]string, error) { return calico.NodeLabels(ctx, client) }
 }
 
 // checkLivePods says at plan what the delete will do about the live pods holding addresses in
 // the pool, by deletion_policy: refuse_if_allocated is refused now (the apply would refuse
 // anyway), wait_for_drain warns that the apply waits for them to restart elsewhere, naming them
 // and how long it waits. force warns on its own.
-func checkLivePods(ctx context.Context, api *k8sops.CalicoAPI, client *k8sops.Client, state *calicoIPPoolModel, diags *diag.Diagnostics) {
+func checkLivePods(ctx context.Context, api *calico.CalicoAPI, client *k8sops.Client, state *calicoIPPoolModel, diags *diag.Diagnostics) {
 	policy := state.DeletionPolicy.ValueString()
 	pfx, err := netip.ParsePrefix(state.CIDR.ValueString())
-	if policy == k8sops.DeleteForce || err != nil {
+	if policy == calico.DeleteForce || err != nil {
 		return
 	}
 	allocs, err := api.PoolAllocations(ctx, client, pfx.Masked())
@@ -470,21 +473,21 @@ func checkLivePods(ctx context.Context, api *k8sops.CalicoAPI, client *k8sops.Cl
 		diags.AddWarning("Calico IPAM Not Readable", "Whether live pods hold addresses in the pool could not be checked: "+apiErrorText(err))
 		return
 	}
-	live := k8sops.ByClass(allocs, k8sops.AllocLivePod)
+	live := calico.ByClass(allocs, calico.AllocLivePod)
 	if len(live) == 0 {
 		return
 	}
-	name, held := state.Name.ValueString(), k8sops.DescribeAllocations(allocs)
+	name, held := state.Name.ValueString(), calico.DescribeAllocations(allocs)
 	tunnels := ""
-	if len(k8sops.ByClass(allocs, k8sops.AllocTunnel)) > 0 {
-		tunnels = " " + k8sops.TunnelNote
+	if len(calico.ByClass(allocs, calico.AllocTunnel)) > 0 {
+		tunnels = " " + calico.TunnelNote
 	}
-	if policy == k8sops.DeleteRefuseIfAllocated {
+	if policy == calico.DeleteRefuseIfAllocated {
 		diags.AddError("IPPool Holds Live Pods", fmt.Sprintf("IPPool %s (%s) holds %s. Its deletion_policy = %q refuses to "+
 			"delete it while live pods hold addresses, so nothing was changed. Restart them first so they take addresses "+
 			"from another pool (k8scidr_workload_roll with pod_cidrs = [%q] on its k8scidr_workload_restarts data source), "+
 			"then plan the delete again; or set deletion_policy = \"%s\" to disable the pool and wait for them.%s",
-			name, pfx.Masked(), held, policy, pfx.Masked(), k8sops.DeleteWaitForDrain, tunnels))
+			name, pfx.Masked(), held, policy, pfx.Masked(), calico.DeleteWaitForDrain, tunnels))
 		return
 	}
 	timeout, d := state.Timeouts.Delete(ctx, calicoPoolDrainTimeout)
@@ -497,7 +500,7 @@ func checkLivePods(ctx context.Context, api *k8sops.CalicoAPI, client *k8sops.Cl
 
 func (r *calicoIPPoolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("deletion_policy"), k8sops.DeleteWaitForDrain)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("deletion_policy"), calico.DeleteWaitForDrain)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("release_leaked"), false)...)
 }
 
@@ -523,14 +526,14 @@ type calicoIPPoolModel struct {
 }
 
 // settings is the pool the plan asks for; ok is false while any managed value is unknown.
-func (m calicoIPPoolModel) settings(ctx context.Context, diags *diag.Diagnostics) (k8sops.PoolSettings, bool) {
+func (m calicoIPPoolModel) settings(ctx context.Context, diags *diag.Diagnostics) (calico.PoolSettings, bool) {
 	for _, v := range []attr.Value{m.CIDR, m.BlockSize, m.IPIPMode, m.VXLANMode, m.NATOutgoing, m.Disabled, m.DisableBGPExport,
 		m.NodeSelector, m.AllowedUses, m.AssignmentMode} {
 		if v.IsUnknown() {
-			return k8sops.PoolSettings{}, false
+			return calico.PoolSettings{}, false
 		}
 	}
-	s := k8sops.PoolSettings{
+	s := calico.PoolSettings{
 		CIDR: m.CIDR.ValueString(), BlockSize: int(m.BlockSize.ValueInt64()), IPIPMode: m.IPIPMode.ValueString(),
 		VXLANMode: m.VXLANMode.ValueString(), NATOutgoing: m.NATOutgoing.ValueBool(), Disabled: m.Disabled.ValueBool(),
 		DisableBGPExport: m.DisableBGPExport.ValueBool(), NodeSelector: m.NodeSelector.ValueString(),
@@ -538,13 +541,13 @@ func (m calicoIPPoolModel) settings(ctx context.Context, diags *diag.Diagnostics
 	}
 	if !m.AllowedUses.IsNull() {
 		diags.Append(m.AllowedUses.ElementsAs(ctx, &s.AllowedUses, false)...)
-		k8sops.SortAllowedUses(s.AllowedUses)
+		calico.SortAllowedUses(s.AllowedUses)
 	}
 	return s, true
 }
 
 // fill sets the computed values from the pool as the cluster has it.
-func (m *calicoIPPoolModel) fill(ctx context.Context, api *k8sops.CalicoAPI, p *k8sops.IPPool, usage *k8sops.PoolUsage, diags *diag.Diagnostics) {
+func (m *calicoIPPoolModel) fill(ctx context.Context, api *calico.CalicoAPI, p *calico.IPPool, usage *calico.PoolUsage, diags *diag.Diagnostics) {
 	s := p.Settings
 	m.Name, m.CIDR = types.StringValue(p.Name), types.StringValue(s.CIDR)
 	m.BlockSize = types.Int64Value(int64(s.BlockSize))
@@ -569,7 +572,7 @@ func (m *calicoIPPoolModel) fill(ctx context.Context, api *k8sops.CalicoAPI, p *
 }
 
 // applyCreateDefaults fills calicoctl's defaults for what the configuration leaves unset.
-func (m *calicoIPPoolModel) applyCreateDefaults(ctx context.Context, api *k8sops.CalicoAPI, diags *diag.Diagnostics) {
+func (m *calicoIPPoolModel) applyCreateDefaults(ctx context.Context, api *calico.CalicoAPI, diags *diag.Diagnostics) {
 	str := func(v *types.String, def string) {
 		if v.IsUnknown() {
 			*v = types.StringValue(def)
@@ -581,20 +584,20 @@ func (m *calicoIPPoolModel) applyCreateDefaults(ctx context.Context, api *k8sops
 		}
 	}
 	if m.BlockSize.IsUnknown() {
-		m.BlockSize = types.Int64Value(int64(k8sops.DefaultBlockSize(m.CIDR.ValueString())))
+		m.BlockSize = types.Int64Value(int64(calico.DefaultBlockSize(m.CIDR.ValueString())))
 	}
-	str(&m.IPIPMode, k8sops.EncapNever)
-	str(&m.VXLANMode, k8sops.EncapNever)
-	str(&m.NodeSelector, k8sops.DefaultNodeSelector)
+	str(&m.IPIPMode, calico.EncapNever)
+	str(&m.VXLANMode, calico.EncapNever)
+	str(&m.NodeSelector, calico.DefaultNodeSelector)
 	boolean(&m.NATOutgoing)
 	boolean(&m.Disabled)
 	boolean(&m.DisableBGPExport)
-	if m.AssignmentMode.IsUnknown() && api.Supports(k8sops.FieldAssignmentMode) {
-		m.AssignmentMode = types.StringValue(k8sops.DefaultAssignmentMode)
+	if m.AssignmentMode.IsUnknown() && api.Supports(calico.FieldAssignmentMode) {
+		m.AssignmentMode = types.StringValue(calico.DefaultAssignmentMode)
 	}
-	if m.AllowedUses.IsUnknown() && api.Supports(k8sops.FieldAllowedUses) {
+	if m.AllowedUses.IsUnknown() && api.Supports(calico.FieldAllowedUses) {
 		var d diag.Diagnostics
-		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, k8sops.DefaultAllowedUses)
+		m.AllowedUses, d = types.SetValueFrom(ctx, types.StringType, calico.DefaultAllowedUses)
 		diags.Append(d...)
 	}
 }

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+
 	"context"
 	"fmt"
 	"maps"
@@ -38,7 +40,7 @@ type calicoEnv struct {
 	t     *testing.T
 	c     *testcluster.Cluster
 	ipam  *testcluster.CalicoIPAM
-	api   *k8sops.CalicoAPI
+	api   *calico.CalicoAPI
 	group string
 }
 
@@ -78,7 +80,7 @@ func newCalicoEnvPool(t *testing.T, release, group string, nodes int, cidr strin
 	}
 	client := clientFor(c)
 	client.CalicoAPIGroup = group
-	api, err := k8sops.Calico(ctx, client)
+	api, err := calico.Calico(ctx, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func podsIn(t *testing.T, pods []corev1.Pod, cidr string) {
 }
 
 // blocksIn lists the live IPAM blocks inside cidr and the BlockAffinities pointing into it.
-func (e *calicoEnv) blocksIn(cidr string) ([]k8sops.Block, []string) {
+func (e *calicoEnv) blocksIn(cidr string) ([]calico.Block, []string) {
 	e.t.Helper()
 	ctx := context.Background()
 	pfx := netip.MustParsePrefix(cidr)
@@ -152,7 +154,7 @@ func (e *calicoEnv) blocksIn(cidr string) ([]k8sops.Block, []string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	blocks = slices.DeleteFunc(blocks, func(b k8sops.Block) bool { return !pfx.Contains(b.CIDR.Addr()) })
+	blocks = slices.DeleteFunc(blocks, func(b calico.Block) bool { return !pfx.Contains(b.CIDR.Addr()) })
 	affs, err := e.api.Affinities.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -549,7 +551,7 @@ func createOrphanBlock(t *testing.T, e *calicoEnv, cidr netip.Prefix) {
 		unallocated = append(unallocated, int64(i))
 	}
 	block := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": e.api.IPAMGroup, "kind": "IPAMBlock", "metadata": map[string]any{"name": k8sops.BlockName(cidr)},
+		"apiVersion": e.api.IPAMGroup, "kind": "IPAMBlock", "metadata": map[string]any{"name": calico.BlockName(cidr)},
 		"spec": map[string]any{"cidr": cidr.String(), "allocations": allocs, "unallocated": unallocated, "strictAffinity": false,
 			"attributes": []any{map[string]any{"handle_id": "k8s-pod-network.old", "secondary": map[string]any{"namespace": "x", "pod": "y"}}}},
 	}}

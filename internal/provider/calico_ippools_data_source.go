@@ -3,14 +3,14 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+
 	"context"
 	"math/big"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 var _ datasource.DataSourceWithConfigure = (*calicoIPPoolsDataSource)(nil)
@@ -100,7 +100,7 @@ func (d *calicoIPPoolsDataSource) Read(ctx context.Context, _ datasource.ReadReq
 	m := calicoIPPoolsModel{APIGroup: types.StringValue(api.Group), Pools: []calicoPoolItem{}, OrphanedBlocks: []orphanedBlockItem{}}
 	for _, p := range pools {
 		s := p.Settings
-		usage := k8sops.UsageOf(p.Prefix(), blocks)
+		usage := calico.UsageOf(p.Prefix(), blocks)
 		item := calicoPoolItem{
 			Name: types.StringValue(p.Name), CIDR: types.StringValue(s.CIDR), BlockSize: types.Int64Value(int64(s.BlockSize)),
 			IPIPMode: types.StringValue(s.IPIPMode), VXLANMode: types.StringValue(s.VXLANMode), NATOutgoing: types.BoolValue(s.NATOutgoing),
@@ -124,7 +124,7 @@ func (d *calicoIPPoolsDataSource) Read(ctx context.Context, _ datasource.ReadReq
 		resp.Diagnostics.Append(diags...)
 		m.Pools = append(m.Pools, item)
 	}
-	for _, b := range k8sops.OrphanedBlocks(pools, blocks) {
+	for _, b := range calico.OrphanedBlocks(pools, blocks) {
 		m.OrphanedBlocks = append(m.OrphanedBlocks, orphanedBlockItem{
 			CIDR: types.StringValue(b.CIDR.String()), Node: types.StringValue(b.Node), Used: types.Int64Value(int64(b.Used())),
 		})

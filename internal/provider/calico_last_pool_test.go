@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -55,7 +57,7 @@ func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 	w.planFile()
 	setDisabled := func(name string, disabled bool) {
 		t.Helper()
-		if _, err := e.api.UpdateIPPool(ctx, "test", name, k8sops.PoolSettings{Disabled: disabled}, []string{"disabled"}); err != nil {
+		if _, err := e.api.UpdateIPPool(ctx, "test", name, calico.PoolSettings{Disabled: disabled}, []string{"disabled"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +157,7 @@ func TestAccCalicoIPPool_nodeCoverage(t *testing.T) {
 	w.write(e.provider() + newPool("zone == 'a'"))
 	w.planFile()
 	w.applyFile()
-	if _, err := e.api.UpdateIPPool(ctx, "test", oldPoolName, k8sops.PoolSettings{Disabled: true}, []string{"disabled"}); err != nil {
+	if _, err := e.api.UpdateIPPool(ctx, "test", oldPoolName, calico.PoolSettings{Disabled: true}, []string{"disabled"}); err != nil {
 		t.Fatal(err)
 	}
 	if ip, err := e.ipam.AssignLeaked(ctx, "default", "probe-a", "kwok-node-0"); err != nil || !netip.MustParsePrefix("10.20.0.0/16").Contains(ip) {
@@ -164,7 +166,7 @@ func TestAccCalicoIPPool_nodeCoverage(t *testing.T) {
 	if ip, err := e.ipam.AssignLeaked(ctx, "default", "probe-b", "kwok-node-1"); err == nil || !strings.Contains(err.Error(), "no configured Calico pools for node kwok-node-1") {
 		t.Errorf("Calico's IPAM on kwok-node-1 (zone b) with only the zone-a pool enabled: %v, %v; want no configured pool", ip, err)
 	}
-	if _, err := e.api.UpdateIPPool(ctx, "test", oldPoolName, k8sops.PoolSettings{}, []string{"disabled"}); err != nil {
+	if _, err := e.api.UpdateIPPool(ctx, "test", oldPoolName, calico.PoolSettings{}, []string{"disabled"}); err != nil {
 		t.Fatal(err)
 	}
 

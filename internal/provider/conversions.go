@@ -2,6 +2,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+
 	"context"
 	"maps"
 	"net/netip"
@@ -89,7 +91,7 @@ func cidrList(ctx context.Context, l types.List, diags *diag.Diagnostics) (out [
 }
 
 // namedCIDRs parses a map of CIDRs by name into ranges of one kind, sorted by name, as cidrList does.
-func namedCIDRs(ctx context.Context, kind string, m types.Map, diags *diag.Diagnostics) (out []k8sops.NamedRange, ok bool) {
+func namedCIDRs(ctx context.Context, kind string, m types.Map, diags *diag.Diagnostics) (out []preflight.NamedRange, ok bool) {
 	if !fullyKnown(m) {
 		return nil, false
 	}
@@ -102,7 +104,7 @@ func namedCIDRs(ctx context.Context, kind string, m types.Map, diags *diag.Diagn
 			ok = false
 			continue
 		}
-		out = append(out, k8sops.NamedRange{Kind: kind, Name: name, CIDR: p})
+		out = append(out, preflight.NamedRange{Kind: kind, Name: name, CIDR: p})
 	}
 	return out, ok
 }

@@ -2,6 +2,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -66,7 +68,7 @@ func pathOf(p k8sops.Path) path.Path {
 
 // warnHazards shows a stage's preflight findings as plan warnings. A read that fails is a
 // warning too: the hazards are advice, and the plan goes on.
-func warnHazards(found []k8sops.PreflightFinding, err error, diags *diag.Diagnostics) {
+func warnHazards(found []preflight.PreflightFinding, err error, diags *diag.Diagnostics) {
 	if err != nil {
 		diags.AddWarning("Migration Hazards Not Checked", "The plan could not run this stage's preflight checks: "+apiErrorText(err)+
 			". data.k8scidr_preflight lists every hazard.")

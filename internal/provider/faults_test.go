@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -19,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -87,7 +89,7 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 			}
 		}
 	}
-	cms, err := kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+	cms, err := kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil {
 		return err
 	}
@@ -199,7 +201,7 @@ func faultCluster(t *testing.T) (*testcluster.Cluster, *testcluster.FaultProxy, 
 	c := startCluster(t, testcluster.Options{})
 	ctx := context.Background()
 	client := clientFor(c)
-	if _, err := k8sops.CreateServiceCIDR(ctx, client, "new", []string{faultTarget.String()}); err != nil {
+	if _, err := servicecidr.CreateServiceCIDR(ctx, client, "new", []string{faultTarget.String()}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := testcluster.StartFaultProxy(c.RESTConfig, faultSeed(t))

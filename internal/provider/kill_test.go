@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -19,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -96,7 +97,7 @@ func movingCluster(t *testing.T, ns string, n int) (*testcluster.Cluster, map[st
 func targetCluster(t *testing.T) *testcluster.Cluster {
 	t.Helper()
 	c := startCluster(t, testcluster.Options{})
-	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+	if _, err := servicecidr.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -3,14 +3,14 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 var _ datasource.DataSourceWithConfigure = (*loadBalancersDataSource)(nil)
@@ -65,7 +65,7 @@ func (d *loadBalancersDataSource) Read(ctx context.Context, _ datasource.ReadReq
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	lbs, err := k8sops.ListLoadBalancers(ctx, client)
+	lbs, err := servicecidr.ListLoadBalancers(ctx, client)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", "Reading LoadBalancer Services failed: "+apiErrorText(err))
 		return

@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"os"
@@ -156,7 +159,7 @@ func TestAccMatrix_recreation(t *testing.T) {
 				t.Errorf("%s at %s, planned %s", k, got, mv[1][0])
 			}
 		}
-		if bridge := now["kube-system/"+k8sops.DefaultDNSBridgeName]; bridge.Spec.ClusterIP != "100.64.0.10" {
+		if bridge := now["kube-system/"+recreation.DefaultDNSBridgeName]; bridge.Spec.ClusterIP != "100.64.0.10" {
 			t.Errorf("the DNS bridge is not on kube-dns's old IP: %+v", bridge.Spec)
 		}
 		if ip := now["app/lb"].Spec.ClusterIP; ip != "100.64.12.7" {
@@ -166,7 +169,7 @@ func TestAccMatrix_recreation(t *testing.T) {
 		w.planFile()
 		w.applyFile()
 		w.converged()
-		if _, ok := servicesIn(t, c.Kube, "kube-system")["kube-system/"+k8sops.DefaultDNSBridgeName]; ok {
+		if _, ok := servicesIn(t, c.Kube, "kube-system")["kube-system/"+recreation.DefaultDNSBridgeName]; ok {
 			t.Error("the DNS bridge is still there after dns_bridge = false")
 		}
 	})
@@ -243,7 +246,7 @@ resource "k8scidr_service_cidr" "new" {
 		}
 		// The fact behind the warning: with the default range Terminating (default/kubernetes
 		// holds its first IP, so it stays) and another range Ready, create a Service without an IP.
-		if err := k8sops.DeleteServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName, false); err != nil {
+		if err := servicecidr.DeleteServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName, false); err != nil {
 			t.Fatal(err)
 		}
 		svc := clusterIPService("dynamic", "")

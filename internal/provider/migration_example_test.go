@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"maps"
@@ -38,7 +41,7 @@ func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	if err != nil {
 		t.Fatalf("%v (calico-ipam: %v)", err, ipam.Errors())
 	}
-	api, err := k8sops.Calico(ctx, clientFor(c))
+	api, err := calico.Calico(ctx, clientFor(c))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +228,7 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	scs := clientFor(e.c)
-	if err := k8sops.DeleteServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName, false); err != nil {
+	if err := servicecidr.DeleteServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := kube.CoreV1().Services("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {

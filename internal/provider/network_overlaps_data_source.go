@@ -3,6 +3,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -10,8 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 var _ datasource.DataSourceWithConfigure = (*networkOverlapsDataSource)(nil)
@@ -67,8 +67,8 @@ func (d *networkOverlapsDataSource) Configure(_ context.Context, req datasource.
 func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m networkOverlapsModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	reserved, okReserved := namedCIDRs(ctx, k8sops.RangeReserved, m.Reserved, &resp.Diagnostics)
-	extra, okExtra := namedCIDRs(ctx, k8sops.RangeExtra, m.Extra, &resp.Diagnostics)
+	reserved, okReserved := namedCIDRs(ctx, preflight.RangeReserved, m.Reserved, &resp.Diagnostics)
+	extra, okExtra := namedCIDRs(ctx, preflight.RangeExtra, m.Extra, &resp.Diagnostics)
 	if !okReserved || !okExtra || resp.Diagnostics.HasError() {
 		return // the validators said why
 	}
@@ -76,7 +76,7 @@ func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.Rea
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	ranges, err := k8sops.GatherRanges(ctx, client)
+	ranges, err := preflight.GatherRanges(ctx, client)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
@@ -87,7 +87,7 @@ func (d *networkOverlapsDataSource) Read(ctx context.Context, req datasource.Rea
 		m.Ranges = append(m.Ranges, item(r))
 	}
 	m.Conflicts = []conflictItem{}
-	for _, c := range k8sops.FindConflicts(ranges) {
+	for _, c := range preflight.FindConflicts(ranges) {
 		m.Conflicts = append(m.Conflicts, conflictItem{A: item(c.A), B: item(c.B), Overlap: types.StringValue(c.Overlap.String())})
 	}
 	m.ConflictFree = types.BoolValue(len(m.Conflicts) == 0)
@@ -102,7 +102,7 @@ type networkOverlapsModel struct {
 	ConflictFree types.Bool     `tfsdk:"conflict_free"`
 }
 
-func item(r k8sops.NamedRange) rangeItem {
+func item(r preflight.NamedRange) rangeItem {
 	return rangeItem{Kind: types.StringValue(r.Kind), Name: types.StringValue(r.Name), CIDR: types.StringValue(r.CIDR.String())}
 }
 

@@ -3,6 +3,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
+
 	"context"
 	"net/netip"
 
@@ -80,7 +82,7 @@ func (d *podAllocationsDataSource) Read(ctx context.Context, req datasource.Read
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	a, err := k8sops.ListPodAllocations(ctx, client, cidrs, cluster)
+	a, err := workloadroll.ListPodAllocations(ctx, client, cidrs, cluster)
 	if err != nil {
 		resp.Diagnostics.AddError("Pods Not Readable", apiErrorText(err))
 		return

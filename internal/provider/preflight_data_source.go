@@ -3,6 +3,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+
 	"context"
 	"net/netip"
 
@@ -13,8 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 var (
@@ -109,7 +109,7 @@ func (d *preflightDataSource) Read(ctx context.Context, req datasource.ReadReque
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	findings, err := k8sops.Preflight(ctx, client, r, nil)
+	findings, err := preflight.Preflight(ctx, client, r, nil)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
@@ -121,15 +121,15 @@ func (d *preflightDataSource) Read(ctx context.Context, req datasource.ReadReque
 				Name: types.StringValue(f.Object.Name)},
 			Summary: types.StringValue(f.Summary()), Detail: types.StringValue(f.Detail), Fix: types.StringValue(f.Fix)})
 	}
-	m.Blockers = types.Int64Value(int64(k8sops.CountSeverity(findings, k8sops.SeverityBlocker)))
-	m.Warnings = types.Int64Value(int64(k8sops.CountSeverity(findings, k8sops.SeverityWarning)))
+	m.Blockers = types.Int64Value(int64(preflight.CountSeverity(findings, preflight.SeverityBlocker)))
+	m.Warnings = types.Int64Value(int64(preflight.CountSeverity(findings, preflight.SeverityWarning)))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
 // ranges parses the configured ranges; false while any is unknown (validation waits) or invalid
 // (the schema validators say why).
-func (m *preflightModel) ranges(ctx context.Context, diags *diag.Diagnostics) (k8sops.PreflightRanges, bool) {
-	var r k8sops.PreflightRanges
+func (m *preflightModel) ranges(ctx context.Context, diags *diag.Diagnostics) (preflight.PreflightRanges, bool) {
+	var r preflight.PreflightRanges
 	all := true
 	for _, a := range []struct {
 		dst *[]netip.Prefix
@@ -140,7 +140,7 @@ func (m *preflightModel) ranges(ctx context.Context, diags *diag.Diagnostics) (k
 		all = all && ok
 	}
 	var ok bool
-	r.Reserved, ok = namedCIDRs(ctx, k8sops.RangeReserved, m.Reserved, diags)
+	r.Reserved, ok = namedCIDRs(ctx, preflight.RangeReserved, m.Reserved, diags)
 	return r, all && ok && !diags.HasError()
 }
 

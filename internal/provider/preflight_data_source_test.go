@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,7 +83,7 @@ func (c findingsInclude) CheckState(_ context.Context, req statecheck.CheckState
 		if !slices.Contains(got, w) {
 			missing = append(missing, fmt.Sprint(w))
 		}
-		if w.severity == k8sops.SeverityBlocker {
+		if w.severity == preflight.SeverityBlocker {
 			nBlockers++
 		}
 	}
@@ -117,25 +120,25 @@ func TestAccPreflightDataSource_hazards(t *testing.T) {
 				PreConfig: func() { buildHazards(t, e) },
 				Config:    preflightHCL(e, "10.20.0.0/16"),
 				ConfigStateChecks: []statecheck.StateCheck{findingsInclude{addr, []want{
-					{"blocker", k8sops.CheckClusterIPPinned, "Service/default/pinned"},
-					{"warning", k8sops.CheckDNSPinned, "Service/kube-system/kube-dns"},
-					{"warning", k8sops.CheckDNSPinned, "ConfigMap/kube-system/kubelet-config"},
-					{"warning", k8sops.CheckDNSPinned, "DaemonSet/kube-system/node-local-dns"},
-					{"blocker", k8sops.CheckPodsPinnedToOldPool, "Deployment/default/pinned"},
-					{"blocker", k8sops.CheckPodsPinnedToOldPool, "Namespace//pinned-ns"},
-					{"warning", k8sops.CheckPoolPlacement, "Pod/kube-system/kube-controller-manager-kwok-node-0"},
-					{"warning", k8sops.CheckPoolPlacement, "IPPool//new"},
-					{"warning", k8sops.CheckPoolPlacement, "Node//kwok-node-0"},
-					{"warning", k8sops.CheckKubeProxyCIDR, "ConfigMap/kube-system/kube-proxy"},
-					{"warning", k8sops.CheckPolicyOldRange, "NetworkPolicy/default/from-old-pods"},
-					{"warning", k8sops.CheckPolicyOldRange, "GlobalNetworkPolicy//to-old-services"},
-					{"warning", k8sops.CheckPolicyOldRange, "BGPConfiguration//default"},
-					{"warning", k8sops.CheckWebhookFailClosed, "ValidatingWebhookConfiguration//pod-guard"},
-					{"blocker", k8sops.CheckWebhookFailClosed, "ValidatingWebhookConfiguration//service-guard"},
-					{"warning", k8sops.CheckAdmissionPolicy, "ValidatingAdmissionPolicy//servicecidr-rules"},
-					{"blocker", k8sops.CheckDisruptionBudget, "PodDisruptionBudget/default/solo"},
-					{"warning", k8sops.CheckRolloutStuck, "Deployment/default/held"},
-					{"blocker", k8sops.CheckRangeOverlap, "ServiceCIDR//stray"},
+					{"blocker", preflight.CheckClusterIPPinned, "Service/default/pinned"},
+					{"warning", preflight.CheckDNSPinned, "Service/kube-system/kube-dns"},
+					{"warning", preflight.CheckDNSPinned, "ConfigMap/kube-system/kubelet-config"},
+					{"warning", preflight.CheckDNSPinned, "DaemonSet/kube-system/node-local-dns"},
+					{"blocker", preflight.CheckPodsPinnedToOldPool, "Deployment/default/pinned"},
+					{"blocker", preflight.CheckPodsPinnedToOldPool, "Namespace//pinned-ns"},
+					{"warning", preflight.CheckPoolPlacement, "Pod/kube-system/kube-controller-manager-kwok-node-0"},
+					{"warning", preflight.CheckPoolPlacement, "IPPool//new"},
+					{"warning", preflight.CheckPoolPlacement, "Node//kwok-node-0"},
+					{"warning", preflight.CheckKubeProxyCIDR, "ConfigMap/kube-system/kube-proxy"},
+					{"warning", preflight.CheckPolicyOldRange, "NetworkPolicy/default/from-old-pods"},
+					{"warning", preflight.CheckPolicyOldRange, "GlobalNetworkPolicy//to-old-services"},
+					{"warning", preflight.CheckPolicyOldRange, "BGPConfiguration//default"},
+					{"warning", preflight.CheckWebhookFailClosed, "ValidatingWebhookConfiguration//pod-guard"},
+					{"blocker", preflight.CheckWebhookFailClosed, "ValidatingWebhookConfiguration//service-guard"},
+					{"warning", preflight.CheckAdmissionPolicy, "ValidatingAdmissionPolicy//servicecidr-rules"},
+					{"blocker", preflight.CheckDisruptionBudget, "PodDisruptionBudget/default/solo"},
+					{"warning", preflight.CheckRolloutStuck, "Deployment/default/held"},
+					{"blocker", preflight.CheckRangeOverlap, "ServiceCIDR//stray"},
 				}, t.Logf}},
 			},
 		},
@@ -155,7 +158,7 @@ func buildHazards(t *testing.T, e *calicoEnv) {
 	dns := ipService("kube-dns", "ClusterIP", "100.64.0.10")
 	dns.Labels = map[string]string{"addon.kops.k8s.io/name": "coredns.addons.k8s.io", "k8s-app": "kube-dns"}
 	must(kube.CoreV1().Services("kube-system").Create(ctx, dns, metav1.CreateOptions{}))
-	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k8sops.KubeletConfigMap},
+	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: recreation.KubeletConfigMap},
 		Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- 100.64.0.10\n"}}, metav1.CreateOptions{}))
 	nodeCache := podTemplate("node-local-dns")
 	nodeCache.Spec.HostNetwork = true

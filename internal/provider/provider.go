@@ -2,6 +2,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+
 	"context"
 	"errors"
 	"fmt"
@@ -317,11 +319,11 @@ func (d *providerData) rangesWithPlanned(live []k8sops.ServiceCIDR) []k8sops.Ser
 }
 
 // poolsLeft are the live pools with those this run plans enabled in their place.
-func (d *providerData) poolsLeft(live []k8sops.IPPool) []k8sops.IPPool {
+func (d *providerData) poolsLeft(live []calico.IPPool) []calico.IPPool {
 	out := slices.Clone(live)
 	d.plannedPools.Range(func(_, v any) bool {
-		p, _ := v.(k8sops.IPPool)
-		if i := slices.IndexFunc(out, func(o k8sops.IPPool) bool { return o.Name == p.Name }); i >= 0 {
+		p, _ := v.(calico.IPPool)
+		if i := slices.IndexFunc(out, func(o calico.IPPool) bool { return o.Name == p.Name }); i >= 0 {
 			out[i] = p
 		} else {
 			out = append(out, p)

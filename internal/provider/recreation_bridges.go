@@ -4,6 +4,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"context"
 	"fmt"
 	"maps"
@@ -28,7 +30,7 @@ var bridgeType = types.ObjectType{AttrTypes: map[string]attr.Type{"service": typ
 
 func oldIPBridgeAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
-		"old_ip_bridges": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.BridgesDNS),
+		"old_ip_bridges": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(recreation.BridgesDNS),
 			MarkdownDescription: "Which moved Services keep answering on their old ClusterIPs. `dns`: only the cluster DNS " +
 				"Service, by the DNS bridge (`dns_bridge`). `all`: every moved Service, each through an old-IP bridge, a " +
 				"ClusterIP Service on the IPs its move frees with its selector and ports (no node ports), named " +
@@ -39,7 +41,7 @@ func oldIPBridgeAttributes() map[string]schema.Attribute {
 				"until they restart. The bridges' IPs must stay inside a Ready ServiceCIDR (keep the old range). Setting " +
 				"`dns` again removes them, refused while a pod that may hold an old IP still runs (see " +
 				"`old_ip_bridges_force_removal`). Default `dns`.",
-			Validators: []validator.String{stringvalidator.OneOf(k8sops.BridgesDNS, k8sops.BridgesAll)}},
+			Validators: []validator.String{stringvalidator.OneOf(recreation.BridgesDNS, recreation.BridgesAll)}},
 		"old_ip_bridge_ttl": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "How long old-IP bridges stay, as a Go duration (e.g. `168h`): the first plan after a bridge " +
 				"is this old removes it, without the check of `old_ip_bridges_force_removal`. Unset, bridges stay until " +
@@ -82,7 +84,7 @@ func bridgesFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) map[
 	return out
 }
 
-func bridgesOf(list []k8sops.OldIPBridge) map[string]bridgeModel {
+func bridgesOf(list []recreation.OldIPBridge) map[string]bridgeModel {
 	out := map[string]bridgeModel{}
 	for _, b := range list {
 		out[b.Key()] = bridgeModel{Service: b.For, IPs: b.IPs, CreatedAt: types.StringValue(b.Created.Format(time.RFC3339))}
@@ -106,13 +108,13 @@ func expired(createdAt types.String, ttl time.Duration, now time.Time) bool {
 // bridges there are (as the refresh read them) but those past old_ip_bridge_ttl, and one for
 // each planned move but the cluster DNS Service's; with "dns", none. What the prior state has
 // and the plan not is what the apply removes.
-func (m *serviceRecreationModel) planBridges(ctx context.Context, state *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) {
+func (m *serviceRecreationModel) planBridges(ctx context.Context, state *serviceRecreationModel, p recreation.PlannedRecreation, diags *diag.Diagnostics) {
 	if m.OldIPBridges.IsUnknown() || m.OldIPBridgeTTL.IsUnknown() {
 		m.Bridges = types.MapUnknown(bridgeType)
 		return
 	}
 	want := map[string]bridgeModel{}
-	if m.OldIPBridges.ValueString() == k8sops.BridgesAll {
+	if m.OldIPBridges.ValueString() == recreation.BridgesAll {
 		now := time.Now()
 		if state != nil {
 			for k, b := range bridgesFrom(ctx, state.Bridges, diags) {
@@ -123,8 +125,8 @@ func (m *serviceRecreationModel) planBridges(ctx context.Context, state *service
 		}
 		for _, mv := range p.Moves {
 			ns, name, _ := strings.Cut(mv.Key, "/")
-			moving := k8sops.MovingIPs(mv.OldIPs, mv.NewIPs)
-			key := ns + "/" + k8sops.OldIPBridgeName(ns, name, moving)
+			moving := recreation.MovingIPs(mv.OldIPs, mv.NewIPs)
+			key := ns + "/" + recreation.OldIPBridgeName(ns, name, moving)
 			if _, ok := want[key]; ok || mv.Key == p.DNSService || len(moving) == 0 {
 				continue
 			}
@@ -136,7 +138,7 @@ func (m *serviceRecreationModel) planBridges(ctx context.Context, state *service
 
 // bridgeRemovals are the bridges the prior state has and the plan not, namespace/name, split
 // into those past old_ip_bridge_ttl and the rest (removed only after CheckOldIPBridgeRemoval).
-func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serviceRecreationModel, diags *diag.Diagnostics) (expiredKeys []string, checked []k8sops.OldIPBridge) {
+func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serviceRecreationModel, diags *diag.Diagnostics) (expiredKeys []string, checked []recreation.OldIPBridge) {
 	if prior == nil {
 		return nil, nil
 	}
@@ -154,14 +156,14 @@ func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serv
 		}
 		_, name, _ := strings.Cut(key, "/")
 		created, _ := time.Parse(time.RFC3339, b.CreatedAt.ValueString())
-		checked = append(checked, k8sops.OldIPBridge{Name: name, For: b.Service, IPs: b.IPs, Created: created})
+		checked = append(checked, recreation.OldIPBridge{Name: name, For: b.Service, IPs: b.IPs, Created: created})
 	}
 	return expiredKeys, checked
 }
 
 // checkBridgeRemoval reads whether deleting the DNS bridges, which dns_bridge = false asks for,
 // would take DNS from running pods: refused at apply (errors), shown at plan (warnings).
-func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.Snapshot, plan *serviceRecreationModel, diags *diag.Diagnostics, apply bool) {
+func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap recreation.Snapshot, plan *serviceRecreationModel, diags *diag.Diagnostics, apply bool) {
 	if on := plan.values().DNSBridge; on.IsUnknown() || on.ValueBool() || plan.ForceRemoval.ValueBool() {
 		return
 	}
@@ -170,7 +172,7 @@ func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.
 	if len(bridges) == 0 {
 		return
 	}
-	findings, notes, err := k8sops.CheckBridgeRemoval(ctx, client, bridges, snap.ServiceIPs(dnsService))
+	findings, notes, err := recreation.CheckBridgeRemoval(ctx, client, bridges, snap.ServiceIPs(dnsService))
 	if err != nil {
 		diags.AddAttributeError(path.Root("plan").AtName("dns_bridge"), "Cluster Not Readable", "Whether pods still use the DNS bridge could not be checked: "+apiErrorText(err))
 		return
@@ -183,11 +185,11 @@ func checkBridgeRemoval(ctx context.Context, client *k8sops.Client, snap k8sops.
 
 // checkOldIPBridgeRemoval reads whether removing the bridges that old_ip_bridges = "dns" asks
 // for would cut off running pods: refused at apply (errors), shown at plan (warnings).
-func checkOldIPBridgeRemoval(ctx context.Context, client *k8sops.Client, m *serviceRecreationModel, bridges []k8sops.OldIPBridge, diags *diag.Diagnostics, apply bool) {
+func checkOldIPBridgeRemoval(ctx context.Context, client *k8sops.Client, m *serviceRecreationModel, bridges []recreation.OldIPBridge, diags *diag.Diagnostics, apply bool) {
 	if len(bridges) == 0 || m.OldIPForceRemoval.ValueBool() {
 		return
 	}
-	findings, err := k8sops.CheckOldIPBridgeRemoval(ctx, client, bridges)
+	findings, err := recreation.CheckOldIPBridgeRemoval(ctx, client, bridges)
 	if err != nil {
 		diags.AddAttributeError(path.Root("old_ip_bridges"), "Cluster Not Readable", "Whether pods still use the old-IP bridges could not be checked: "+apiErrorText(err))
 		return
@@ -197,7 +199,7 @@ func checkOldIPBridgeRemoval(ctx context.Context, client *k8sops.Client, m *serv
 
 // fillBridges sets `bridges` after an apply: as planned, with the creation times of the
 // bridges made (null for a planned one whose move was not made).
-func (m *serviceRecreationModel) fillBridges(ctx context.Context, res k8sops.RecreationResult, diags *diag.Diagnostics) {
+func (m *serviceRecreationModel) fillBridges(ctx context.Context, res recreation.RecreationResult, diags *diag.Diagnostics) {
 	planned := bridgesFrom(ctx, m.Bridges, diags)
 	made := bridgesOf(res.OldIPBridgesCreated)
 	for k, b := range planned {
@@ -215,7 +217,7 @@ func (m *serviceRecreationModel) fillBridges(ctx context.Context, res k8sops.Rec
 
 // refreshBridges reads this resource's old-IP bridges from the cluster.
 func (m *serviceRecreationModel) refreshBridges(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) {
-	list, err := k8sops.ListOldIPBridges(ctx, client, m.journal().Group)
+	list, err := recreation.ListOldIPBridges(ctx, client, m.journal().Group)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", fmt.Sprintf("Reading the old-IP bridges: %s", apiErrorText(err)))
 		return

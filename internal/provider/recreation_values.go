@@ -4,6 +4,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"context"
 	"fmt"
 	"maps"
@@ -55,7 +57,7 @@ func ipsValue(ips []string, diags *diag.Diagnostics) types.List {
 	return l
 }
 
-func movesValue(moves []k8sops.Move, diags *diag.Diagnostics) types.Map {
+func movesValue(moves []recreation.Move, diags *diag.Diagnostics) types.Map {
 	out := make(map[string]attr.Value, len(moves))
 	for _, m := range moves {
 		out[m.Key] = objectValue(moveType, map[string]attr.Value{"uid": types.StringValue(m.UID), "type": types.StringValue(m.Type),
@@ -64,7 +66,7 @@ func movesValue(moves []k8sops.Move, diags *diag.Diagnostics) types.Map {
 	return mapValue(moveType, out, diags)
 }
 
-func recreatedValue(moves []k8sops.Move, diags *diag.Diagnostics) types.Map {
+func recreatedValue(moves []recreation.Move, diags *diag.Diagnostics) types.Map {
 	out := make(map[string]attr.Value, len(moves))
 	for _, m := range moves {
 		out[m.Key] = objectValue(recreatedType, map[string]attr.Value{"old_ips": ipsValue(m.OldIPs, diags), "new_ips": ipsValue(m.NewIPs, diags)}, diags)
@@ -72,7 +74,7 @@ func recreatedValue(moves []k8sops.Move, diags *diag.Diagnostics) types.Map {
 	return mapValue(recreatedType, out, diags)
 }
 
-func restoreValue(rs []k8sops.Restore, diags *diag.Diagnostics) types.Map {
+func restoreValue(rs []recreation.Restore, diags *diag.Diagnostics) types.Map {
 	out := make(map[string]attr.Value, len(rs))
 	for _, r := range rs {
 		out[r.Key] = objectValue(restoreType, map[string]attr.Value{"new_ips": ipsValue(r.NewIPs, diags), "journal": types.StringValue(r.Journal)}, diags)
@@ -105,32 +107,32 @@ type restoreModel struct {
 }
 
 // movesFrom reads a known moves value, sorted by key.
-func movesFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []k8sops.Move {
+func movesFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []recreation.Move {
 	var in map[string]moveModel
 	diags.Append(m.ElementsAs(ctx, &in, false)...)
-	out := make([]k8sops.Move, 0, len(in))
+	out := make([]recreation.Move, 0, len(in))
 	for _, k := range slices.Sorted(maps.Keys(in)) {
 		v := in[k]
-		out = append(out, k8sops.Move{Key: k, UID: v.UID, Type: v.Type, OldIPs: v.OldIPs, NewIPs: v.NewIPs})
+		out = append(out, recreation.Move{Key: k, UID: v.UID, Type: v.Type, OldIPs: v.OldIPs, NewIPs: v.NewIPs})
 	}
 	return out
 }
 
 // restoresFrom reads a known restore value (null is none), sorted by key.
-func restoresFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []k8sops.Restore {
+func restoresFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []recreation.Restore {
 	var in map[string]restoreModel
 	if !m.IsNull() {
 		diags.Append(m.ElementsAs(ctx, &in, false)...)
 	}
-	out := make([]k8sops.Restore, 0, len(in))
+	out := make([]recreation.Restore, 0, len(in))
 	for _, k := range slices.Sorted(maps.Keys(in)) {
-		out = append(out, k8sops.Restore{Key: k, NewIPs: in[k].NewIPs, Journal: in[k].Journal})
+		out = append(out, recreation.Restore{Key: k, NewIPs: in[k].NewIPs, Journal: in[k].Journal})
 	}
 	return out
 }
 
 // fillApplied sets the computed values after an apply; what the plan knew stays as planned.
-func (m *serviceRecreationModel) fillApplied(res k8sops.RecreationResult, steps k8sops.RecreationSteps, prior *serviceRecreationModel, diags *diag.Diagnostics) {
+func (m *serviceRecreationModel) fillApplied(res recreation.RecreationResult, steps recreation.RecreationSteps, prior *serviceRecreationModel, diags *diag.Diagnostics) {
 	now := types.StringValue(time.Now().UTC().Format(time.RFC3339))
 	if m.Recreated.IsUnknown() {
 		m.Recreated = recreatedValue(res.Recreated, diags)
@@ -147,7 +149,7 @@ func (m *serviceRecreationModel) fillApplied(res k8sops.RecreationResult, steps 
 		}
 	}
 	if m.DNSServiceIPs.IsUnknown() {
-		switch i := slices.IndexFunc(res.Recreated, func(mv k8sops.Move) bool { return mv.Key == steps.DNSService }); {
+		switch i := slices.IndexFunc(res.Recreated, func(mv recreation.Move) bool { return mv.Key == steps.DNSService }); {
 		case i >= 0:
 			m.DNSServiceIPs = ipsValue(res.Recreated[i].NewIPs, diags) // as it got them, planned or not
 		case prior != nil:

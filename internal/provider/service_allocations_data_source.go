@@ -2,6 +2,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"errors"
 	"math/big"
@@ -93,7 +95,7 @@ func (d *serviceAllocationsDataSource) Read(ctx context.Context, req datasource.
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	a, err := k8sops.ReadAllocations(ctx, client, stringList(ctx, m.CIDRs, &resp.Diagnostics), k8sops.AllocationOptions{
+	a, err := servicecidr.ReadAllocations(ctx, client, stringList(ctx, m.CIDRs, &resp.Diagnostics), servicecidr.AllocationOptions{
 		AlsoKeep: stringList(ctx, m.AlsoKeep, &resp.Diagnostics)})
 	if f, ok := errors.AsType[k8sops.Finding](err); ok {
 		addFindings(&resp.Diagnostics, []k8sops.Finding{f}, true)

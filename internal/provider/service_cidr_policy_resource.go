@@ -3,6 +3,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -79,10 +81,10 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 			},
 			"validation_actions": schema.SetAttribute{
 				Optional: true, Computed: true, ElementType: types.StringType,
-				Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{types.StringValue(k8sops.ActionDeny)})),
+				Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{types.StringValue(servicecidr.ActionDeny)})),
 				MarkdownDescription: "What a violation does: `Deny` (refuse the request), `Warn` (admit it and return a " +
 					"warning), `Audit` (record it in the audit log). `Deny` and `Warn` cannot be combined. Default `[\"Deny\"]`.",
-				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.ValidationActions...))},
+				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(servicecidr.ValidationActions...))},
 			},
 			"in_sync": schema.BoolAttribute{
 				Computed: true,
@@ -123,7 +125,7 @@ func (r *serviceCIDRPolicyResource) ValidateConfig(ctx context.Context, req reso
 	if slices.ContainsFunc(actions, func(a types.String) bool { return a.IsUnknown() }) {
 		return
 	}
-	if err := k8sops.ValidateValidationActions(valueStrings(actions)); err != nil {
+	if err := servicecidr.ValidateValidationActions(valueStrings(actions)); err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("validation_actions"), "Invalid Validation Actions", apiErrorText(err)+".")
 	}
 }
@@ -148,7 +150,7 @@ func (r *serviceCIDRPolicyResource) ModifyPlan(ctx context.Context, req resource
 	}
 	if !caps.AdmissionPolicyV1 {
 		resp.Diagnostics.AddAttributeError(path.Root("name"), "ValidatingAdmissionPolicy Not Served",
-			fmt.Sprintf("%s (server %s). Upgrade the cluster, or restrict ServiceCIDRs with RBAC instead.", k8sops.ErrNoAdmissionPolicyAPI, caps.ServerVersion))
+			fmt.Sprintf("%s (server %s). Upgrade the cluster, or restrict ServiceCIDRs with RBAC instead.", servicecidr.ErrNoAdmissionPolicyAPI, caps.ServerVersion))
 	}
 }
 
@@ -176,7 +178,7 @@ func (r *serviceCIDRPolicyResource) write(ctx context.Context, plan *serviceCIDR
 	if diags.HasError() {
 		return
 	}
-	if err := k8sops.ApplyServiceCIDRPolicy(ctx, client, p); err != nil {
+	if err := servicecidr.ApplyServiceCIDRPolicy(ctx, client, p); err != nil {
 		diags.AddError("ServiceCIDR Policy Not Written", apiErrorText(err)+".")
 		return
 	}
@@ -191,7 +193,7 @@ func (r *serviceCIDRPolicyResource) Read(ctx context.Context, req resource.ReadR
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	p, err := k8sops.ReadServiceCIDRPolicy(ctx, client, state.Name.ValueString())
+	p, err := servicecidr.ReadServiceCIDRPolicy(ctx, client, state.Name.ValueString())
 	if apierrors.IsNotFound(err) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -212,7 +214,7 @@ func (r *serviceCIDRPolicyResource) Delete(ctx context.Context, req resource.Del
 	if client == nil {
 		return
 	}
-	if err := k8sops.DeleteServiceCIDRPolicy(ctx, client, state.Name.ValueString()); err != nil {
+	if err := servicecidr.DeleteServiceCIDRPolicy(ctx, client, state.Name.ValueString()); err != nil {
 		resp.Diagnostics.AddError("ServiceCIDR Policy Not Deleted", apiErrorText(err)+".")
 	}
 }
@@ -232,8 +234,8 @@ type serviceCIDRPolicyModel struct {
 }
 
 // policy is the k8sops policy the model describes.
-func (m *serviceCIDRPolicyModel) policy(ctx context.Context, diags *diag.Diagnostics) k8sops.ServiceCIDRPolicy {
-	p := k8sops.ServiceCIDRPolicy{Name: m.Name.ValueString(), DenyNew: m.DenyNew.ValueBool()}
+func (m *serviceCIDRPolicyModel) policy(ctx context.Context, diags *diag.Diagnostics) servicecidr.ServiceCIDRPolicy {
+	p := servicecidr.ServiceCIDRPolicy{Name: m.Name.ValueString(), DenyNew: m.DenyNew.ValueBool()}
 	for _, s := range stringList(ctx, m.AllowedCIDRs, diags) {
 		prefix, err := k8sops.ParseCIDR(s)
 		if err != nil {
@@ -248,7 +250,7 @@ func (m *serviceCIDRPolicyModel) policy(ctx context.Context, diags *diag.Diagnos
 
 // fill copies what the cluster holds into the model. allowed_cidrs keeps the configuration's
 // spelling of a range the cluster holds in canonical form (e.g. upper-case IPv6).
-func (m *serviceCIDRPolicyModel) fill(ctx context.Context, p *k8sops.ServiceCIDRPolicy) diag.Diagnostics {
+func (m *serviceCIDRPolicyModel) fill(ctx context.Context, p *servicecidr.ServiceCIDRPolicy) diag.Diagnostics {
 	var diags, d diag.Diagnostics
 	m.Name = types.StringValue(p.Name)
 	m.DenyNew = types.BoolValue(p.DenyNew)
@@ -271,7 +273,7 @@ func (m *serviceCIDRPolicyModel) fill(ctx context.Context, p *k8sops.ServiceCIDR
 	}
 	actions := p.Actions
 	if len(actions) == 0 {
-		actions = []string{k8sops.ActionDeny} // the binding is gone: the next apply recreates it
+		actions = []string{servicecidr.ActionDeny} // the binding is gone: the next apply recreates it
 		m.InSync = types.BoolValue(false)
 	}
 	m.ValidationActions, d = types.SetValueFrom(ctx, types.StringType, actions)

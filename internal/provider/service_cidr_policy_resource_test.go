@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"strings"
@@ -84,7 +86,7 @@ func expectRefused(kube kubernetes.Interface, name, cidr string, message ...stri
 // asAPIServer is a client that acts as kube-apiserver's own identity (the admin may impersonate).
 func asAPIServer(t *testing.T, c *testcluster.Cluster) kubernetes.Interface {
 	cfg := rest.CopyConfig(c.RESTConfig)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: k8sops.APIServerUser, Groups: []string{"system:masters"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: servicecidr.APIServerUser, Groups: []string{"system:masters"}}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

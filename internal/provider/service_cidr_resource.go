@@ -2,6 +2,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +171,7 @@ func (r *serviceCIDRResource) warnDefaultRangeDeletion(ctx context.Context, req 
 	if r.data == nil || r.data.client == nil {
 		return
 	}
-	if held, err := k8sops.BridgesHolding(ctx, r.data.client, name.ValueString()); err == nil && len(held) > 0 {
+	if held, err := recreation.BridgesHolding(ctx, r.data.client, name.ValueString()); err == nil && len(held) > 0 {
 		resp.Diagnostics.AddWarning("Bridges Live in This Range", fmt.Sprintf("ServiceCIDR %s holds the IPs of %d bridges of "+
 			"k8scidr_service_recreation, and no other Ready range does: %s. Its deletion cannot finish while they exist, and a "+
 			"bridge an interrupted apply still has to make could not get its IP. Remove the bridges first (old_ip_bridges = "+
@@ -182,7 +185,7 @@ func (r *serviceCIDRResource) warnDefaultRangeDeletion(ctx context.Context, req 
 	if err != nil {
 		return // Destroy reports cluster errors itself.
 	}
-	if risk := k8sops.DefaultRangeDeletionRisk(caps); risk != "" {
+	if risk := servicecidr.DefaultRangeDeletionRisk(caps); risk != "" {
 		resp.Diagnostics.AddWarning("Deleting the Default ServiceCIDR Stops Service Creation", risk)
 	}
 }
@@ -206,7 +209,7 @@ func (r *serviceCIDRResource) Create(ctx context.Context, req resource.CreateReq
 		return
 	}
 	ctx, warnings := k8sops.CollectWarnings(ctx)
-	sc, err := k8sops.CreateServiceCIDR(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
+	sc, err := servicecidr.CreateServiceCIDR(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
 	addServerWarnings(&resp.Diagnostics, warnings)
 	if err != nil {
 		resp.Diagnostics.AddError("ServiceCIDR Not Created", apiErrorText(err)+". "+serviceCIDRRefusalHint(err))
@@ -252,7 +255,7 @@ func (r *serviceCIDRResource) Update(ctx context.Context, req resource.UpdateReq
 	if plan.CIDRs.Equal(state.CIDRs) {
 		sc, err = k8sops.GetServiceCIDR(ctx, client, plan.Name.ValueString())
 	} else {
-		sc, err = k8sops.AppendServiceCIDRFamily(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
+		sc, err = servicecidr.AppendServiceCIDRFamily(ctx, client, plan.Name.ValueString(), stringList(ctx, plan.CIDRs, &resp.Diagnostics))
 	}
 	addServerWarnings(&resp.Diagnostics, warnings)
 	if err != nil {
@@ -272,17 +275,17 @@ func (r *serviceCIDRResource) Delete(ctx context.Context, req resource.DeleteReq
 		return
 	}
 	name := state.Name.ValueString()
-	err := k8sops.DeleteServiceCIDR(ctx, client, name, state.WaitForDeletion.ValueBool())
+	err := servicecidr.DeleteServiceCIDR(ctx, client, name, state.WaitForDeletion.ValueBool())
 	if err == nil {
 		return
 	}
 	detail := err.Error()
-	if errors.Is(err, k8sops.ErrServiceCIDRHeld) {
+	if errors.Is(err, servicecidr.ErrServiceCIDRHeld) {
 		detail += ". Move or delete those Services first (k8scidr_service_recreation), or set wait_for_deletion = false " +
 			"to leave the range Terminating, where it takes no new allocations."
 		listCtx, cancelList := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancelList()
-		if held, herr := k8sops.BridgesHolding(listCtx, client, name); herr == nil && len(held) > 0 {
+		if held, herr := recreation.BridgesHolding(listCtx, client, name); herr == nil && len(held) > 0 {
 			detail += fmt.Sprintf(" Bridges of k8scidr_service_recreation hold it: %s; they go when old_ip_bridges is set "+
 				"to \"dns\" (old-IP bridges) or dns_bridge to false (the DNS bridge).", strings.Join(held, "; "))
 		}

@@ -3,6 +3,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"context"
 	"fmt"
 	"maps"
@@ -77,12 +79,12 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree)}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true,
 				MarkdownDescription: "Namespace of the recreation journal (ConfigMaps labelled `k8scidr.io/journal`). Default `" +
-					k8sops.DefaultJournalNamespace + "`.",
+					recreation.DefaultJournalNamespace + "`.",
 				Validators: []validator.String{namespaceName()}},
 			"journal_group": schema.StringAttribute{Optional: true, Computed: true,
 				MarkdownDescription: "Whose journal this is (label `k8scidr.io/journal-group`): give each migration of a cluster " +
 					"applied side by side (e.g. one per namespace group) its own, so that none restores or removes another's " +
-					"entries. The recreation takes it with the rest of this data source. Default `" + k8sops.DefaultJournalGroup + "`.",
+					"entries. The recreation takes it with the rest of this data source. Default `" + recreation.DefaultJournalGroup + "`.",
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 63), stringvalidator.RegexMatches(labelValueRegexp,
 					"must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")}},
 			"dns_bridge": schema.BoolAttribute{Optional: true, Computed: true,
@@ -172,17 +174,17 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	journal := k8sops.Journal{Namespace: stringOr(m.JournalNamespace, k8sops.DefaultJournalNamespace),
-		Group: stringOr(m.JournalGroup, k8sops.DefaultJournalGroup)}
-	snap, err := k8sops.TakeSnapshot(ctx, client, journal, false)
+	journal := recreation.Journal{Namespace: stringOr(m.JournalNamespace, recreation.DefaultJournalNamespace),
+		Group: stringOr(m.JournalGroup, recreation.DefaultJournalGroup)}
+	snap, err := recreation.TakeSnapshot(ctx, client, journal, false)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
 	}
 	o := m.options(ctx, &resp.Diagnostics)
-	p := k8sops.PlanRecreation(snap, o)
+	p := recreation.PlanRecreation(snap, o)
 	if len(p.Errors) == 0 {
-		switch note, err := k8sops.PlanAdmission(ctx, client, snap, &p, admissionParallelism); {
+		switch note, err := recreation.PlanAdmission(ctx, client, snap, &p, admissionParallelism); {
 		case err != nil:
 			resp.Diagnostics.AddWarning("Admission Not Asked", "Which moves admission would refuse could not be asked at plan: "+
 				apiErrorText(err)+". The apply asks before each delete and lists the refused ones in not_moved.")
@@ -193,7 +195,7 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 	addFindings(&resp.Diagnostics, p.Errors, true)
 	if !resp.Diagnostics.HasError() {
 		// The same static checks the recreation makes of this value: an outage is refused here, at plan.
-		addFindings(&resp.Diagnostics, k8sops.ValidatePlanned(k8sops.PlannedRecreation{TargetCIDRs: o.TargetCIDRs,
+		addFindings(&resp.Diagnostics, recreation.ValidatePlanned(recreation.PlannedRecreation{TargetCIDRs: o.TargetCIDRs,
 			Moves: p.Moves, Restore: p.Restore, First: p.First, DNSService: p.DNSService, DNSBridge: o.DNSBridge,
 			DNSBridgeOffReason: m.DNSBridgeOffReason.ValueString()}), true)
 	}
@@ -240,11 +242,11 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 		keep[i] = c.String()
 	}
 	m.KeepCIDRs = ipsValue(keep, &resp.Diagnostics)
-	m.Bridges = bridgesValue(bridgesOf(slices.DeleteFunc(p.OldIPBridges, func(b k8sops.OldIPBridge) bool { return b.Group != journal.Group })), &resp.Diagnostics)
+	m.Bridges = bridgesValue(bridgesOf(slices.DeleteFunc(p.OldIPBridges, func(b recreation.OldIPBridge) bool { return b.Group != journal.Group })), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-func restoreKeys(rs []k8sops.Restore) string {
+func restoreKeys(rs []recreation.Restore) string {
 	keys := make([]string, len(rs))
 	for i, r := range rs {
 		keys[i] = r.Key
@@ -252,14 +254,14 @@ func restoreKeys(rs []k8sops.Restore) string {
 	return strings.Join(keys, ", ")
 }
 
-func (m *serviceMovesModel) options(ctx context.Context, diags *diag.Diagnostics) k8sops.RecreationOptions {
+func (m *serviceMovesModel) options(ctx context.Context, diags *diag.Diagnostics) recreation.RecreationOptions {
 	set := func(s types.Set) []string {
 		var out []string
 		diags.Append(s.ElementsAs(ctx, &out, false)...)
 		slices.Sort(out)
 		return out
 	}
-	o := k8sops.RecreationOptions{
+	o := recreation.RecreationOptions{
 		TargetCIDRs: stringList(ctx, m.TargetCIDRs, diags), Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces),
 		Selector: m.Selector.ValueString(), Exclude: set(m.Exclude), IncludeLoadBalancers: m.IncludeLoadBalancers.ValueBool(),
 		IncludeOwned: m.IncludeOwned.ValueBool(), IPAssignment: stringOr(m.IPAssignment, k8sops.PreserveOffset),

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -218,7 +220,7 @@ func checkBridged(t *testing.T, kube kubernetes.Interface, ns string, before map
 		t.Fatal(err)
 	}
 	for key, old := range before {
-		bkey := ns + "/" + k8sops.OldIPBridgeName(ns, old.Name, old.Spec.ClusterIPs)
+		bkey := ns + "/" + recreation.OldIPBridgeName(ns, old.Name, old.Spec.ClusterIPs)
 		b, ok := now[bkey]
 		switch {
 		case !ok:
@@ -377,7 +379,7 @@ data "k8scidr_service_moves" "after" {
 	applied := time.Now()
 	checkBridged(t, c.Kube, ns, before)
 	bridgeOf := func(key string) string {
-		return k8sops.OldIPBridgeName(ns, before[key].Name, before[key].Spec.ClusterIPs)
+		return recreation.OldIPBridgeName(ns, before[key].Name, before[key].Spec.ClusterIPs)
 	}
 	movesBridges, _ := w.stateValue("data.k8scidr_service_moves.after", "bridges").(map[string]any)
 	if b, _ := movesBridges[ns+"/"+bridgeOf(ns+"/s001")].(map[string]any); len(movesBridges) != len(before) || b["service"] != ns+"/s001" {
@@ -435,12 +437,12 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
 	}
 	checkBridged(t, c.Kube, ns, before)
-	cms, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+	cms, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cm := range cms.Items {
-		var entries []k8sops.JournalEntry
+		var entries []recreation.JournalEntry
 		if err := json.Unmarshal([]byte(cm.Data["entries.json"]), &entries); err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +503,7 @@ func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bname := k8sops.OldIPBridgeName(ns, "s000", before[ns+"/s000"].Spec.ClusterIPs)
+	bname := recreation.OldIPBridgeName(ns, "s000", before[ns+"/s000"].Spec.ClusterIPs)
 	bridge, err := c.Kube.CoreV1().Services(ns).Get(ctx, bname, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -509,17 +511,17 @@ func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
 	copyOf := func(s *corev1.Service) corev1.Service {
 		return corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels}, Spec: s.Spec}
 	}
-	entry := k8sops.JournalEntry{Key: ns + "/s000", OldIPs: before[ns+"/s000"].Spec.ClusterIPs, Service: copyOf(moved),
+	entry := recreation.JournalEntry{Key: ns + "/s000", OldIPs: before[ns+"/s000"].Spec.ClusterIPs, Service: copyOf(moved),
 		Endpoints: &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ns}, Subsets: ep.Subsets},
 		Written:   time.Now().UTC()}
 	b := copyOf(bridge)
 	entry.Bridge = &b
-	data, err := json.Marshal([]k8sops.JournalEntry{entry})
+	data, err := json.Marshal([]recreation.JournalEntry{entry})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "k8scidr-journal-killed", Labels: map[string]string{k8sops.JournalLabel: "service-recreation"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "k8scidr-journal-killed", Labels: map[string]string{recreation.JournalLabel: "service-recreation"}},
 		Data:       map[string]string{"entries.json": string(data)},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -17,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -36,10 +37,10 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 	c := startCluster(t, testcluster.Options{})
 	ctx := context.Background()
 	client := clientFor(c)
-	if _, err := k8sops.CreateServiceCIDR(ctx, client, "new", []string{"172.24.0.0/15"}); err != nil {
+	if _, err := servicecidr.CreateServiceCIDR(ctx, client, "new", []string{"172.24.0.0/15"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k8sops.WaitServiceCIDRReady(ctx, client, "new"); err != nil {
+	if _, err := servicecidr.WaitServiceCIDRReady(ctx, client, "new"); err != nil {
 		t.Fatal(err)
 	}
 	f := fixture{t, c.Kube}

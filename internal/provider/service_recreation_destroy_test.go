@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"context"
 	"encoding/json"
 	"slices"
@@ -10,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -39,13 +40,13 @@ func TestAccServiceRecreation_destroyWithJournal(t *testing.T) {
 	// What an apply killed between the delete and the create of app/lost leaves: its journal entry.
 	lost := ipService("lost", "ClusterIP", "172.24.10.30")
 	lost.Namespace = "app"
-	entries, err := json.Marshal([]k8sops.JournalEntry{{Key: "app/lost", OldIPs: []string{"100.64.10.30"}, Service: *lost, Written: time.Now().UTC()}})
+	entries, err := json.Marshal([]recreation.JournalEntry{{Key: "app/lost", OldIPs: []string{"100.64.10.30"}, Service: *lost, Written: time.Now().UTC()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Kube.CoreV1().ConfigMaps(k8sops.DefaultJournalNamespace).Create(context.Background(), &corev1.ConfigMap{
+	_, err = c.Kube.CoreV1().ConfigMaps(recreation.DefaultJournalNamespace).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "k8scidr-journal-test", Labels: map[string]string{
-			k8sops.JournalLabel: "service-recreation", k8sops.JournalGroupLabel: k8sops.DefaultJournalGroup}},
+			recreation.JournalLabel: "service-recreation", recreation.JournalGroupLabel: recreation.DefaultJournalGroup}},
 		Data: map[string]string{"entries.json": string(entries)},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -228,7 +231,7 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 	ctx := context.Background()
 	gate, open := faultGate(t, "BEFORE_DELETE")
 	cmd, out := first.start([]string{gate}, "apply", "tfplan")
-	journal := k8sops.Journal{Namespace: "kube-system"}
+	journal := recreation.Journal{Namespace: "kube-system"}
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil // the lease is taken before the journal is written
 	})
@@ -397,7 +400,7 @@ func TestAccServiceRecreation_oldRangeRetired(t *testing.T) {
 	const ns = "retired"
 	c, before, config := movingCluster(t, ns, 80)
 	ctx := context.Background()
-	if err := k8sops.DeleteServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName, false); err != nil {
+	if err := servicecidr.DeleteServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName, false); err != nil {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"maps"
@@ -104,7 +107,7 @@ func TestAccServiceRecreation_secondMigration(t *testing.T) {
 	f.service("app", ipService("web", "ClusterIP", "100.64.1.5"))
 	f.waitReadySlice("app", "web")
 	second := netip.MustParsePrefix("10.100.0.0/16")
-	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "second", []string{second.String()}); err != nil {
+	if _, err := servicecidr.CreateServiceCIDR(context.Background(), clientFor(c), "second", []string{second.String()}); err != nil {
 		t.Fatal(err)
 	}
 	const bridges = `  old_ip_bridges = "all"`
@@ -252,7 +255,7 @@ func TestAccServiceRecreation_bridgeEndpointsNotPruned(t *testing.T) {
 	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
 	w.planFile()
 	w.applyFile()
-	bname := k8sops.OldIPBridgeName("app", "ext", []string{"100.64.1.7"})
+	bname := recreation.OldIPBridgeName("app", "ext", []string{"100.64.1.7"})
 	copied, err := c.Kube.CoreV1().Endpoints("app").Get(context.Background(), bname, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the bridge %s has no Endpoints: %v", bname, err)
@@ -285,7 +288,7 @@ func TestAccServiceRecreation_interruptSweepsCopies(t *testing.T) {
 	c := targetCluster(t)
 	before := bridgeServices(t, c, ns, n) // s000 and s010 selector-less, the rest select Deployment backend
 	third := netip.MustParsePrefix("10.100.0.0/16")
-	if _, err := k8sops.CreateServiceCIDR(context.Background(), clientFor(c), "third", []string{third.String()}); err != nil {
+	if _, err := servicecidr.CreateServiceCIDR(context.Background(), clientFor(c), "third", []string{third.String()}); err != nil {
 		t.Fatal(err)
 	}
 	made := watchCopies(t, c.Kube, ns)

@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -41,7 +44,7 @@ func dnsService(name string, ips ...string) *corev1.Service {
 func setKubeletClusterDNS(t *testing.T, c *testcluster.Cluster, ip string) {
 	t.Helper()
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k8sops.KubeletConfigMap, Namespace: "kube-system"},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: recreation.KubeletConfigMap, Namespace: "kube-system"},
 		Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- " + ip + "\nclusterDomain: cluster.local\n"}}
 	api := c.Kube.CoreV1().ConfigMaps("kube-system")
 	if _, err := api.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
@@ -85,7 +88,7 @@ func TestAccServiceRecreation_clusterDNSFoundAsItIs(t *testing.T) {
 	if got := after["kube-system/coredns"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.0.10"}) {
 		t.Errorf("coredns at %v, want [172.24.0.10]", got)
 	}
-	bridge, ok := after["kube-system/"+k8sops.DefaultDNSBridgeName]
+	bridge, ok := after["kube-system/"+recreation.DefaultDNSBridgeName]
 	if !ok || !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) || bridge.Spec.Selector["k8s-app"] != "kube-dns" {
 		t.Errorf("no DNS bridge on coredns's old IP 100.64.0.10: %+v", bridge)
 	}
@@ -119,7 +122,7 @@ func TestAccServiceRecreation_dualStackDNSOneFamilyStays(t *testing.T) {
 	if got := after["kube-system/kube-dns"].Spec.ClusterIPs; !slices.Equal(got, []string{"172.24.0.10", "fd00:10::a"}) {
 		t.Errorf("kube-dns at %v, want [172.24.0.10 fd00:10::a]", got)
 	}
-	bridge := after["kube-system/"+k8sops.DefaultDNSBridgeName]
+	bridge := after["kube-system/"+recreation.DefaultDNSBridgeName]
 	if !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) || !slices.Equal(bridge.Spec.IPFamilies, []corev1.IPFamily{corev1.IPv4Protocol}) {
 		t.Errorf("bridge at %v %v, want the IPv4 that moved only", bridge.Spec.ClusterIPs, bridge.Spec.IPFamilies)
 	}
@@ -264,7 +267,7 @@ func TestAccServiceRecreation_bridgeRetried(t *testing.T) {
 	w.planFile()
 	expect(t, "planned restore", w.planned(recreationAddr, "plan.restore"), knownvalue.MapSizeExact(1))
 	w.applyFile()
-	bridge, ok := servicesIn(t, c.Kube, "kube-system")["kube-system/"+k8sops.DefaultDNSBridgeName]
+	bridge, ok := servicesIn(t, c.Kube, "kube-system")["kube-system/"+recreation.DefaultDNSBridgeName]
 	if !ok || !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.10"}) {
 		t.Errorf("no bridge on kube-dns's old IP after the retry: %+v", bridge)
 	}
@@ -431,7 +434,7 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 // journalObjects counts the recreation journal's ConfigMaps in kube-system.
 func journalObjects(t *testing.T, c *testcluster.Cluster) int {
 	t.Helper()
-	list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+	list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -885,7 +888,7 @@ func TestAccServiceRecreation_journalPerResource(t *testing.T) {
 	requireOwnCluster(t)
 	c := startCluster(t, testcluster.Options{})
 	ctx := context.Background()
-	if _, err := k8sops.CreateServiceCIDR(ctx, clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+	if _, err := servicecidr.CreateServiceCIDR(ctx, clientFor(c), "new", []string{faultTarget.String()}); err != nil {
 		t.Fatal(err)
 	}
 	f := fixture{t, c.Kube}
@@ -1010,7 +1013,7 @@ func TestAccServiceRecreation_bridgeRemovalSafe(t *testing.T) {
 	w.applyFile()
 	ctx := context.Background()
 	bridgeThere := func() bool {
-		_, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, k8sops.DefaultDNSBridgeName, metav1.GetOptions{})
+		_, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, recreation.DefaultDNSBridgeName, metav1.GetOptions{})
 		return err == nil
 	}
 	if !bridgeThere() {

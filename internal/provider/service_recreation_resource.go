@@ -2,6 +2,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"context"
 	"fmt"
 	"maps"
@@ -82,7 +85,7 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"before the DNS move (or before the last change of kubeadm's `kube-system/kubelet-config`) still runs, or " +
 					"while kubelet-config's `clusterDNS` still names the bridge's IP. Default `false`.",
 			},
-			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(k8sops.DefaultDNSBridgeName),
+			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(recreation.DefaultDNSBridgeName),
 				MarkdownDescription: "Name of the DNS bridge Service, beside the cluster DNS Service. A bridge keeps the old " +
 					"IPs of one move: when the DNS Service moves again while a bridge exists (a second migration), the new bridge " +
 					"on the IPs it frees then is `<name>-<hash>`, and both stay until `dns_bridge` is switched off, which removes " +
@@ -90,10 +93,10 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 				Validators: []validator.String{stringvalidator.RegexMatches(dns1035LabelRegexp,
 					"must be a Service name: a DNS-1035 label (at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit)"),
 					stringvalidator.LengthBetween(1, 63)}},
-			"parallelism": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(k8sops.DefaultParallelism),
+			"parallelism": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(recreation.DefaultParallelism),
 				MarkdownDescription: fmt.Sprintf("Most Services in flight at once. The apply runs fewer while "+
 					"kube-controller-manager is slow to write the new Services' EndpointSlices, steering each Service's "+
-					"downtime (delete to a ready EndpointSlice) to about 150 ms. Default `%d`.", k8sops.DefaultParallelism),
+					"downtime (delete to a ready EndpointSlice) to about 150 ms. Default `%d`.", recreation.DefaultParallelism),
 				Validators: []validator.Int64{int64validator.Between(1, 200)}},
 			"endpoint_wait": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultEndpointWait),
 				MarkdownDescription: "How long a moved Service that had ready endpoints may wait for kube-controller-manager " +
@@ -139,7 +142,7 @@ func (r *serviceRecreationResource) ValidateConfig(ctx context.Context, req reso
 	}
 	v := m.values()
 	checkPlanNames(v, &resp.Diagnostics)
-	addFindings(&resp.Diagnostics, planFindings(k8sops.ValidatePlanned(m.planned(ctx, &resp.Diagnostics))), true)
+	addFindings(&resp.Diagnostics, planFindings(recreation.ValidatePlanned(m.planned(ctx, &resp.Diagnostics))), true)
 }
 
 // ModifyPlan plans the computed values from the configuration and prior state only, and reads
@@ -185,8 +188,8 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	}
 	plan.planBridges(ctx, prior, p, &resp.Diagnostics)
 	work := len(p.Moves) > 0 || len(p.Restore) > 0
-	dnsMoves := p.DNSService != "" && (slices.ContainsFunc(p.Moves, func(m k8sops.Move) bool { return m.Key == p.DNSService }) ||
-		slices.ContainsFunc(p.Restore, func(m k8sops.Restore) bool { return m.Key == p.DNSService }))
+	dnsMoves := p.DNSService != "" && (slices.ContainsFunc(p.Moves, func(m recreation.Move) bool { return m.Key == p.DNSService }) ||
+		slices.ContainsFunc(p.Restore, func(m recreation.Restore) bool { return m.Key == p.DNSService }))
 	switch {
 	case work:
 		plan.Recreated, plan.NotMoved, plan.CompletedAt = types.MapUnknown(recreatedType), types.MapUnknown(types.StringType), types.StringUnknown()
@@ -211,7 +214,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 		checkOldIPBridgeRemoval(ctx, r.data.client, &plan, checked, &resp.Diagnostics, false)
 	}
 	if work && r.data != nil && r.data.client != nil {
-		found, err := k8sops.RecreationHazards(ctx, r.data.client, p)
+		found, err := preflight.RecreationHazards(ctx, r.data.client, p)
 		warnHazards(found, err, &resp.Diagnostics)
 		warnBridgeQuota(ctx, r.data.client, &plan, p, dnsMoves, &resp.Diagnostics)
 	}
@@ -220,7 +223,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 // warnBridgeQuota warns where a namespace's ResourceQuota leaves no room for the bridges this
 // apply creates there: the moves whose bridge does not fit are not made (the apply asks
 // admission before each delete). The moves themselves need no room: each delete frees it.
-func warnBridgeQuota(ctx context.Context, c *k8sops.Client, plan *serviceRecreationModel, p k8sops.PlannedRecreation, dnsMoves bool, diags *diag.Diagnostics) {
+func warnBridgeQuota(ctx context.Context, c *k8sops.Client, plan *serviceRecreationModel, p recreation.PlannedRecreation, dnsMoves bool, diags *diag.Diagnostics) {
 	need := map[string]int{}
 	for key, b := range bridgesFrom(ctx, plan.Bridges, diags) {
 		if b.CreatedAt.IsUnknown() { // made by this apply
@@ -232,7 +235,7 @@ func warnBridgeQuota(ctx context.Context, c *k8sops.Client, plan *serviceRecreat
 		ns, _, _ := strings.Cut(p.DNSService, "/")
 		need[ns]++
 	}
-	short, err := k8sops.ServiceQuotaShortfalls(ctx, c, need)
+	short, err := recreation.ServiceQuotaShortfalls(ctx, c, need)
 	if err != nil {
 		diags.AddWarning("Service Quotas Not Read", "Whether ResourceQuotas leave room for the bridges this apply creates "+
 			"could not be checked: "+apiErrorText(err)+". A move whose bridge a full quota refuses is not made.")
@@ -261,7 +264,7 @@ func (r *serviceRecreationResource) checkJournalChange(ctx context.Context, plan
 	if !pv.JournalNamespace.Equal(sv.JournalNamespace) {
 		at = path.Root("plan").AtName("journal_namespace")
 	}
-	left, err := k8sops.JournalLeftovers(ctx, r.data.client, state.journal())
+	left, err := recreation.JournalLeftovers(ctx, r.data.client, state.journal())
 	switch {
 	case err != nil:
 		diags.AddAttributeError(at, "Old Journal Not Readable", fmt.Sprintf("The journal changes from %s to %s, and the old "+
@@ -280,14 +283,14 @@ func (r *serviceRecreationResource) checkJournalChange(ctx context.Context, plan
 // may not. Terraform plans each resource again at apply, so a saved plan made before the journal
 // filled stops here too, before anything changes. It returns the journal it read, for the
 // plan's other checks.
-func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation, diags *diag.Diagnostics) []k8sops.JournalEntry {
+func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, plan *serviceRecreationModel, p recreation.PlannedRecreation, diags *diag.Diagnostics) []recreation.JournalEntry {
 	if r.data == nil || r.data.client == nil {
 		return nil
 	}
-	journal, err := k8sops.ReadJournal(ctx, r.data.client, plan.journal())
+	journal, err := recreation.ReadJournal(ctx, r.data.client, plan.journal())
 	var left []string
 	if err == nil {
-		left, err = k8sops.UnrestoredJournal(ctx, r.data.client, journal, p)
+		left, err = recreation.UnrestoredJournal(ctx, r.data.client, journal, p)
 	}
 	switch {
 	case err != nil:
@@ -307,18 +310,18 @@ func (r *serviceRecreationResource) checkJournalRestored(ctx context.Context, pl
 // warnNotReady reads what the apply will refuse to start without, and warns: a target or bridge
 // IP that no Ready range serves, counting the ServiceCIDRs this run creates first (the apply
 // re-checks live).
-func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serviceRecreationModel, p k8sops.PlannedRecreation,
-	journal []k8sops.JournalEntry, diags *diag.Diagnostics) {
+func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serviceRecreationModel, p recreation.PlannedRecreation,
+	journal []recreation.JournalEntry, diags *diag.Diagnostics) {
 	if r.data == nil || r.data.client == nil || plan.DNSBridgeName.IsUnknown() {
 		return
 	}
-	snap, err := k8sops.TakeBridgeSnapshot(ctx, r.data.client, p.DNSService, plan.DNSBridgeName.ValueString(), journal)
+	snap, err := recreation.TakeBridgeSnapshot(ctx, r.data.client, p.DNSService, plan.DNSBridgeName.ValueString(), journal)
 	if err != nil {
 		diags.AddWarning("Cluster Not Readable", "The plan could not check that the target ranges are served: "+apiErrorText(err))
 		return
 	}
 	snap.Ranges = r.data.rangesWithPlanned(snap.Ranges)
-	addFindings(diags, planFindings(k8sops.RecreationPreflight(snap, p, plan.bridge())), false)
+	addFindings(diags, planFindings(recreation.RecreationPreflight(snap, p, plan.bridge())), false)
 	checkBridgeRemoval(ctx, r.data.client, snap, plan, diags, false)
 }
 
@@ -354,10 +357,10 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		return false
 	}
 	planned := plan.planned(ctx, diags)
-	if addFindings(diags, planFindings(k8sops.ValidatePlanned(planned)), true); diags.HasError() {
+	if addFindings(diags, planFindings(recreation.ValidatePlanned(planned)), true); diags.HasError() {
 		return false
 	}
-	snap, err := k8sops.TakeSnapshot(ctx, client, plan.journal(), true)
+	snap, err := recreation.TakeSnapshot(ctx, client, plan.journal(), true)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return false
@@ -374,7 +377,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	for _, b := range checked {
 		bridges.RemoveOldIPs = append(bridges.RemoveOldIPs, b.Key())
 	}
-	steps, errs := k8sops.PrepareRecreation(snap, planned, bridges)
+	steps, errs := recreation.PrepareRecreation(snap, planned, bridges)
 	if addFindings(diags, planFindings(errs), true); diags.HasError() {
 		return false
 	}
@@ -389,7 +392,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 			fmt.Sprintf("The journal in %s holds entries the plan did not show for %d Services (%s): an apply interrupted "+
 				"after this plan was made. They are left as they are; plan again: the plan then shows them under restore.", plan.journal(), len(steps.Unplanned), strings.Join(steps.Unplanned, ", ")))
 	}
-	res, err := k8sops.ExecuteRecreation(ctx, client, snap, steps, k8sops.ExecOptions{
+	res, err := recreation.ExecuteRecreation(ctx, client, snap, steps, recreation.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
 		SliceWait:       plan.endpointWait(),
 		Log:             func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) },
@@ -448,7 +451,7 @@ func (r *serviceRecreationResource) refuseDestroyWithJournal(ctx context.Context
 		return
 	}
 	j := state.journal()
-	left, err := k8sops.JournalLeftovers(ctx, client, j)
+	left, err := recreation.JournalLeftovers(ctx, client, j)
 	switch {
 	case err != nil:
 		diags.AddError("Journal Not Readable", fmt.Sprintf("Destroying k8scidr_service_recreation forgets its journal %s, "+
@@ -475,14 +478,14 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		return
 	}
 	v := recreationPlanModel{TargetCIDRs: ipsValue(cidrs, &resp.Diagnostics), DNSService: types.StringNull(), DNSBridge: types.BoolValue(true),
-		DNSBridgeOffReason: types.StringNull(), JournalNamespace: types.StringValue(k8sops.DefaultJournalNamespace),
-		JournalGroup: types.StringValue(k8sops.DefaultJournalGroup)}
+		DNSBridgeOffReason: types.StringNull(), JournalNamespace: types.StringValue(recreation.DefaultJournalNamespace),
+		JournalGroup: types.StringValue(recreation.DefaultJournalGroup)}
 	m := serviceRecreationModel{
 		ID: types.StringValue(strings.Join(cidrs, ",")), Plan: v.converged(&resp.Diagnostics),
-		DNSBridgeName: types.StringValue(k8sops.DefaultDNSBridgeName), Parallelism: types.Int64Value(k8sops.DefaultParallelism),
+		DNSBridgeName: types.StringValue(recreation.DefaultDNSBridgeName), Parallelism: types.Int64Value(recreation.DefaultParallelism),
 		EndpointWait: types.StringValue(defaultEndpointWait),
 		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
-		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType), OldIPBridges: types.StringValue(k8sops.BridgesDNS),
+		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType), OldIPBridges: types.StringValue(recreation.BridgesDNS),
 		OldIPBridgeTTL: types.StringNull(), OldIPForceRemoval: types.BoolNull(), Bridges: bridgesValue(nil, &resp.Diagnostics),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType})},
 	}
@@ -498,9 +501,9 @@ var faultHold = func(string) func(context.Context, string) { return nil }
 func (m *serviceRecreationModel) plannedKnown() bool { return fullyKnown(m.Plan) }
 
 // planned is what the apply does, from known configuration.
-func (m *serviceRecreationModel) planned(ctx context.Context, diags *diag.Diagnostics) k8sops.PlannedRecreation {
+func (m *serviceRecreationModel) planned(ctx context.Context, diags *diag.Diagnostics) recreation.PlannedRecreation {
 	v := m.values()
-	p := k8sops.PlannedRecreation{TargetCIDRs: stringList(ctx, v.TargetCIDRs, diags), Moves: movesFrom(ctx, v.Moves, diags),
+	p := recreation.PlannedRecreation{TargetCIDRs: stringList(ctx, v.TargetCIDRs, diags), Moves: movesFrom(ctx, v.Moves, diags),
 		Restore: restoresFrom(ctx, v.Restore, diags), DNSService: v.DNSService.ValueString(), DNSBridge: v.DNSBridge.ValueBool(),
 		DNSBridgeOffReason: v.DNSBridgeOffReason.ValueString()}
 	if !v.FirstMoves.IsNull() {
@@ -509,8 +512,8 @@ func (m *serviceRecreationModel) planned(ctx context.Context, diags *diag.Diagno
 	return p
 }
 
-func (m *serviceRecreationModel) bridge() k8sops.BridgeOptions {
-	return k8sops.BridgeOptions{Enabled: m.values().DNSBridge.ValueBool(), Name: m.DNSBridgeName.ValueString(),
+func (m *serviceRecreationModel) bridge() recreation.BridgeOptions {
+	return recreation.BridgeOptions{Enabled: m.values().DNSBridge.ValueBool(), Name: m.DNSBridgeName.ValueString(),
 		OldIPs: m.OldIPBridges.ValueString(), Group: m.journal().Group}
 }
 
@@ -546,8 +549,8 @@ func (m *serviceRecreationModel) endpointWait() time.Duration {
 }
 
 // journal is the journal the plan's data source read, which this resource writes.
-func (m *serviceRecreationModel) journal() k8sops.Journal {
+func (m *serviceRecreationModel) journal() recreation.Journal {
 	v := m.values()
-	return k8sops.Journal{Namespace: stringOr(v.JournalNamespace, k8sops.DefaultJournalNamespace),
-		Group: stringOr(v.JournalGroup, k8sops.DefaultJournalGroup)}
+	return recreation.Journal{Namespace: stringOr(v.JournalNamespace, recreation.DefaultJournalNamespace),
+		Group: stringOr(v.JournalGroup, recreation.DefaultJournalGroup)}
 }

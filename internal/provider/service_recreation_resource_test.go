@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+
 	"context"
 	"fmt"
 	"maps"
@@ -81,7 +84,7 @@ func (f fixture) deployment(ns, name string, labels map[string]string) {
 			},
 		},
 	}
-	if labels[k8sops.DNSServiceLabel] == "kube-dns" {
+	if labels[recreation.DNSServiceLabel] == "kube-dns" {
 		// CoreDNS as installers ship it: it resolves upstream through the node, not through itself.
 		d.Spec.Template.Spec.DNSPolicy = corev1.DNSDefault
 	}
@@ -314,7 +317,7 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	w.converged()
 	expect(t, "completed_at after removing the bridge", w.stateValue(recreationAddr, "completed_at"), knownvalue.StringExact(fmt.Sprint(completedAt)))
 	expect(t, "recreated after removing the bridge", w.stateValue(recreationAddr, "recreated"), recreatedCheck(late))
-	_, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), k8sops.DefaultDNSBridgeName, metav1.GetOptions{})
+	_, err := c.Kube.CoreV1().Services("kube-system").Get(context.Background(), recreation.DefaultDNSBridgeName, metav1.GetOptions{})
 	assertGone(t, err, "the DNS bridge after dns_bridge = false")
 
 	importThenForget(t, w, c.Kube, strings.Join(cidrs, ","))
@@ -457,17 +460,17 @@ func checkMoved(kube kubernetes.Interface, before map[string]corev1.Service, mov
 		if !reflect.DeepEqual(specWithoutIPs(old), specWithoutIPs(now)) {
 			problems = append(problems, fmt.Sprintf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(old), specWithoutIPs(now)))
 		}
-		if key == k8sops.DNSServiceKey {
+		if key == recreation.DNSServiceKey {
 			dnsRV = now.ResourceVersion
 		}
 	}
 	// Resource versions follow etcd's revision: kube-dns was written before every other move.
 	for key := range moves {
-		if key != k8sops.DNSServiceKey && len(after[key].ResourceVersion) > 0 && rvLess(after[key].ResourceVersion, dnsRV) {
+		if key != recreation.DNSServiceKey && len(after[key].ResourceVersion) > 0 && rvLess(after[key].ResourceVersion, dnsRV) {
 			problems = append(problems, key+" was recreated before kube-dns")
 		}
 	}
-	bridge, ok := after["kube-system/"+k8sops.DefaultDNSBridgeName]
+	bridge, ok := after["kube-system/"+recreation.DefaultDNSBridgeName]
 	if !ok || bridge.Spec.ClusterIP != "100.64.0.10" || bridge.Spec.Selector["k8s-app"] != "kube-dns" || bridge.Labels[k8sops.DNSBridgeLabel] != "true" {
 		problems = append(problems, fmt.Sprintf("DNS bridge wrong: %+v", bridge))
 	}
@@ -483,7 +486,7 @@ func checkMoved(kube kubernetes.Interface, before map[string]corev1.Service, mov
 	if err != nil || len(webSlices.Items) == 0 || webSlices.Items[0].OwnerReferences[0].UID != after["app/web"].UID {
 		problems = append(problems, fmt.Sprintf("app/web has no EndpointSlice for its new UID: %v", err))
 	}
-	cms, err := kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: k8sops.JournalLabel})
+	cms, err := kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil || len(cms.Items) > 0 {
 		problems = append(problems, fmt.Sprintf("journal left behind: %v %d", err, len(cms.Items)))
 	}
@@ -609,16 +612,16 @@ func TestAccServiceRecreation_bridgeOutsideReadyRange(t *testing.T) {
 	f := fixture{t, c.Kube}
 	ctx := context.Background()
 	client := clientFor(c)
-	if _, err := k8sops.CreateServiceCIDR(ctx, client, "old2", []string{"10.200.0.0/24"}); err != nil {
+	if _, err := servicecidr.CreateServiceCIDR(ctx, client, "old2", []string{"10.200.0.0/24"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k8sops.WaitServiceCIDRReady(ctx, client, "old2"); err != nil {
+	if _, err := servicecidr.WaitServiceCIDRReady(ctx, client, "old2"); err != nil {
 		t.Fatal(err)
 	}
 	dns := ipService("kube-dns", "ClusterIP", "10.200.0.10")
 	dns.Spec.Selector = map[string]string{"k8s-app": "kube-dns"}
 	f.service("kube-system", dns)
-	if err := k8sops.DeleteServiceCIDR(ctx, client, "old2", false); err != nil {
+	if err := servicecidr.DeleteServiceCIDR(ctx, client, "old2", false); err != nil {
 		t.Fatal(err)
 	}
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))

@@ -1,13 +1,13 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // recreationHCL is a k8scidr_service_moves data source "this" with dataArgs and the
@@ -52,7 +52,7 @@ resource "k8scidr_workload_roll" %[1]q {
 func handPlan(set map[string]string) string {
 	attrs := map[string]string{"target_cidrs": `["172.24.0.0/15"]`, "moves": "{}", "restore": "{}", "first_moves": "[]",
 		"dns_service": "null", "dns_bridge": "true", "dns_bridge_off_reason": "null",
-		"journal_namespace": strconv.Quote(k8sops.DefaultJournalNamespace), "journal_group": strconv.Quote(k8sops.DefaultJournalGroup)}
+		"journal_namespace": strconv.Quote(recreation.DefaultJournalNamespace), "journal_group": strconv.Quote(recreation.DefaultJournalGroup)}
 	maps.Copy(attrs, set)
 	var b strings.Builder
 	b.WriteString("  plan = {\n")

@@ -3,6 +3,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
+
 	"context"
 	"fmt"
 	"regexp"
@@ -98,11 +101,11 @@ func cidrValidator() stringCheck {
 	}}
 }
 
-// calicoSelectorValidator accepts what Calico's selector parser accepts (k8sops.ValidateCalicoSelector):
+// calicoSelectorValidator accepts what Calico's selector parser accepts (calico.ValidateCalicoSelector):
 // crd.projectcalico.org/v1 would store a broken selector, and Calico's IPAM would then skip the pool.
 func calicoSelectorValidator() stringCheck {
 	return stringCheck{`must be a Calico selector, such as all() or zone == "a" && !has(edge)`, "Invalid Calico Selector", func(s string) string {
-		if err := k8sops.ValidateCalicoSelector(s); err != nil {
+		if err := calico.ValidateCalicoSelector(s); err != nil {
 			return fmt.Sprintf("%q is not a selector Calico can parse (%v); Calico would skip the pool on every node. "+
 				`Write it as Calico's selector syntax, e.g. all() or zone == "a" && !has(edge).`, s, err)
 		}
@@ -142,5 +145,5 @@ func labelSelectorValidator() stringCheck {
 // workloadKeyValidator accepts namespace/kind/name workload keys and namespace/pod/name pod keys.
 func workloadKeyValidator() stringCheck {
 	return stringCheck{"must be namespace/kind/name (kind deployment, statefulset or daemonset), or namespace/pod/name",
-		"Invalid Workload", func(s string) string { return errText(k8sops.ValidateRollKey(s)) }}
+		"Invalid Workload", func(s string) string { return errText(workloadroll.ValidateRollKey(s)) }}
 }

@@ -3,6 +3,8 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
+
 	"context"
 	"net/netip"
 	"time"
@@ -17,8 +19,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 var (
@@ -63,7 +63,7 @@ func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.Sche
 				Validators:          []validator.String{labelSelectorValidator()}},
 			"kinds": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Workload kinds rolled: `Deployment`, `StatefulSet`, `DaemonSet`. Default: all three.",
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(k8sops.RollKinds...))}},
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(workloadroll.RollKinds...))}},
 			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: podCIDRsDescription + " Unset, pod addresses are no trigger (set this or `started_before`).",
 				Validators:          []validator.List{listvalidator.ValueStringsAre(cidrValidator())}},
@@ -109,25 +109,25 @@ func (d *workloadRestartsDataSource) Read(ctx context.Context, req datasource.Re
 		return
 	}
 	o := m.options(ctx, &resp.Diagnostics)
-	snap, err := k8sops.TakeRollSnapshot(ctx, client)
+	snap, err := workloadroll.TakeRollSnapshot(ctx, client)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return
 	}
-	p := k8sops.PlanRoll(snap, o)
+	p := workloadroll.PlanRoll(snap, o)
 	m.Workloads = ipsValue(p.Order, &resp.Diagnostics)
 	m.Pods = pendingValue(p.Pending, &resp.Diagnostics)
 	m.Unmanaged = stringMapValue(p.Unmanaged, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-func (m *workloadRestartsModel) options(ctx context.Context, diags *diag.Diagnostics) k8sops.RollOptions {
+func (m *workloadRestartsModel) options(ctx context.Context, diags *diag.Diagnostics) workloadroll.RollOptions {
 	set := func(s types.Set) []string {
 		var out []string
 		diags.Append(s.ElementsAs(ctx, &out, false)...)
 		return out
 	}
-	o := k8sops.RollOptions{Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces), Kinds: set(m.Kinds),
+	o := workloadroll.RollOptions{Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces), Kinds: set(m.Kinds),
 		EvictBarePods: m.EvictBarePods.ValueBool(), Triggers: triggers(ctx, m.PodCIDRs, m.StartedBefore, diags)}
 	if !m.Selector.IsNull() {
 		o.Selector, _ = labels.Parse(m.Selector.ValueString())
@@ -136,8 +136,8 @@ func (m *workloadRestartsModel) options(ctx context.Context, diags *diag.Diagnos
 }
 
 // triggers reads pod_cidrs and started_before, validated already.
-func triggers(ctx context.Context, podCIDRs types.List, startedBefore types.String, diags *diag.Diagnostics) k8sops.Triggers {
-	var t k8sops.Triggers
+func triggers(ctx context.Context, podCIDRs types.List, startedBefore types.String, diags *diag.Diagnostics) workloadroll.Triggers {
+	var t workloadroll.Triggers
 	for _, c := range stringList(ctx, podCIDRs, diags) {
 		if p, err := netip.ParsePrefix(c); err == nil {
 			t.PodCIDRs = append(t.PodCIDRs, p)

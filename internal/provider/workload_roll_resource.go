@@ -2,6 +2,9 @@
 package provider
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
+
 	"context"
 	"fmt"
 	"maps"
@@ -25,8 +28,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 var (
@@ -152,7 +153,7 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 		plan.Rolled, plan.NotRolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType), types.StringUnknown()
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		if fullyKnown(plan.Include) {
-			r.warnMissing(ctx, k8sops.NormalizeRollKeys(stringList(ctx, plan.Include, &resp.Diagnostics)), &resp.Diagnostics)
+			r.warnMissing(ctx, workloadroll.NormalizeRollKeys(stringList(ctx, plan.Include, &resp.Diagnostics)), &resp.Diagnostics)
 		}
 		return
 	}
@@ -172,7 +173,7 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 	r.warnMissing(ctx, p.Include, &resp.Diagnostics)
 	if (len(p.Workloads) > 0 || len(p.Include) > 0) && r.data != nil && r.data.client != nil {
-		found, err := k8sops.RollHazards(ctx, r.data.client, p)
+		found, err := preflight.RollHazards(ctx, r.data.client, p)
 		warnHazards(found, err, &resp.Diagnostics)
 	}
 }
@@ -182,7 +183,7 @@ func (r *workloadRollResource) warnMissing(ctx context.Context, include []string
 	if len(include) == 0 || r.data == nil || r.data.client == nil {
 		return
 	}
-	missing, err := k8sops.MissingWorkloads(ctx, r.data.client, include)
+	missing, err := workloadroll.MissingWorkloads(ctx, r.data.client, include)
 	if err != nil {
 		diags.AddWarning("Cluster Not Readable", "The plan could not check that the included workloads exist: "+apiErrorText(err))
 	}
@@ -224,18 +225,18 @@ func (r *workloadRollResource) apply(ctx context.Context, plan, prior *workloadR
 	if client == nil {
 		return false
 	}
-	snap, err := k8sops.TakeRollSnapshot(ctx, client)
+	snap, err := workloadroll.TakeRollSnapshot(ctx, client)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return false
 	}
-	steps := k8sops.PrepareRoll(snap, p)
+	steps := workloadroll.PrepareRoll(snap, p)
 	if len(steps.NotRolled) > 0 {
 		diags.AddWarning("Planned Restarts That No Longer Apply Were Not Made",
 			fmt.Sprintf("%d planned workloads were left alone (listed in not_rolled):\n%s\nThe next plan shows what still matches.",
 				len(steps.NotRolled), describeMap(steps.NotRolled)))
 	}
-	rolled, err := k8sops.ExecuteRoll(ctx, client, steps, k8sops.RollExecOptions{
+	rolled, err := workloadroll.ExecuteRoll(ctx, client, steps, workloadroll.RollExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), Wait: plan.WaitForRollout.ValueBool(),
 		ContinueOnError: plan.ContinueOnError.ValueBool(),
 		Log:             func(format string, args ...any) { tflog.Info(ctx, fmt.Sprintf(format, args...)) },
@@ -310,15 +311,15 @@ func (r *workloadRollResource) Delete(context.Context, resource.DeleteRequest, *
 
 // planned is what the apply does, from known configuration: the listed workloads, and the
 // included ones the prior state did not include yet (all of them on create).
-func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollModel, diags *diag.Diagnostics) k8sops.PlannedRoll {
+func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollModel, diags *diag.Diagnostics) workloadroll.PlannedRoll {
 	v := m.values()
-	p := k8sops.PlannedRoll{Workloads: stringList(ctx, v.Workloads, diags), First: stringList(ctx, m.First, diags),
+	p := workloadroll.PlannedRoll{Workloads: stringList(ctx, v.Workloads, diags), First: stringList(ctx, m.First, diags),
 		Triggers: triggers(ctx, v.PodCIDRs, v.StartedBefore, diags)}
 	var before []string
 	if prior != nil {
 		before = stringList(ctx, prior.Include, diags)
 	}
-	p.Include = k8sops.NewlyIncluded(before, stringList(ctx, m.Include, diags))
+	p.Include = workloadroll.NewlyIncluded(before, stringList(ctx, m.Include, diags))
 	return p
 }
 

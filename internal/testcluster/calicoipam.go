@@ -5,6 +5,8 @@
 package testcluster
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+
 	"context"
 	"fmt"
 	"net/netip"
@@ -13,8 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // CalicoIPAMProgram is the program in BinDir that runs Calico's IPAM (tools/testbin.sh builds it).
@@ -124,7 +124,7 @@ func (i *CalicoIPAM) AssignTunnel(ctx context.Context, node, encap string) (neti
 // behind.
 func (i *CalicoIPAM) AssignLeaked(ctx context.Context, namespace, pod, node string) (netip.Addr, error) {
 	return i.assign(ctx, "-handle", podHandlePrefix+"leaked-"+namespace+"-"+pod, "-node", node,
-		"-attr", k8sops.AttrNamespace+"="+namespace, "-attr", k8sops.AttrPod+"="+pod)
+		"-attr", calico.AttrNamespace+"="+namespace, "-attr", calico.AttrPod+"="+pod)
 }
 
 func (i *CalicoIPAM) assign(ctx context.Context, args ...string) (netip.Addr, error) {

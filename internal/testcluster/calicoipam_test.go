@@ -1,6 +1,8 @@
 package testcluster
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+
 	"context"
 	"net/netip"
 	"testing"
@@ -67,15 +69,15 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 	}
 	for _, p := range pods {
 		ip := netip.MustParseAddr(p.Status.PodIP)
-		if !old.Contains(ip) || p.Annotations[k8sops.AnnotationPodIP] != ip.String()+"/32" {
-			t.Errorf("pod %s: IP %s, annotation %q; want an address of %s in both", p.Name, ip, p.Annotations[k8sops.AnnotationPodIP], old)
+		if !old.Contains(ip) || p.Annotations[calico.AnnotationPodIP] != ip.String()+"/32" {
+			t.Errorf("pod %s: IP %s, annotation %q; want an address of %s in both", p.Name, ip, p.Annotations[calico.AnnotationPodIP], old)
 		}
 	}
 	hostPods, err := c.WaitPods(ctx, "default", "app=host", 1, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := hostPods[0].Annotations[k8sops.AnnotationPodIP]; a != "" {
+	if a := hostPods[0].Annotations[calico.AnnotationPodIP]; a != "" {
 		t.Errorf("hostNetwork pod got %s from the pool", a)
 	}
 
@@ -83,7 +85,7 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := k8sops.Calico(ctx, client)
+	api, err := calico.Calico(ctx, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	usage := k8sops.UsageOf(old, blocks)
+	usage := calico.UsageOf(old, blocks)
 	if usage.Used != 4 || usage.Blocks < 1 || usage.Blocks > 2 {
 		t.Errorf("usage of %s: %+v, want 4 used in 1 or 2 blocks", old, usage)
 	}
@@ -152,7 +154,7 @@ func TestCalicoIPAM_assignsRecordsAndReleases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if left = k8sops.UsageOf(old, blocks).Blocks; left == 0 {
+		if left = calico.UsageOf(old, blocks).Blocks; left == 0 {
 			break
 		}
 		waitABit()

@@ -8,6 +8,10 @@
 package main
 
 import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -193,7 +197,7 @@ func census(ctx context.Context, c *testcluster.Cluster, client *k8sops.Client) 
 			out.services[rangeOf(ip, oldServices, newServices)]++
 		}
 	}
-	a, err := k8sops.ListPodAllocations(ctx, client, []netip.Prefix{oldPods, newPods}, nil)
+	a, err := workloadroll.ListPodAllocations(ctx, client, []netip.Prefix{oldPods, newPods}, nil)
 	if err != nil {
 		return out, err
 	}
@@ -232,12 +236,12 @@ func printTable(before, after counts) {
 }
 
 func overlaps(ctx context.Context, client *k8sops.Client) error {
-	ranges, err := k8sops.GatherRanges(ctx, client)
+	ranges, err := preflight.GatherRanges(ctx, client)
 	if err != nil {
 		return err
 	}
-	ranges = append(ranges, k8sops.NamedRange{Kind: k8sops.RangeReserved, Name: "tailscale", CIDR: tailscale})
-	conflicts := k8sops.FindConflicts(ranges)
+	ranges = append(ranges, preflight.NamedRange{Kind: preflight.RangeReserved, Name: "tailscale", CIDR: tailscale})
+	conflicts := preflight.FindConflicts(ranges)
 	onPurpose := 0
 	for _, cf := range conflicts {
 		fmt.Printf("  %-14s %-28s %-18s overlaps %s %s in %s\n", cf.A.Kind, cf.A.Name, cf.A.CIDR, cf.B.Kind, cf.B.Name, cf.Overlap)
@@ -257,8 +261,8 @@ func overlaps(ctx context.Context, client *k8sops.Client) error {
 }
 
 // keepRange says whether r is a keep-range of examples/migration (a ServiceCIDR keep-…).
-func keepRange(r k8sops.NamedRange) bool {
-	return r.Kind == k8sops.RangeServiceCIDR && strings.HasPrefix(r.Name, "keep-")
+func keepRange(r preflight.NamedRange) bool {
+	return r.Kind == preflight.RangeServiceCIDR && strings.HasPrefix(r.Name, "keep-")
 }
 
 // retireDefaultRange is KEP-1880 steps 5-7 after the flag change: the apiserver restarts on the
@@ -269,7 +273,7 @@ func retireDefaultRange(ctx context.Context, c *testcluster.Cluster, client *k8s
 		return err
 	}
 	fmt.Println("kube-apiserver restarted with --service-cluster-ip-range=" + newServices.String())
-	if err := k8sops.DeleteServiceCIDR(ctx, client, k8sops.DefaultServiceCIDRName, false); err != nil {
+	if err := servicecidr.DeleteServiceCIDR(ctx, client, k8sops.DefaultServiceCIDRName, false); err != nil {
 		return err
 	}
 	fmt.Println("kubectl delete servicecidr kubernetes   # Terminating while default/kubernetes holds 100.64.0.1")

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package k8sops
-
-// processID is empty where a process cannot be named safely across containers: a lease holder
-// there is taken for alive until its lease expires.
-func processID() string { return "" }
-
-func processGone(string) bool { return false }

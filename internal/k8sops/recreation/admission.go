@@ -1,0 +1,332 @@
+// Admission before the delete: a Service is deleted only once the apiserver has said, without
+// writing anything, that it would admit its recreation (and its bridges).
+package recreation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+// AdmissionRefusal asks the apiserver whether admission (mutating and validating webhooks,
+// ValidatingAdmissionPolicies, the built-in plugins) would let svc be created, by a server-side
+// dry-run create; it returns admission's message when it would not, "" when it would. held are
+// IPs another Service holds until the delete (the IPs the move keeps): they, and node ports,
+// are left to the dry run's allocator, since the apiserver allocates before it validates and an
+// address or port still held would be refused for that alone. The planned IPs are kept: a policy
+// on the address (a range it must lie in) sees the address the create will send, and a dry run
+// that fails in the allocation for a reason of its own (dryRunMiss) is asked again. An object of the same name that
+// exists answers AlreadyExists, which the apiserver checks after admission: admitted. A quota
+// that is full is no refusal of a move (its delete frees the room); the caller says whether it
+// is for a new object. A transient failure is an error: nothing is known, nothing is deleted.
+func AdmissionRefusal(ctx context.Context, c *k8sops.Client, svc *corev1.Service, held []string, quotaRefuses bool) (string, error) {
+	try := svc.DeepCopy()
+	try.ResourceVersion, try.UID = "", ""
+	if kept := slices.DeleteFunc(slices.Clone(try.Spec.ClusterIPs), func(ip string) bool { return slices.Contains(held, ip) }); len(kept) != len(try.Spec.ClusterIPs) {
+		try.Spec.ClusterIPs, try.Spec.ClusterIP, try.Spec.IPFamilies = kept, "", nil
+		if len(kept) > 0 {
+			try.Spec.ClusterIP = kept[0]
+		}
+	}
+	for i := range try.Spec.Ports {
+		try.Spec.Ports[i].NodePort = 0
+	}
+	try.Spec.HealthCheckNodePort = 0
+	api := c.Kube.CoreV1().Services(try.Namespace)
+	for range dryRunTries {
+		err := k8sops.RetryWrite(ctx, func(bool) error {
+			_, err := api.Create(ctx, try, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: c.FieldManager})
+			return err
+		}, rangeNotLoaded)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return "", nil
+		case quotaExceeded(err):
+			if quotaRefuses {
+				return err.Error(), nil
+			}
+			return "", nil
+		case dryRunMiss(err):
+			continue // asked again, the apiserver picks a range anew
+		case takenIP(err, try.Spec.ClusterIPs) >= 0:
+			// Another client took the planned IP: the create probes further, so does this.
+			i := takenIP(err, try.Spec.ClusterIPs)
+			try.Spec.ClusterIPs, try.Spec.IPFamilies = slices.Delete(try.Spec.ClusterIPs, i, i+1), nil
+			try.Spec.ClusterIP = ""
+			if len(try.Spec.ClusterIPs) > 0 {
+				try.Spec.ClusterIP = try.Spec.ClusterIPs[0]
+			}
+			continue
+		case ctx.Err() != nil || k8sops.Transient(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err):
+			return "", fmt.Errorf("asking admission whether %s/%s can be created (a dry run): %w", try.Namespace, try.Name, err)
+		default:
+			return err.Error(), nil
+		}
+	}
+	return "", fmt.Errorf("asking admission whether %s/%s can be created: %d dry runs failed in the apiserver's IP "+
+		"allocation, before admission (its IPs taken by other clients, or no Ready ServiceCIDR with room picked); nothing was deleted",
+		try.Namespace, try.Name, dryRunTries)
+}
+
+// dryRunTries bounds the dry runs of one AdmissionRefusal. The pick of a range (dryRunMiss) is
+// not uniform: the first entry of a small Go map comes first 7 times in 8, so the range holding
+// the address may be picked only 1 time in 8 (measured: 63 of 80 first dry runs missed with the
+// old default range Terminating); 128 tries all miss with odds of (7/8)^128, about 4e-8.
+const dryRunTries = 128
+
+// dryRunMiss: the dry run failed in the apiserver's IP allocation, which comes before admission,
+// for a reason of the dry run's own. MetaAllocator.DryRun (kubernetes
+// pkg/registry/core/service/ipallocator/cidrallocator.go, 1.29 to 1.37) answers with the
+// allocator of one ServiceCIDR taken in a map's random order, Terminating ranges included, not
+// the one holding the address: one that does not hold it ("is not in the valid range"), a
+// Terminating one ("allocator not ready": the state of an old range retired before the move,
+// where 63 of 80 moves were refused before this was asked again) or, where the address is left
+// to it (one still held: a bridge's), a full one ("range is full": a keep-range) fails it. A real create allocates from the right
+// range.
+func dryRunMiss(err error) bool {
+	msg := err.Error()
+	if apierrors.IsInvalid(err) {
+		return strings.Contains(msg, "is not in the valid range") || strings.Contains(msg, "allocator not ready")
+	}
+	return apierrors.IsInternalError(err) && strings.Contains(msg, "range is full")
+}
+
+// admitted checks, right before the delete, that admission would create the Service's copy and
+// the bridges its move creates. It returns the reason the move is not made, "" when it is.
+func (x *executor) admitted(ctx context.Context, old *corev1.Service, e JournalEntry) (string, error) {
+	mayRefuse := x.guards.current(ctx, x.c)
+	held := ipStrings(k8sops.ClusterIPs(old))
+	if mayRefuse(&e.Service, false) {
+		refusal, err := AdmissionRefusal(ctx, x.c, &e.Service, held, false)
+		if err != nil || refusal != "" {
+			return admissionReason("its recreation", refusal, true), err
+		}
+	}
+	bridges := []*corev1.Service{e.Bridge}
+	if e.Key == x.dnsKey {
+		bridges = append(bridges, x.bridge)
+	}
+	for _, b := range bridges {
+		if b == nil || !mayRefuse(b, true) {
+			continue
+		}
+		// The bridge takes the old IPs once they are free: the dry run lets them be allocated.
+		// It is a Service more: a full quota refuses it, and an old IP left unbridged would cut
+		// off the clients still using it, so the move waits until the quota has room.
+		refusal, err := AdmissionRefusal(ctx, x.c, b, slices.Concat(held, b.Spec.ClusterIPs), true)
+		if err != nil || refusal != "" {
+			return admissionReason("its bridge "+b.Namespace+"/"+b.Name, refusal, true), err
+		}
+	}
+	return "", nil
+}
+
+// admissionGuards is what may refuse a Service create beyond the built-in plugins (policies and
+// webhooks matching it: admissionConfigs) and the namespaces whose ResourceQuota counts
+// Services, listed again at most every admissionRelist: a policy rolled out during a long apply
+// is known within that time. The dry run before a delete is asked only where one of them could
+// refuse, or the built-in DenyServiceExternalIPs plugin (a Service with externalIPs), which no
+// API lists: elsewhere nothing can, and each dry run costs requests (the dry run's range pick
+// takes 8 on average: dryRunTries). The zero value is ready; a failed listing asks everywhere.
+type admissionGuards struct {
+	mu       sync.Mutex
+	listedAt time.Time
+	configs  []string
+	quotas   map[string]bool
+	err      error
+}
+
+const admissionRelist = 2 * time.Second
+
+// current returns whether admission may refuse svc (isNew: a Service more, which a full quota
+// refuses), by the listing of at most admissionRelist ago.
+func (g *admissionGuards) current(ctx context.Context, c *k8sops.Client) func(svc *corev1.Service, isNew bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.listedAt.IsZero() || time.Since(g.listedAt) >= admissionRelist {
+		g.configs, g.err = admissionConfigs(ctx, c)
+		if g.err == nil {
+			g.quotas, g.err = serviceQuotaNamespaces(ctx, c)
+		}
+		g.listedAt = time.Now()
+	}
+	everywhere, quotas := g.err != nil || len(g.configs) > 0, g.quotas
+	return func(svc *corev1.Service, isNew bool) bool {
+		return everywhere || len(svc.Spec.ExternalIPs) > 0 || (isNew && quotas[svc.Namespace])
+	}
+}
+
+// admissionReason says what admission refused, and how to move on: atApply, nothing was deleted.
+func admissionReason(what, refusal string, atApply bool) string {
+	if refusal == "" {
+		return ""
+	}
+	if atApply {
+		return fmt.Sprintf("admission would refuse %s (a dry-run create, before the delete, answered: %s); nothing was deleted. "+
+			"Allow it in the policy or webhook, or leave the Service out of the move", what, refusal)
+	}
+	return fmt.Sprintf("admission would refuse %s (a dry-run create at plan answered: %s). Allow it in the policy or "+
+		"webhook and plan again, or leave the Service out of the move", what, refusal)
+}
+
+// admissionConfigs lists what may refuse a Service create beyond the built-in plugins:
+// ValidatingAdmissionPolicies and webhooks whose rules match it (the provider's own policies
+// left out; servicePolicies says which API versions).
+func admissionConfigs(ctx context.Context, c *k8sops.Client) ([]string, error) {
+	var found []string
+	k := c.Kube.AdmissionregistrationV1()
+	vwc, err := k.ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing ValidatingWebhookConfigurations: %w", err)
+	}
+	for _, cfg := range vwc.Items {
+		for _, w := range cfg.Webhooks {
+			if len(k8sops.MatchesCreate(w.Rules, "services")) > 0 {
+				found = append(found, "ValidatingWebhookConfiguration "+cfg.Name)
+			}
+		}
+	}
+	mwc, err := k.MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing MutatingWebhookConfigurations: %w", err)
+	}
+	for _, cfg := range mwc.Items {
+		for _, w := range cfg.Webhooks {
+			if len(k8sops.MatchesCreate(w.Rules, "services")) > 0 {
+				found = append(found, "MutatingWebhookConfiguration "+cfg.Name)
+			}
+		}
+	}
+	policies, err := servicePolicies(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Compact(append(found, policies...)), nil
+}
+
+// servicePolicies names the ValidatingAdmissionPolicies whose rules match Service creates (the
+// provider's own left out): admissionregistration.k8s.io/v1 from 1.30, v1beta1 on a 1.29 whose
+// feature gate serves it; neither served counts as none.
+func servicePolicies(ctx context.Context, c *k8sops.Client) ([]string, error) {
+	var found []string
+	add := func(name string, labels map[string]string, rules []admissionv1.RuleWithOperations) {
+		if labels["app.kubernetes.io/managed-by"] != "k8scidr" && len(k8sops.MatchesCreate(rules, "services")) > 0 {
+			found = append(found, "ValidatingAdmissionPolicy "+name)
+		}
+	}
+	v1, err := c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, p := range v1.Items {
+			if p.Spec.MatchConstraints != nil {
+				add(p.Name, p.Labels, ruleOps(p.Spec.MatchConstraints.ResourceRules, func(r admissionv1.NamedRuleWithOperations) admissionv1.RuleWithOperations {
+					return r.RuleWithOperations
+				}))
+			}
+		}
+		return found, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("listing ValidatingAdmissionPolicies: %w", err)
+	}
+	beta, err := c.Kube.AdmissionregistrationV1beta1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing ValidatingAdmissionPolicies (v1beta1): %w", err)
+	}
+	for _, p := range beta.Items {
+		if p.Spec.MatchConstraints != nil {
+			add(p.Name, p.Labels, ruleOps(p.Spec.MatchConstraints.ResourceRules, func(r admissionv1beta1.NamedRuleWithOperations) admissionv1.RuleWithOperations {
+				return r.RuleWithOperations
+			}))
+		}
+	}
+	return found, nil
+}
+
+func ruleOps[R any](rules []R, op func(R) admissionv1.RuleWithOperations) []admissionv1.RuleWithOperations {
+	out := make([]admissionv1.RuleWithOperations, len(rules))
+	for i, r := range rules {
+		out[i] = op(r)
+	}
+	return out
+}
+
+// PlanAdmission asks admission, at plan, about each move of p: where a ValidatingAdmissionPolicy
+// or webhook matches Service creates, it dry-runs each copy (as the apply does before each
+// delete) and turns the moves admission refuses into skips, so that the reviewed plan shows
+// them. Without such a policy it asks nothing. An identity that may not create Services (a
+// read-only plan role) cannot ask: the note says so, and the apply asks. A refused move of a
+// Service in First is an error finding.
+func PlanAdmission(ctx context.Context, c *k8sops.Client, snap Snapshot, p *RecreationPlan, parallelism int) (note string, err error) {
+	if len(p.Moves) == 0 {
+		return "", nil
+	}
+	configs, err := admissionConfigs(ctx, c)
+	if err != nil || len(configs) == 0 {
+		return "", err
+	}
+	byKey := map[string]*corev1.Service{}
+	for i := range snap.Services {
+		byKey[k8sops.SvcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	refused := make([]string, len(p.Moves))
+	sem := make(chan struct{}, max(parallelism, 1))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for i, m := range p.Moves {
+		svc := byKey[m.Key]
+		if svc == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r, err := AdmissionRefusal(ctx, c, recreationCopy(svc, m.NewIPs), ipStrings(k8sops.ClusterIPs(svc)), false)
+			mu.Lock()
+			defer mu.Unlock()
+			refused[i] = r
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	var kept []Move
+	for i, m := range p.Moves {
+		switch r := refused[i]; {
+		case r == "":
+			kept = append(kept, m)
+		case strings.Contains(r, `cannot create resource "services"`):
+			return fmt.Sprintf("%s admit Service creates by rules only the apiserver evaluates, and this identity may "+
+				"not create Services, so it could not ask (a dry run) which moves they refuse. The apply asks before each "+
+				"delete and lists the refused ones in not_moved.", strings.Join(configs, ", ")), nil
+		case slices.Contains(p.First, m.Key):
+			p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("first"), Summary: "Admission Refuses a First Move",
+				Detail: fmt.Sprintf("%s is moved first, and %s.", m.Key, admissionReason("its recreation", r, false))})
+			kept = append(kept, m)
+		default:
+			p.Skipped[m.Key] = admissionReason("its recreation", r, false)
+		}
+	}
+	p.Moves = kept
+	return "", nil
+}

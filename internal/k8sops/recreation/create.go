@@ -1,0 +1,129 @@
+// Creating a moved Service at its planned IPs, and what the allocator's refusals mean: an IP
+// another client took mid-apply (the next free address of the range instead), or a range the
+// allocator has not loaded yet.
+package recreation
+
+import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+
+	"context"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// create creates svc; when another client took a planned IP mid-apply it takes the next free
+// address of the same target range and says so, since the old Service is already gone. A full
+// quota is waited for (quotaExceeded).
+func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) (*corev1.Service, error) {
+	api := x.c.Kube.CoreV1().Services(svc.Namespace)
+	planned := slices.Clone(svc.Spec.ClusterIPs)
+	for attempt := 0; ; attempt++ {
+		var created *corev1.Service
+		err := k8sops.RetryWrite(ctx, func(again bool) error {
+			var err error
+			created, err = api.Create(ctx, svc, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			if again && (apierrors.IsAlreadyExists(err) || takenIP(err, svc.Spec.ClusterIPs) >= 0) {
+				// The earlier attempt may have created it: then it has this name and these IPs.
+				cur, getErr := api.Get(ctx, svc.Name, metav1.GetOptions{})
+				switch {
+				case getErr == nil && slices.Equal(cur.Spec.ClusterIPs, svc.Spec.ClusterIPs):
+					created, err = cur, nil
+				case getErr != nil && !apierrors.IsNotFound(getErr):
+					err = getErr
+				}
+			}
+			return err
+		}, rangeNotLoaded, quotaExceeded)
+		if err == nil {
+			if !slices.Equal(created.Spec.ClusterIPs, planned) {
+				x.note("%s got %v instead of the planned %v: another client took a planned IP during the apply.",
+					key, created.Spec.ClusterIPs, planned)
+			}
+			return created, nil
+		}
+		if apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("%s: another client (a controller?) created it again between our delete and create; "+
+				"its journaled copy is kept: compare, then delete the journal entry's Service or let the next apply settle it", key)
+		}
+		taken := takenIP(err, svc.Spec.ClusterIPs)
+		if taken < 0 || attempt >= 16 {
+			return nil, fmt.Errorf("%s: creating at %v: %w", key, svc.Spec.ClusterIPs, err)
+		}
+		ip, _ := netip.ParseAddr(svc.Spec.ClusterIPs[taken])
+		next, ok := x.nextFree(ip)
+		if !ok {
+			return nil, fmt.Errorf("%s: creating at %v: %w; no further address of the target is free of planned IPs", key, planned, err)
+		}
+		svc.Spec.ClusterIPs[taken] = next.String()
+		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
+	}
+}
+
+// nextFree is the next address after ip inside ip's target range, wrapping at its end, that a
+// Service can have and no move or restore of this apply is planned to take.
+func (x *executor) nextFree(ip netip.Addr) (netip.Addr, bool) {
+	t, ok := k8sops.TargetFor(x.targets, ip)
+	if !ok || !t.Contains(ip) {
+		return netip.Addr{}, false
+	}
+	for n := ip; ; {
+		if n = n.Next(); !n.IsValid() || !t.Contains(n) {
+			n = t.Addr() // wrap; the network address itself is unusable and skipped below
+		}
+		if n == ip {
+			return netip.Addr{}, false
+		}
+		if _, bad := unusableTargetIP(x.targets, n); !bad && !x.planned[n] {
+			return n, true
+		}
+	}
+}
+
+// rangeNotLoaded is the allocator's answer for an IP of a range it does not know (yet): right
+// after kube-apiserver starts, until it has read the ServiceCIDRs, a Ready range is refused
+// like this for a moment (found by TestAccRestart_midApply). The plan checked that a Ready
+// ServiceCIDR serves the target, so the create is retried.
+func rangeNotLoaded(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "does not match the current range")
+}
+
+// quotaExceeded is a ResourceQuota's refusal. Right after a move's delete the namespace's quota
+// may still count the deleted Service: its usage is recalculated by the quota controller, not
+// by the delete, so a namespace at its services quota refuses the copy for a moment. The
+// create is retried (retryWrite's attempts); a quota another client filled meanwhile fails it,
+// and the journal keeps the Service for the next apply.
+func quotaExceeded(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
+// takenIP finds which of ips an "already allocated" error names, or -1. The apiserver names the
+// IP in the message ("failed to allocate IP 172.24.0.10: provided IP is already allocated") on
+// the field spec.clusterIPs as a whole, so the IP is parsed from there and compared as an
+// address: a substring test would take 172.24.0.1 for 172.24.0.10.
+func takenIP(err error, ips []string) int {
+	if !apierrors.IsInvalid(err) {
+		return -1
+	}
+	for _, m := range allocFailedRE.FindAllStringSubmatch(err.Error(), -1) {
+		if !strings.Contains(m[2], "already allocated") {
+			continue
+		}
+		named, perr := netip.ParseAddr(m[1])
+		if perr != nil {
+			continue
+		}
+		if i := slices.IndexFunc(ips, func(s string) bool { ip, err := netip.ParseAddr(s); return err == nil && ip == named }); i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+var allocFailedRE = regexp.MustCompile(`failed to allocate IP ([0-9A-Fa-f:.]+): ([^;\]]*)`)

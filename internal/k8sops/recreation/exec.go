@@ -1,0 +1,289 @@
+// Executing a Service recreation plan: journal, delete, create, verify — in bounded batches,
+// paced by the EndpointSlices kube-controller-manager writes for the new Services.
+package recreation
+
+import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ExecOptions shape how a plan is carried out.
+type ExecOptions struct {
+	Parallelism int
+	// Journal is where moves are journaled and which journal is settled: the resource's own.
+	Journal Journal
+	// SliceWait bounds the wait for a moved Service's EndpointSlice; past it the move is
+	// reported, not failed (the Service exists with its IPs). Default 2 minutes.
+	SliceWait time.Duration
+	// Log receives one line per batch; nil discards.
+	Log func(msg string, fields map[string]any)
+	// WindowTarget is the unavailability per Service the run steers its concurrency to;
+	// default DefaultWindowTarget. Parallelism stays the upper bound.
+	WindowTarget time.Duration
+	// HoldAfterDelete is fault injection for crash tests, nil otherwise: every move calls it
+	// between delete and create, so a kill lands while Services are gone. HoldBeforeDelete is
+	// called between a move's journal write and its delete, so a test can change the Service
+	// meanwhile. Each gets the apply's context and the Service's key, and returns when the test
+	// lets the move go on, or when ctx ends (the apply is interrupted).
+	HoldAfterDelete  func(ctx context.Context, key string)
+	HoldBeforeDelete func(ctx context.Context, key string)
+}
+
+// RecreationResult is what an apply did.
+type RecreationResult struct {
+	Recreated     []Move
+	Restored      []string
+	BridgeCreated string
+	// BridgesRemoved are the DNS bridges this apply removed (namespace/name).
+	BridgesRemoved []string
+	// OldIPBridgesCreated and OldIPBridgesRemoved are the old-IP bridges this apply made (or
+	// found made by an interrupted apply it finished) and removed (namespace/name).
+	OldIPBridgesCreated []OldIPBridge
+	OldIPBridgesRemoved []string
+	// DNSMovedAt is when the DNS Service was recreated at its new IPs; zero when it was not.
+	DNSMovedAt time.Time
+	// Notes are things the user should know: a verification that timed out, an IP that had
+	// to change because another client took the planned one mid-apply.
+	Notes []string
+	// NotMoved are the moves that stopped holding during the apply (another client deleted,
+	// replaced or changed the Service), with the reason. Their journal entries are dropped.
+	NotMoved map[string]string
+}
+
+// FollowUps is what the user must do after this apply that the Kubernetes API cannot do for
+// them: the kubelets' clusterDNS and the pods' resolvers when the DNS Service moved, and the
+// apiserver's own range (KEP-1880) once anything moved.
+func (r RecreationResult) FollowUps(steps RecreationSteps) []string {
+	var todo []string
+	for _, m := range r.Recreated {
+		if m.Key != steps.DNSService {
+			continue
+		}
+		bridge := ""
+		if r.BridgeCreated != "" {
+			bridge = " " + r.BridgeCreated
+		}
+		got := strings.Join(m.NewIPs, ",")
+		if i := slices.IndexFunc(steps.Moves, func(p Move) bool { return p.Key == m.Key }); i >= 0 && !slices.Equal(steps.Moves[i].NewIPs, m.NewIPs) {
+			got += fmt.Sprintf(" (not the planned %s, which another client took during the apply: this resource's dns_service_ips "+
+				"has the IPs it got)", strings.Join(steps.Moves[i].NewIPs, ","))
+		}
+		todo = append(todo, fmt.Sprintf("Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to %s's new IP %s and roll the nodes; "+
+			"until then the DNS bridge%s answers on %s.", m.Key, got, bridge, strings.Join(m.OldIPs, ",")),
+			"Running pods keep the old DNS server until restarted: feed dns_moved_at to k8scidr_workload_restarts.started_before.")
+	}
+	if len(r.Recreated) > 0 {
+		todo = append(todo, "The apiserver's --service-cluster-ip-range and default/kubernetes move by the KEP-1880 procedure.")
+	}
+	return todo
+}
+
+// ExecuteRecreation carries out the steps PrepareRecreation made from snap.
+func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, plan RecreationSteps, o ExecOptions) (_ RecreationResult, err error) {
+	if o.Parallelism < 1 {
+		o.Parallelism = DefaultParallelism
+	}
+	if o.SliceWait == 0 {
+		o.SliceWait = 2 * time.Minute
+	}
+	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
+		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, dnsKey: plan.DNSService,
+		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}}
+	for _, m := range plan.Moves[:plan.First] {
+		x.first[m.Key] = true
+	}
+	for _, m := range plan.Moves {
+		for _, ip := range parseAddrs(m.NewIPs) {
+			x.planned[ip] = true
+		}
+	}
+	for _, r := range plan.Restore {
+		for _, ip := range parseAddrs(r.NewIPs) {
+			x.planned[ip] = true
+		}
+	}
+	for i := range snap.Services {
+		x.services[k8sops.SvcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	ctx, release, err := holdJournal(ctx, c, o.Journal)
+	if err != nil {
+		return x.res, err
+	}
+	defer release() // after everything below, the deferred clean-up of a failed run included
+	for _, s := range snap.Slices {
+		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+		x.slices[key] = append(x.slices[key], s)
+	}
+	defer func() {
+		if err != nil {
+			x.dropNotMoved(ctx)
+			// Interrupted or timed out too: the copies the run made for Services and bridges the
+			// controllers serve by now, or within the grace period, go; the rest, still needed,
+			// stay for the next apply to sweep.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+			defer cancel()
+			x.sweepCopies(sctx, interruptGrace*4/5)
+		}
+	}()
+	if len(plan.Moves) > 0 || len(plan.Restore) > 0 {
+		stop, err := x.watchSlices(ctx)
+		if err != nil {
+			return x.res, err
+		}
+		defer stop()
+	}
+	x.syncBridgeEndpoints(ctx, snap)
+	if err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled); err != nil {
+		return x.res, err
+	}
+	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
+	for _, part := range [][]Move{plan.Moves[:plan.First], plan.Moves[plan.First:]} {
+		if err := x.moveAll(ctx, part); err != nil {
+			return x.res, err
+		}
+	}
+	if err := x.settleEndpoints(ctx); err != nil {
+		return x.res, err
+	}
+	x.retireBridgeMirror(ctx)
+	x.sweepCopies(ctx, sweepWait) // this run's and any an earlier, failed or killed, run left
+	if err := deleteJournal(ctx, c, o.Journal.Namespace, x.heldJournals); err != nil {
+		return x.res, err
+	}
+	if x.res.BridgesRemoved, err = x.removeServices(ctx, plan.RemoveBridges, "the DNS bridge"); err != nil {
+		return x.res, err
+	}
+	x.res.OldIPBridgesRemoved, err = x.removeServices(ctx, plan.RemoveOldIPBridges, "the old-IP bridge")
+	return x.res, err
+}
+
+type executor struct {
+	c         *k8sops.Client
+	o         ExecOptions
+	services  map[string]*corev1.Service
+	slices    map[string][]discoveryv1.EndpointSlice
+	endpoints map[string]corev1.Endpoints
+	dnsKey    string          // the cluster DNS Service, whose move brings the bridge
+	first     map[string]bool // moved and verified before the rest: a refusal stops the apply
+	// targets and planned bound the replacement of a planned IP another client took mid-apply:
+	// inside the target, and never another Service's planned IP.
+	targets []netip.Prefix
+	planned map[netip.Addr]bool
+
+	sliceIndex cache.Indexer
+	changed    *broadcast
+	guards     admissionGuards // who may refuse a copy, asked before each delete
+
+	// restoredEndpoints are re-checked once quiet; heldJournals hold them until then.
+	restoredEndpoints []restoredEndpoints
+	heldJournals      []string
+
+	// bridge is the DNS bridge to create the moment kube-dns's old IP is free; bridgeMirror is
+	// the EndpointSlice that gives it kube-dns's endpoints until the controller writes its own.
+	bridge       *corev1.Service
+	bridgeUID    types.UID
+	bridgeMirror []string
+	// oldIPBridges are the old-IP bridges to create, by move key.
+	oldIPBridges map[string]*corev1.Service
+
+	// finishedLate are the moves finished after the apply was interrupted (afterCancel), cutOff
+	// those past their delete that the grace period did not let finish.
+	finishedLate, cutOff []string
+	noted                map[string]bool // noteOnce
+	// dropped are the keys whose journal entries must not be restored (notMoved).
+	dropped map[string]bool
+	// noSlice are the moves whose EndpointSlice never came, noSliceInRow how many of the latest
+	// in a row (stalled).
+	noSlice       []movedService
+	noSliceInRow  int
+	stallReported bool
+
+	mu  sync.Mutex
+	res RecreationResult
+}
+
+func (x *executor) note(format string, args ...any) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.res.Notes = append(x.res.Notes, fmt.Sprintf(format, args...))
+}
+
+// noteOnce notes once per id.
+func (x *executor) noteOnce(id, format string, args ...any) {
+	x.mu.Lock()
+	if x.noted[id] {
+		x.mu.Unlock()
+		return
+	}
+	if x.noted == nil {
+		x.noted = map[string]bool{}
+	}
+	x.noted[id] = true
+	x.mu.Unlock()
+	x.note(format, args...)
+}
+
+// notMoved records a move another client made impossible during the apply; its journal entry
+// is dropped, so that no later apply brings back what that client deleted.
+func (x *executor) notMoved(key, reason string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.res.NotMoved == nil {
+		x.res.NotMoved = map[string]string{}
+	}
+	x.res.NotMoved[key] = reason
+	if x.dropped == nil {
+		x.dropped = map[string]bool{}
+	}
+	x.dropped[key] = true
+}
+
+// dropNotMoved removes, from the journals a failed run keeps, the entries of the Services
+// another client deleted or replaced during it, so that the next apply does not bring them
+// back. Chunks whose own moves failed were handled by moveAll; this covers the journals held
+// for endpoints and the re-journaled copies. Done also when the apply was interrupted.
+func (x *executor) dropNotMoved(ctx context.Context) {
+	x.mu.Lock()
+	drop, held := maps.Clone(x.dropped), slices.Clone(x.heldJournals)
+	x.mu.Unlock()
+	if len(drop) == 0 || len(held) == 0 {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+	defer cancel()
+	if err := dropEntries(dctx, x.c, x.o.Journal.Namespace, held, drop); err != nil {
+		x.note("%v. The entries of %s stay: the next plan shows them under restore.", err, strings.Join(slices.Sorted(maps.Keys(drop)), ", "))
+	}
+}
+
+// droppedOf are the keys of entries that are dropped.
+func (x *executor) droppedOf(entries []JournalEntry) map[string]bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := map[string]bool{}
+	for _, e := range entries {
+		if x.dropped[e.Key] {
+			out[e.Key] = true
+		}
+	}
+	return out
+}
+
+func (x *executor) log(msg string, f map[string]any) {
+	if x.o.Log != nil {
+		x.o.Log(msg, f)
+	}
+}

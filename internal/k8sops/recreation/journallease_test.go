@@ -1,0 +1,88 @@
+package recreation
+
+import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+// TestHoldJournalLostAnswers: a write of the lease whose answer was lost (the apiserver did it,
+// the client saw an error) is this apply's, not another's: the create retried finds the lease
+// naming this apply and holds it, and a renewal refused as a conflict with the apply's own
+// earlier renewal keeps it. Only a lease naming another holder is lost. The fault suite found
+// both: an apply cancelled itself ("taken over by another apply") under lost answers and 409s.
+func TestHoldJournalLostAnswers(t *testing.T) {
+	defer func(d time.Duration) { leaseRenewEvery = d }(leaseRenewEvery)
+	leaseRenewEvery = 20 * time.Millisecond
+	client := fake.NewClientset()
+	leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	var creates, updates atomic.Int32
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if creates.Add(1) == 1 { // written, answer lost
+			obj := a.(k8stesting.CreateAction).GetObject()
+			if err := client.Tracker().Create(leases.WithVersion("v1"), obj, "kube-system"); err != nil {
+				return true, nil, err
+			}
+			return true, nil, apierrors.NewServerTimeout(leases, "create", 1)
+		}
+		return false, nil, nil
+	})
+	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if updates.Add(1) <= 2 { // two renewals refused as conflicts: the lease still names this apply
+			return true, nil, apierrors.NewConflict(leases, "k8scidr-journal-default", errors.New("injected"))
+		}
+		// The fake keeps no resourceVersions: a renewal of a lease another apply has taken
+		// conflicts, as it does on an apiserver.
+		next := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		cur, err := client.Tracker().Get(leases.WithVersion("v1"), "kube-system", next.Name)
+		if err == nil && ptr.Deref(cur.(*coordinationv1.Lease).Spec.HolderIdentity, "") != ptr.Deref(next.Spec.HolderIdentity, "") {
+			return true, nil, apierrors.NewConflict(leases, next.Name, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	c := &k8sops.Client{Kube: client, FieldManager: "k8scidr"}
+	j := Journal{Namespace: "kube-system", Group: DefaultJournalGroup}
+	ctx, release, err := holdJournal(context.Background(), c, j)
+	if err != nil {
+		t.Fatalf("taking the lease after a lost answer: %v", err)
+	}
+	for updates.Load() < 4 {
+		time.Sleep(leaseRenewEvery)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the apply took its own renewals for another's: %v", context.Cause(ctx))
+	}
+	// Another apply takes it over: lost.
+	api := client.CoordinationV1().Leases("kube-system")
+	l, err := api.Get(context.Background(), j.LeaseName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("elsewhere/1/abcde")
+	l.ResourceVersion = ""
+	if err := client.Tracker().Update(leases.WithVersion("v1"), l, "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), errJournalLeaseLost) {
+			t.Errorf("cancelled by %v, want errJournalLeaseLost", context.Cause(ctx))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lease naming another holder was not taken for lost")
+	}
+	release()
+}

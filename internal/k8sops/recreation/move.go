@@ -1,0 +1,464 @@
+// Moving one Service: journal in chunks, delete with preconditions, create at the planned IPs,
+// restore what the delete took along, verify.
+package recreation
+
+import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// journalChunk is how many moves one journal write records (one object, split further only
+// past the ConfigMap size limit). It is written before the first of them is deleted and
+// removed once all of them are verified.
+const journalChunk = 50
+
+// moveAll moves Services with at most Parallelism in flight, fewer while kube-controller-manager
+// is slow to write their EndpointSlices (adaptiveLimit). Moves are journaled in chunks ahead of
+// their deletes. After a failed move no new move starts; the ones in flight finish.
+func (x *executor) moveAll(ctx context.Context, moves []Move) error {
+	lim := newAdaptiveLimit(x.o.Parallelism, x.o.WindowTarget, x.c.QPS)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		kept    []string // journals kept because a move of theirs failed
+		done    int
+		started = time.Now()
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(errs) > 0
+	}
+	for start := 0; start < len(moves) && !failed(); start += journalChunk {
+		chunk := moves[start:min(start+journalChunk, len(moves))]
+		entries := make([]JournalEntry, 0, len(chunk))
+		for _, m := range chunk {
+			e := x.entry(m)
+			if e.Endpoints != nil || len(e.Slices) > 0 {
+				// Grown since the plan (which refuses it): left where it is, never deleted unjournaled.
+				if size := entrySize(e); size > journalMaxBytes {
+					x.notMoved(m.Key, tooLargeText(m.Key, size, endpointAddresses(ptr.Deref(e.Endpoints, corev1.Endpoints{}))))
+					continue
+				}
+			}
+			entries = append(entries, e)
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		names, err := writeJournal(ctx, x.c, x.o.Journal, entries)
+		if err != nil {
+			fail(err) // nothing of this chunk was deleted
+			break
+		}
+		var chunkWG sync.WaitGroup
+		chunkErrs := make([]error, len(entries))
+		for i := range entries {
+			if failed() {
+				break // the rest of the chunk stays untouched; the next plan drops its entries
+			}
+			if err := lim.acquire(ctx); err != nil {
+				chunkErrs[i] = err
+				fail(err)
+				break
+			}
+			if failed() { // a move that ended while this one waited for its slot failed or stalled
+				lim.cancel()
+				break
+			}
+			chunkWG.Add(1)
+			wg.Go(func() {
+				defer chunkWG.Done()
+				window, err := x.move(ctx, entries[i])
+				if err != nil {
+					chunkErrs[i] = err
+					fail(err)
+				}
+				if err := x.stalled(); err != nil {
+					fail(err) // the move itself is done: its journal entry goes with the chunk's
+				}
+				// Released only now: a move waiting for the slot must see the failure above.
+				lim.release(window, err == nil)
+			})
+		}
+		wg.Go(func() {
+			chunkWG.Wait()
+			if errors.Join(chunkErrs...) != nil {
+				// The journal stays for the failed moves; not for the Services another client
+				// deleted or replaced meanwhile, which the next apply must not bring back. Done
+				// also when the apply was interrupted, within the grace period.
+				if drop := x.droppedOf(entries); len(drop) > 0 {
+					dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+					if err := dropEntries(dctx, x.c, x.o.Journal.Namespace, names, drop); err != nil {
+						fail(err)
+					}
+					cancel()
+				}
+				mu.Lock()
+				kept = append(kept, names...)
+				mu.Unlock()
+				return
+			}
+			if slices.ContainsFunc(entries, func(e JournalEntry) bool { return e.Endpoints != nil }) {
+				x.mu.Lock()
+				x.heldJournals = append(x.heldJournals, names...) // until settleEndpoints
+				x.mu.Unlock()
+			} else if err := deleteJournal(ctx, x.c, x.o.Journal.Namespace, names); err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			done += len(entries)
+			n := done
+			mu.Unlock()
+			x.log("moved Services", map[string]any{"done": n, "total": len(moves), "in_flight_limit": lim.current(),
+				"elapsed_ms": time.Since(started).Milliseconds()})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if errors.Is(err, errStalled) {
+			errs[i] = x.stallReport() // now that the moves in flight have ended
+		}
+	}
+	if ctx.Err() != nil {
+		x.mu.Lock()
+		late := slices.Sorted(slices.Values(x.finishedLate))
+		cut := slices.Sorted(slices.Values(x.cutOff))
+		x.mu.Unlock()
+		finished := "no move was between its delete and its create"
+		if len(late) > 0 {
+			finished = fmt.Sprintf("the %d moves already past their delete were finished (%s)", len(late), strings.Join(late, ", "))
+		}
+		if len(cut) > 0 {
+			slices.Sort(kept)
+			finished += fmt.Sprintf("; %d moves past their delete were cut off when the %s grace period ran out (%s): "+
+				"they are in the journal (ConfigMaps %s in %s), and the next apply restores them first",
+				len(cut), interruptGrace, strings.Join(cut, ", "), strings.Join(kept, ", "), x.o.Journal)
+		}
+		err := fmt.Errorf("interrupted (%v): no new move was started, and %s. The next apply moves the rest",
+			context.Cause(ctx), finished)
+		if other := slices.DeleteFunc(slices.Clone(errs), func(e error) bool {
+			return errors.Is(e, context.Canceled) || errors.Is(e, context.DeadlineExceeded)
+		}); len(other) > 0 {
+			err = fmt.Errorf("%w; failed: %w (what a failed move deleted is in the journal, ConfigMaps %s in %s, and the next "+
+				"apply restores it)", err, errors.Join(other...), strings.Join(kept, ", "), x.o.Journal)
+		}
+		return err
+	}
+	if len(errs) > 0 {
+		err := errors.Join(errs...)
+		if len(kept) == 0 {
+			return err
+		}
+		slices.Sort(kept)
+		return fmt.Errorf("%w. What was deleted is in the journal (ConfigMaps %s in %s): the next plan shows it "+
+			"under restore and the next apply recreates it", err, strings.Join(kept, ", "), x.o.Journal)
+	}
+	return nil
+}
+
+// entry is the journal entry for a move: the object to create and what its deletion takes along.
+func (x *executor) entry(m Move) JournalEntry {
+	svc := x.services[m.Key]
+	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs), Owners: svc.ManagedFields, Written: time.Now().UTC()}
+	if b := x.oldIPBridges[m.Key]; b != nil {
+		e.Bridge = b.DeepCopy()
+	}
+	if ep, ok := x.endpoints[m.Key]; ok {
+		e.Endpoints = &ep
+	}
+	e.Slices = ownedSlices(x.slices[m.Key], svc.UID)
+	return e
+}
+
+// ownedSlices are the hand-made EndpointSlices among list that the Service uid owns (the
+// garbage collector deletes them with it); the controllers' own are written again.
+func ownedSlices(list []discoveryv1.EndpointSlice, uid types.UID) []discoveryv1.EndpointSlice {
+	var out []discoveryv1.EndpointSlice
+	for _, s := range list {
+		if ownedBy(s.OwnerReferences, uid) && s.Labels[discoveryv1.LabelManagedBy] != sliceControllerName && s.Labels[discoveryv1.LabelManagedBy] != mirrorControllerName {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// refreshDependents reads again, right before the delete, what the delete takes along: the
+// hand-made Endpoints of a selector-less Service (one GET) and its owned EndpointSlices (from
+// the watch). The Service's resourceVersion does not cover them, and a long apply journaled
+// them minutes ago; a copy another client changed since is journaled again, so that the
+// restore writes what was there at the delete.
+func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e JournalEntry) (JournalEntry, error) {
+	next := e
+	if len(svc.Spec.Selector) == 0 {
+		start := time.Now() // client-go retries a failed read itself (retryHints)
+		ep, err := x.c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			next.Endpoints = nil
+		case err != nil:
+			return e, fmt.Errorf("%s: reading its Endpoints: %w (gave up after %s of retries)", e.Key, err, time.Since(start).Round(time.Second))
+		default:
+			next.Endpoints = ep // managedFields included: their owners get their fields back (restoreEndpointsOwners)
+		}
+	}
+	items, _ := x.sliceIndex.ByIndex("service", e.Key)
+	var all []discoveryv1.EndpointSlice
+	for _, o := range items {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			all = append(all, *s)
+		}
+	}
+	next.Slices = ownedSlices(all, svc.UID)
+	version := func(e JournalEntry) []string {
+		var v []string
+		if e.Endpoints != nil {
+			v = append(v, "endpoints "+e.Endpoints.ResourceVersion)
+		}
+		for _, s := range e.Slices {
+			v = append(v, s.Name+" "+s.ResourceVersion)
+		}
+		slices.Sort(v)
+		return v
+	}
+	if slices.Equal(version(e), version(next)) {
+		return e, nil
+	}
+	return next, x.rejournal(ctx, next, "re-journaled the Endpoints or EndpointSlices of a Service changed during the apply")
+}
+
+// rejournal writes next, a newer copy of a journaled entry, to a journal object of its own; of
+// two entries for one Service the newer is restored.
+func (x *executor) rejournal(ctx context.Context, next JournalEntry, why string) error {
+	next.Written = time.Now().UTC()
+	names, err := writeJournal(ctx, x.c, x.o.Journal, []JournalEntry{next})
+	if err != nil {
+		return fmt.Errorf("%s: journaling its copy changed during the apply: %w", next.Key, err)
+	}
+	x.mu.Lock()
+	x.heldJournals = append(x.heldJournals, names...) // removed with the rest once the run is done
+	x.mu.Unlock()
+	x.log(why, map[string]any{"service": next.Key})
+	return nil
+}
+
+const (
+	sliceControllerName  = "endpointslice-controller.k8s.io"
+	mirrorControllerName = "endpointslicemirroring-controller.k8s.io"
+)
+
+// move recreates one journaled Service: delete (UID precondition), wait until gone, create
+// with the planned IPs, restore what the deletion took along, verify. It returns the window
+// from the delete to the verification.
+func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, err error) {
+	old := x.services[e.Key]
+	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	if x.o.HoldBeforeDelete != nil {
+		x.o.HoldBeforeDelete(ctx, e.Key)
+	}
+	e, err = x.refreshDependents(ctx, old, e)
+	if err != nil {
+		return 0, err
+	}
+	// Admission that would refuse the copy is found before the delete, never after it.
+	switch reason, err := x.admitted(ctx, old, e); {
+	case err != nil:
+		return 0, fmt.Errorf("%s: %w", e.Key, err)
+	case reason != "" && x.first[e.Key]:
+		return 0, fmt.Errorf("%s, moved first: %s. The Services after it were not moved", e.Key, reason)
+	case reason != "":
+		x.notMoved(e.Key, reason)
+		return 0, nil
+	}
+	var dnsSlices, mirrored, bridgeSlices []discoveryv1.EndpointSlice
+	if e.Key == x.dnsKey && x.bridge != nil {
+		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists
+	}
+	if e.Bridge != nil {
+		bridgeSlices = x.currentSlices(e.Key) // the same for an old-IP bridge
+	}
+	if e.Endpoints != nil && len(old.Spec.Selector) == 0 {
+		// Served by the new Service until they are mirrored again.
+		mirrored = slices.DeleteFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {
+			return s.Labels[discoveryv1.LabelManagedBy] != mirrorControllerName
+		})
+	}
+	// Once the delete is sent the move is finished even when the apply is interrupted (Ctrl-C, a
+	// timeout), within a grace period that starts at the interruption: a delete cancelled in
+	// flight may have gone through, and its Service must not stay deleted. The verification at
+	// the end still stops with the apply.
+	if ctx.Err() != nil {
+		return 0, context.Cause(ctx)
+	}
+	fctx, finished := afterCancel(ctx, interruptGrace)
+	defer finished()
+	old, e, err = x.deleteCurrent(fctx, old, e)
+	var changed changedAway
+	switch {
+	case errors.As(err, &changed):
+		x.notMoved(e.Key, changed.reason)
+		return 0, nil
+	case apierrors.IsNotFound(err):
+		x.notMoved(e.Key, "deleted by another client during the apply")
+		return 0, nil
+	case apierrors.IsConflict(err):
+		x.notMoved(e.Key, "replaced by another client during the apply (its UID changed); left as it is")
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("%s: deleting: %w", e.Key, err)
+	}
+	deleted := time.Now()
+	defer func() {
+		if err != nil && ctx.Err() != nil { // the grace period ran out between the delete and the end
+			x.mu.Lock()
+			x.cutOff = append(x.cutOff, e.Key)
+			x.mu.Unlock()
+		}
+	}()
+	if x.o.HoldAfterDelete != nil {
+		x.o.HoldAfterDelete(ctx, e.Key)
+	}
+	// The garbage collector would delete the owned slices some time after the Service, maybe
+	// after their restored copies (same names) were refused as existing: gone now, they are
+	// restored for the new Service. Only once the Service is deleted: a move that no longer
+	// holds keeps them.
+	for _, s := range e.Slices {
+		err := k8sops.RetryWrite(fctx, func(bool) error {
+			return x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(fctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
+		}
+	}
+	// Without finalizers a successful delete has removed the object; with them, watch.
+	if len(old.Finalizers) > 0 {
+		if err := waitDeleted(fctx, objectWatch(api.List, api.Watch, old.Name), &corev1.Service{}, old.UID); err != nil {
+			return 0, fmt.Errorf("%s: waiting for the deletion to finish (finalizers %v): %w", e.Key, old.Finalizers, err)
+		}
+	}
+	// kube-dns's old IP is what every pod's resolv.conf names: the bridge takes it back first.
+	var bridgeErr error
+	if e.Key == x.dnsKey && x.bridge != nil {
+		bridgeErr = x.ensureBridge(fctx, dnsSlices)
+	}
+	// An old-IP bridge takes the freed IPs while the new Service is created.
+	oldIPBridge := x.startOldIPBridge(fctx, e, bridgeSlices)
+	created, err := x.create(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
+	ob := oldIPBridge()
+	if err != nil {
+		return 0, errors.Join(bridgeErr, ob.err, err)
+	}
+	if bridgeErr != nil {
+		return 0, bridgeErr
+	}
+	copies, err := x.copySlices(fctx, mirrored, created)
+	if err != nil {
+		x.note("%s: copying its EndpointSlices for the new Service failed (%v); it is served once they are mirrored again.", e.Key, err)
+	}
+	if err := x.restoreDependents(fctx, e, created); err != nil {
+		return 0, err
+	}
+	x.restoreOwners(fctx, created, e.Owners)
+	// restoreDependents waited for the mirrored slices; without them the copies stay until the
+	// sweep at the end of the run.
+	if len(copies) > 0 && slices.ContainsFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {
+		return s.Labels[discoveryv1.LabelManagedBy] == mirrorControllerName
+	}) {
+		x.deleteSlices(fctx, created.Namespace, copies)
+	}
+	x.mu.Lock()
+	x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, UID: string(created.UID), Type: serviceType(created), OldIPs: e.OldIPs, NewIPs: created.Spec.ClusterIPs})
+	if e.Key == x.dnsKey {
+		x.res.DNSMovedAt = created.CreationTimestamp.UTC()
+	}
+	if ctx.Err() != nil {
+		x.finishedLate = append(x.finishedLate, e.Key)
+	}
+	x.mu.Unlock()
+	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
+		came := x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)
+		if ctx.Err() == nil {
+			x.sliceOutcome(e.Key, created.UID, came)
+		}
+		x.waitOldIPBridge(ctx, ob)
+	}
+	// A bridge not made fails the move: its journal entry stays, and the next apply makes it.
+	return time.Since(deleted), ob.err
+}
+
+// changedAway is a Service another client changed mid-apply so that its move no longer holds.
+type changedAway struct{ reason string }
+
+func (c changedAway) Error() string { return c.reason }
+
+// deleteCurrent deletes the Service as it is journaled: with its resourceVersion as a
+// precondition, so that a change another client made since (a label, an annotation, a port)
+// is not lost. On a conflict it reads the Service again, journals that copy, and tries again;
+// the Service and journal entry returned are the ones deleted.
+func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e JournalEntry) (*corev1.Service, JournalEntry, error) {
+	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	uid := old.UID
+	for attempt := 0; ; attempt++ {
+		rv := old.ResourceVersion
+		pre := metav1.Preconditions{UID: &uid}
+		if rv != "" {
+			pre.ResourceVersion = &rv
+		}
+		err := k8sops.RetryWrite(ctx, func(again bool) error {
+			err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &pre})
+			if again && apierrors.IsNotFound(err) {
+				return nil // the earlier attempt deleted it
+			}
+			return err
+		})
+		if !apierrors.IsConflict(err) {
+			return old, e, err
+		}
+		fresh, getErr := api.Get(ctx, old.Name, metav1.GetOptions{})
+		switch {
+		case getErr != nil:
+			return old, e, getErr
+		case fresh.UID != uid:
+			return old, e, err // replaced: reported as such
+		case attempt >= 5:
+			return old, e, fmt.Errorf("%s: changed by another client on every attempt to delete it; left as it is: %w", e.Key, err)
+		}
+		m := Move{Key: e.Key, UID: string(uid), Type: serviceType(old), OldIPs: e.OldIPs, NewIPs: e.Service.Spec.ClusterIPs}
+		if reason := moveHolds(fresh, m, x.targets, nil); reason != "" {
+			return old, e, changedAway{reason + " (changed by another client during the apply); left as it is"}
+		}
+		next := e
+		next.Owners = formerOwners(fresh.ManagedFields)
+		next.Service = *recreationCopy(fresh, e.Service.Spec.ClusterIPs)
+		if err := x.rejournal(ctx, next, "re-journaled a Service changed during the apply"); err != nil {
+			return old, e, err
+		}
+		// Its Endpoints or owned slices may have changed with it (journaled again if so).
+		next, err = x.refreshDependents(ctx, fresh, next)
+		if err != nil {
+			return old, e, err
+		}
+		old, e = fresh, next
+	}
+}

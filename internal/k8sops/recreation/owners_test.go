@@ -1,0 +1,74 @@
+package recreation
+
+import (
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func fieldsEntry(manager string, op metav1.ManagedFieldsOperationType, sub, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "v1", Subresource: sub,
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
+}
+
+// fieldsOf is each entry's fields as compact JSON, by manager/operation/subresource.
+func fieldsOf(t *testing.T, entries []metav1.ManagedFieldsEntry) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range entries {
+		if e.FieldsV1 == nil {
+			out[e.Manager+"/"+string(e.Operation)+"/"+e.Subresource] = ""
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(v)
+		out[e.Manager+"/"+string(e.Operation)+"/"+e.Subresource] = string(b)
+	}
+	return out
+}
+
+func TestFormerOwnersAndRestoredOwnership(t *testing.T) {
+	former := formerOwners([]metav1.ManagedFieldsEntry{
+		// a server-side applier that also set clusterIP (as kubeadm's kube-dns manifest does)
+		fieldsEntry("flux", metav1.ManagedFieldsOperationApply, "",
+			`{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:clusterIP":{},"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}},"f:selector":{}}}`),
+		// a manager that owned nothing but the IPs
+		fieldsEntry("kubectl-create", metav1.ManagedFieldsOperationUpdate, "", `{"f:spec":{"f:clusterIP":{},"f:clusterIPs":{}}}`),
+		fieldsEntry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", `{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`),
+		{Manager: "odd", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV2"},
+	})
+	got := fieldsOf(t, former)
+	want := map[string]string{
+		"flux/Apply/":                           `{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{}}},"f:selector":{}}}`,
+		"kube-controller-manager/Update/status": `{"f:status":{"f:loadBalancer":{"f:ingress":{}}}}`,
+		"odd/Update/":                           "",
+	}
+	if len(former) != 3 || got["flux/Apply/"] != want["flux/Apply/"] || got["kube-controller-manager/Update/status"] != want["kube-controller-manager/Update/status"] || former[2].Manager != "odd" {
+		t.Fatalf("formerOwners = %v (%d entries); want flux without clusterIP, the status entry, the undecodable entry as it was, kubectl-create dropped", got, len(former))
+	}
+
+	live := []metav1.ManagedFieldsEntry{
+		// the create: ours, every field
+		fieldsEntry("k8scidr", metav1.ManagedFieldsOperationUpdate, "", `{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:clusterIP":{},"f:clusterIPs":{},"f:selector":{}}}`),
+		// a controller that wrote since
+		fieldsEntry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "", `{"f:metadata":{"f:finalizers":{}}}`),
+	}
+	out := fieldsOf(t, restoredOwnership(former[:2], live, "k8scidr", movedFields))
+	if out["flux/Apply/"] != want["flux/Apply/"] ||
+		out["k8scidr/Update/"] != `{"f:spec":{"f:clusterIP":{},"f:clusterIPs":{}}}` ||
+		out["kube-controller-manager/Update/"] != `{"f:metadata":{"f:finalizers":{}}}` ||
+		out["kube-controller-manager/Update/status"] != want["kube-controller-manager/Update/status"] || len(out) != 4 {
+		t.Fatalf("restoredOwnership = %v; want flux's fields back, k8scidr holding only the IPs, the controller's entries kept", out)
+	}
+
+	// Our own earlier entry (a former move) is one entry afterwards, with the IPs added.
+	former = formerOwners([]metav1.ManagedFieldsEntry{fieldsEntry("k8scidr", metav1.ManagedFieldsOperationUpdate, "", `{"f:metadata":{"f:annotations":{}},"f:spec":{"f:clusterIP":{}}}`)})
+	out = fieldsOf(t, restoredOwnership(former, live[:1], "k8scidr", movedFields))
+	if len(out) != 1 || out["k8scidr/Update/"] != `{"f:metadata":{"f:annotations":{}},"f:spec":{"f:clusterIP":{},"f:clusterIPs":{}}}` {
+		t.Fatalf("restoredOwnership with our own former entry = %v; want one entry: annotations and the IPs", out)
+	}
+}

@@ -1,0 +1,454 @@
+// Planning k8scidr_service_recreation: which Services move, to which IPs, in which order, and
+// which are skipped and why. Pure over a Snapshot, so plan and apply compute the same thing.
+package recreation
+
+import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Defaults of k8scidr_service_recreation.
+const (
+	DefaultDNSBridgeName    = "kube-dns-legacy"
+	DefaultParallelism      = 10
+	DefaultJournalNamespace = "kube-system"
+)
+
+// lbCleanupFinalizer is the only finalizer Kubernetes itself puts on Services.
+const lbCleanupFinalizer = "service.kubernetes.io/load-balancer-cleanup"
+
+// RecreationOptions are the inputs of k8scidr_service_recreation.
+type RecreationOptions struct {
+	TargetCIDRs          []string
+	Namespaces           []string
+	ExcludeNamespaces    []string
+	Selector             string
+	Exclude              []string
+	IncludeLoadBalancers bool
+	IncludeOwned         bool
+	// First lists "ns/name" moved and verified before the rest; nil means the cluster DNS
+	// Service where it exists. A listed Service that does not exist is an error.
+	First        []string
+	IPAssignment string
+	// DNSService names the cluster DNS Service ("namespace/name"); "" finds it (FindClusterDNS).
+	DNSService string
+	// DNSBridge says the DNS bridge is on: the cluster DNS Service's old IPs stay (the bridge
+	// takes them when it moves) and so does an existing bridge. Off, the bridge goes in the
+	// same apply, and its keep-range with it.
+	DNSBridge bool
+}
+
+// Snapshot is what planning reads from the cluster: one list per kind.
+type Snapshot struct {
+	Services []corev1.Service
+	// Slices are the EndpointSlices labelled with a Service name.
+	Slices []discoveryv1.EndpointSlice
+	// Endpoints are the hand-made Endpoints of selector-less Services, by "ns/name".
+	Endpoints map[string]corev1.Endpoints
+	// Held are the addresses allocated now: IPAddress objects.
+	Held []netip.Addr
+	// Ranges are the ServiceCIDRs.
+	Ranges []k8sops.ServiceCIDR
+	// Journal holds the entries an interrupted apply left.
+	Journal []JournalEntry
+	// NodeLocalDNS reports a NodeLocal DNSCache DaemonSet, which binds kube-dns's IP on nodes.
+	NodeLocalDNS bool
+	// KubeletClusterDNS is clusterDNS of kubeadm's kube-system/kubelet-config, nil without it;
+	// KubeletConfigUnread says why it could not be read.
+	KubeletClusterDNS   []string
+	KubeletConfigUnread string
+	// Namespaces are the namespaces with their phase; nil when not read (then none counts as
+	// gone or Terminating).
+	Namespaces map[string]corev1.NamespacePhase
+}
+
+// namespaceGoing says why a namespace can hold no new Service, or "": it is being deleted, or gone.
+func (s Snapshot) namespaceGoing(ns string) string {
+	if s.Namespaces == nil {
+		return ""
+	}
+	switch phase, ok := s.Namespaces[ns]; {
+	case !ok:
+		return fmt.Sprintf("its namespace %s is gone", ns)
+	case phase == corev1.NamespaceTerminating:
+		return fmt.Sprintf("its namespace %s is being deleted", ns)
+	}
+	return ""
+}
+
+// dnsHints are what the snapshot knows of the cluster DNS Service, with the one the user named.
+func (s Snapshot) dnsHints(named string) ClusterDNSHints {
+	return ClusterDNSHints{Named: named, KubeletClusterDNS: s.KubeletClusterDNS, KubeletConfigUnread: s.KubeletConfigUnread}
+}
+
+// Move is one Service to recreate: the object planned from (UID, type) and its whole
+// spec.clusterIPs before and after, in order; an IP already inside the target stays.
+type Move struct {
+	Key            string
+	UID            string
+	Type           string
+	OldIPs, NewIPs []string
+}
+
+// Restore is a journal entry an interrupted apply left: a missing Service is recreated at
+// NewIPs before anything else moves; an existing one (NewIPs are then its IPs) gets back what
+// its move took along. Either way its journal object is removed once settled.
+type Restore struct {
+	Key     string
+	NewIPs  []string
+	Journal string // the journal object holding it
+}
+
+// RecreationPlan is what the moves data source reports: the Services to move, in order (First
+// of them first), the journal entries to restore, and what is skipped and why.
+type RecreationPlan struct {
+	Restore []Restore
+	Moves   []Move
+	// First are the keys of Moves moved and verified before the rest, in order.
+	First   []string
+	Skipped map[string]string
+	// DNSService is the cluster DNS Service ("" when the cluster has none); DNSIPs its
+	// ClusterIPs once the plan is carried out; DNSMovedAt the time it got its current IPs (its
+	// creation: a ClusterIP never changes in place), zero when it does not exist.
+	DNSService string
+	DNSIPs     []string
+	DNSMovedAt time.Time
+	// Warnings hold what may be fixed by another resource in the same apply (a ServiceCIDR
+	// created with this one): warnings at plan, errors at apply.
+	Warnings []k8sops.Finding
+	// Notes are plain warnings (addon managers, NodeLocal DNSCache).
+	Notes []string
+	// OldIPBridges are the old-IP bridges in the cluster (of any recreation).
+	OldIPBridges []OldIPBridge
+	// Staying are the IPs outside the target that stay: skipped LoadBalancers, the bridges and,
+	// with the DNS bridge on, the cluster DNS Service's old IPs, which its bridge takes.
+	// KeepCovering are the ranges that keep them valid once the old range goes.
+	Staying      []netip.Addr
+	KeepCovering []netip.Prefix
+	// Errors are plan-time errors.
+	Errors []k8sops.Finding
+	// Dropped are journal entries that are not restored, by key, with the reason: their
+	// namespace is being deleted or gone. The next apply removes them.
+	Dropped map[string]string
+}
+
+// PlanRecreation computes the plan from a snapshot. It never reads the cluster.
+func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
+	p := RecreationPlan{Skipped: map[string]string{}, Dropped: map[string]string{}}
+	targets, ok := p.checkTargets(snap, o)
+	if !ok {
+		return p
+	}
+	sel := labels.Everything()
+	if o.Selector != "" {
+		s, err := labels.Parse(o.Selector)
+		if err != nil {
+			p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("selector"), Summary: "Invalid Label Selector", Detail: err.Error()})
+			return p
+		}
+		sel = s
+	}
+	byKey := map[string]*corev1.Service{}
+	for i := range snap.Services {
+		byKey[k8sops.SvcKey(&snap.Services[i])] = &snap.Services[i]
+	}
+	dns := FindClusterDNS(snap.Services, snap.Journal, snap.dnsHints(o.DNSService))
+	if len(dns.Errors) > 0 {
+		p.Errors = append(p.Errors, dns.Errors...)
+		return p
+	}
+	p.Notes = append(p.Notes, dns.Notes...)
+	first := o.First
+	if first == nil {
+		if _, ok := byKey[dns.Key]; ok {
+			first = []string{dns.Key}
+		}
+	}
+	for i, k := range first {
+		if _, ok := byKey[k]; !ok {
+			p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("first").Index(i), Summary: "Service In first Does Not Exist",
+				Detail: fmt.Sprintf("%q is not a Service in the cluster. List existing Services as namespace/name, or remove it.", k)})
+		}
+	}
+	cands := p.candidates(snap, o, targets, sel)
+	rank := func(key string) int {
+		if i := slices.Index(first, key); i >= 0 {
+			return i
+		}
+		return len(first)
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if ra, rb := rank(k8sops.SvcKey(a.svc)), rank(k8sops.SvcKey(b.svc)); ra != rb {
+			return ra - rb
+		}
+		if c := a.oldIPs[0].Compare(b.oldIPs[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(k8sops.SvcKey(a.svc), k8sops.SvcKey(b.svc))
+	})
+
+	held := slices.Clone(snap.Held)
+	var reqs []k8sops.PlacementRequest
+	p.planRestore(snap, byKey, targets, dns.Key, &held, &reqs)
+	for _, c := range cands {
+		for _, ip := range c.oldIPs {
+			if _, ok := k8sops.TargetFor(targets, ip); ok && !k8sops.InAny(targets, ip) {
+				reqs = append(reqs, k8sops.PlacementRequest{Key: k8sops.SvcKey(c.svc), Old: ip})
+			}
+		}
+	}
+	placed, err := k8sops.AssignIPs(o.IPAssignment, targets, rangePrefixes(snap.Ranges), reqs, held)
+	if err != nil {
+		p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("target_cidrs"), Summary: "Target Ranges Cannot Hold the Services",
+			Detail: err.Error() + ". Use larger target_cidrs, or narrow the scope."})
+		return p
+	}
+	newIP := map[string]map[netip.Addr]netip.Addr{}
+	for _, pl := range placed {
+		if newIP[pl.Key] == nil {
+			newIP[pl.Key] = map[netip.Addr]netip.Addr{}
+		}
+		newIP[pl.Key][pl.Old] = pl.New
+	}
+	for i := range p.Restore {
+		r := &p.Restore[i]
+		for j, s := range r.NewIPs {
+			if ip, err := netip.ParseAddr(s); err == nil {
+				if n, ok := newIP["restore "+r.Key][ip]; ok {
+					r.NewIPs[j] = n.String()
+				}
+			}
+		}
+	}
+	for _, c := range cands {
+		m := Move{Key: k8sops.SvcKey(c.svc), UID: string(c.svc.UID), Type: serviceType(c.svc)}
+		for _, ip := range c.oldIPs {
+			m.OldIPs = append(m.OldIPs, ip.String())
+			if n, ok := newIP[m.Key][ip]; ok {
+				ip = n
+			}
+			m.NewIPs = append(m.NewIPs, ip.String())
+		}
+		if rank(m.Key) < len(first) {
+			p.First = append(p.First, m.Key)
+		}
+		p.Moves = append(p.Moves, m)
+	}
+	p.Errors = append(p.Errors, tooLargeToJournal(snap, byKey, p.Moves)...)
+	p.planDNS(snap, byKey, dns.Key)
+	if i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == p.DNSService }); i >= 0 && o.DNSBridge {
+		p.Staying = append(p.Staying, outsideAll(targets, p.Moves[i].OldIPs)...)
+	}
+	p.OldIPBridges = OldIPBridgesIn(snap.Services, "")
+	slices.SortFunc(p.Staying, netip.Addr.Compare)
+	if cover, err := k8sops.CoveringSet(p.Staying); err == nil {
+		p.KeepCovering = cover
+	}
+	return p
+}
+
+type candidate struct {
+	svc    *corev1.Service
+	oldIPs []netip.Addr
+}
+
+// candidates are the Services that move, unordered; the others are recorded as skipped or staying.
+func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets []netip.Prefix, sel labels.Selector) []candidate {
+	var cands []candidate
+	for i := range snap.Services {
+		svc := &snap.Services[i]
+		ips := k8sops.ClusterIPs(svc)
+		outside := slices.DeleteFunc(slices.Clone(ips), func(ip netip.Addr) bool { return k8sops.InAny(targets, ip) })
+		// An IP moves when the target has a range of its family and it is not inside it yet.
+		movable := slices.ContainsFunc(outside, func(ip netip.Addr) bool { _, ok := k8sops.TargetFor(targets, ip); return ok })
+		if k8sops.IsBridge(svc) { // never moved, and not a Service the user asked about
+			if o.DNSBridge || svc.Labels[k8sops.DNSBridgeLabel] != "true" {
+				p.Staying = append(p.Staying, outside...)
+			}
+			continue
+		}
+		reason := skipReason(svc, ips, o, sel)
+		if going := snap.namespaceGoing(svc.Namespace); reason == "" && going != "" {
+			reason = going
+		}
+		if !movable && (reason == "" || reason == skipOutOfScope) {
+			continue // in the target already, or of a family the migration does not move
+		}
+		if reason != "" {
+			p.Skipped[k8sops.SvcKey(svc)] = reason
+			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				p.Staying = append(p.Staying, outside...)
+			}
+			continue
+		}
+		cands = append(cands, candidate{svc, ips})
+	}
+	return cands
+}
+
+// planDNS reports the cluster DNS Service: its IPs after the plan, when it got its current
+// ones, and what outside the API pins its IP.
+func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service, key string) {
+	if key == "" {
+		return
+	}
+	dns := byKey[key]
+	restored := slices.ContainsFunc(p.Restore, func(r Restore) bool { return r.Key == key })
+	if dns == nil && !restored {
+		return
+	}
+	p.DNSService = key
+	i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == key })
+	switch {
+	case i >= 0:
+		p.DNSIPs = p.Moves[i].NewIPs
+	case dns != nil:
+		p.DNSIPs = ipStrings(k8sops.ClusterIPs(dns))
+	default:
+		p.DNSIPs = p.Restore[slices.IndexFunc(p.Restore, func(r Restore) bool { return r.Key == key })].NewIPs
+	}
+	if dns != nil {
+		p.DNSMovedAt = dns.CreationTimestamp.UTC()
+	}
+	if i < 0 && !restored {
+		return
+	}
+	if dns == nil {
+		dns = journaledDNS(snap.Journal, key)
+	}
+	if _, pinned := dns.Labels["addon.kops.k8s.io/name"]; pinned {
+		p.Notes = append(p.Notes, key+" is managed by a kOps addon whose template pins its clusterIP: set the kOps "+
+			"cluster spec's kubeDNS.serverIP to the new IP before the addon manager next applies, or it recreates the old IP.")
+	} else if dns.Labels["addonmanager.kubernetes.io/mode"] == "Reconcile" {
+		p.Notes = append(p.Notes, key+" is reconciled by the addon manager: change the clusterIP in its addon manifest too.")
+	}
+	if snap.NodeLocalDNS {
+		p.Notes = append(p.Notes, "NodeLocal DNSCache runs in this cluster and forwards to "+key+"'s IP: update its "+
+			"configuration (the __PILLAR__ upstream / kube-dns IP) to the new IP.")
+	}
+}
+
+// outsideAll are the addresses of ips in none of targets.
+func outsideAll(targets []netip.Prefix, ips []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ips {
+		if ip, err := netip.ParseAddr(s); err == nil && !k8sops.InAny(targets, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// serviceType is a Service's type as the API defaults it.
+func serviceType(svc *corev1.Service) string {
+	if svc.Spec.Type == "" {
+		return string(corev1.ServiceTypeClusterIP)
+	}
+	return string(svc.Spec.Type)
+}
+
+// checkTargets validates target_cidrs and reports ranges no Ready ServiceCIDR serves.
+func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]netip.Prefix, bool) {
+	if len(o.TargetCIDRs) == 0 {
+		p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("target_cidrs"), Summary: "No Target Range",
+			Detail: "Set target_cidrs to the new Service range(s), e.g. k8scidr_service_cidr.new.cidrs."})
+		return nil, false
+	}
+	p.Errors = append(p.Errors, k8sops.ValidateServiceCIDRs(k8sops.At("target_cidrs"), o.TargetCIDRs)...)
+	if o.IPAssignment != k8sops.PreserveOffset && o.IPAssignment != k8sops.NextFree {
+		p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("ip_assignment"), Summary: "Unknown IP Assignment",
+			Detail: fmt.Sprintf("%q: use %s or %s.", o.IPAssignment, k8sops.PreserveOffset, k8sops.NextFree)})
+	}
+	if len(p.Errors) > 0 {
+		return nil, false
+	}
+	targets := k8sops.ParsePrefixes(o.TargetCIDRs)
+	for _, t := range targets {
+		if !servedByReady(snap.Ranges, t) {
+			p.Warnings = append(p.Warnings, k8sops.Finding{Path: k8sops.At("target_cidrs"), Summary: "Target Range Not Served",
+				Detail: fmt.Sprintf("No Ready ServiceCIDR covers %s, so no Service can get an IP there. Create one first "+
+					"(a k8scidr_service_cidr in the same configuration, listed in the recreation's depends_on; never referenced "+
+					"from the data source, which would then be read only at apply).", t)})
+		}
+	}
+	return targets, true
+}
+
+// servedByReady reports whether a Ready ServiceCIDR contains the whole prefix.
+func servedByReady(ranges []k8sops.ServiceCIDR, t netip.Prefix) bool {
+	for _, r := range ranges {
+		if !r.Ready || r.Terminating {
+			continue
+		}
+		for _, c := range k8sops.ParsePrefixes(r.CIDRs) {
+			if c.Bits() <= t.Bits() && c.Contains(t.Addr()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+const skipOutOfScope = "out of scope"
+
+// skipReason says why a Service is not moved, or "" when it is.
+func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel labels.Selector) string {
+	key := k8sops.SvcKey(svc)
+	switch {
+	case len(o.Namespaces) > 0 && !slices.Contains(o.Namespaces, svc.Namespace),
+		slices.Contains(o.ExcludeNamespaces, svc.Namespace),
+		slices.Contains(o.Exclude, key),
+		!sel.Matches(labels.Set(svc.Labels)):
+		return skipOutOfScope
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		return "ExternalName: has no ClusterIP"
+	case len(ips) == 0:
+		return "headless: has no ClusterIP"
+	case svc.DeletionTimestamp != nil:
+		return "being deleted"
+	case key == "default/kubernetes":
+		return "owned by the apiserver: moves when --service-cluster-ip-range changes (KEP-1880 procedure)"
+	case svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !o.IncludeLoadBalancers:
+		return "LoadBalancer: recreating it replaces the cloud load balancer and its address; set include_load_balancers to move it, or keep its IP in a k8scidr_service_cidr"
+	}
+	if ref := metav1.GetControllerOf(svc); ref != nil && !o.IncludeOwned {
+		return fmt.Sprintf("owned by %s %s, which would recreate it; set include_owned to move it", ref.Kind, ref.Name)
+	}
+	for _, f := range svc.Finalizers {
+		if f != lbCleanupFinalizer {
+			return fmt.Sprintf("carries finalizer %s, whose controller acts on deletion", f)
+		}
+	}
+	return ""
+}
+
+// recreationCopy is the Service to create in place of svc: the whole object but the deny-list
+// (server-set metadata, system finalizers, status), with spec.clusterIP(s) set to ips.
+func recreationCopy(svc *corev1.Service, ips []string) *corev1.Service {
+	out := svc.DeepCopy()
+	out.TypeMeta = metav1.TypeMeta{}
+	clearServerFields(&out.ObjectMeta)
+	out.Finalizers = slices.DeleteFunc(out.Finalizers, func(f string) bool { return f == lbCleanupFinalizer })
+	out.Status = corev1.ServiceStatus{}
+	out.Spec.ClusterIPs = slices.Clone(ips)
+	out.Spec.ClusterIP = ips[0]
+	return out
+}
+
+func rangePrefixes(ranges []k8sops.ServiceCIDR) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range ranges {
+		out = append(out, k8sops.ParsePrefixes(r.CIDRs)...)
+	}
+	return out
+}

@@ -1,0 +1,191 @@
+// Reading the cluster once for a Service recreation plan: one paginated list per kind.
+package recreation
+
+import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ErrNoServiceCIDRAPI means the cluster cannot hold a second Service range.
+var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API (networking.k8s.io v1, v1beta1 or v1alpha1), " +
+	"so Services cannot move to another range: upgrade to Kubernetes 1.33+, or enable the MultiCIDRServiceAllocator " +
+	"feature gate and the API on 1.31/1.32")
+
+// endpointsGetMax is how many selector-less Services' Endpoints a snapshot reads one by one;
+// past it one paged list of all Endpoints is cheaper.
+const endpointsGetMax = 20
+
+// TakeSnapshot reads what PlanRecreation needs and, with forApply, the EndpointSlices that
+// ExecuteRecreation journals and paces by (a plan needs none of them). Services are kept without
+// managedFields, or for an apply with only what their owners keep after a move (formerOwners).
+func TakeSnapshot(ctx context.Context, c *k8sops.Client, journal Journal, forApply bool) (Snapshot, error) {
+	var snap Snapshot
+	if caps, err := c.Capabilities(); err != nil {
+		return snap, err
+	} else if caps.ServiceCIDRVersion == "" {
+		return snap, ErrNoServiceCIDRAPI
+	}
+	ranges, caps, err := k8sops.ListServiceCIDRObjects(ctx, c)
+	if err != nil {
+		return snap, err
+	}
+	snap.Ranges = ranges
+	ips, err := k8sops.ListIPAddresses(ctx, c, caps)
+	if err != nil {
+		return snap, err
+	}
+	for _, ip := range ips {
+		snap.Held = append(snap.Held, ip.IP)
+	}
+	err = k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Services("").List), func(svc *corev1.Service) error {
+		if forApply {
+			svc.ManagedFields = formerOwners(svc.ManagedFields)
+		} else {
+			svc.ManagedFields = nil
+		}
+		snap.Services = append(snap.Services, *svc)
+		return nil
+	})
+	if err != nil {
+		return snap, fmt.Errorf("listing Services: %w", err)
+	}
+	if forApply {
+		if snap.Slices, err = listServiceSlices(ctx, c); err != nil {
+			return snap, err
+		}
+	}
+	if err := readEndpoints(ctx, c, &snap); err != nil {
+		return snap, err
+	}
+	if snap.Journal, err = ReadJournal(ctx, c, journal); err != nil {
+		return snap, err
+	}
+	snap.Namespaces = map[string]corev1.NamespacePhase{}
+	err = k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Namespaces().List), func(ns *corev1.Namespace) error {
+		snap.Namespaces[ns.Name] = ns.Status.Phase
+		return nil
+	})
+	if err != nil {
+		return snap, fmt.Errorf("listing namespaces: %w", err)
+	}
+	_, err = c.Kube.AppsV1().DaemonSets("kube-system").Get(ctx, "node-local-dns", metav1.GetOptions{})
+	snap.NodeLocalDNS = err == nil
+	snap.KubeletClusterDNS, snap.KubeletConfigUnread, err = ReadKubeletClusterDNS(ctx, c)
+	return snap, err
+}
+
+// TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs, the
+// DNS Service (when it exists) and the DNS bridges; journal is the journal as the caller read
+// it (ReadJournal).
+func TakeBridgeSnapshot(ctx context.Context, c *k8sops.Client, dnsService, bridgeName string, journal []JournalEntry) (Snapshot, error) {
+	snap := Snapshot{Journal: journal}
+	ranges, _, err := k8sops.ListServiceCIDRObjects(ctx, c)
+	if err != nil {
+		return snap, err
+	}
+	snap.Ranges = ranges
+	if snap.Services, err = getServices(ctx, c, dnsService, "kube-system/"+bridgeName); err != nil {
+		return snap, err
+	}
+	// Every migration's bridge, and a Service squatting on the bridge name (got above).
+	return snap, addDNSBridges(ctx, c, &snap)
+}
+
+// addDNSBridges adds the DNS bridges to the snapshot's Services, those it lacks.
+func addDNSBridges(ctx context.Context, c *k8sops.Client, snap *Snapshot) error {
+	bridges, err := c.Kube.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: k8sops.DNSBridgeLabel + "=true"})
+	if err != nil {
+		return fmt.Errorf("listing DNS bridges: %w", err)
+	}
+	for _, b := range bridges.Items {
+		if snap.service(k8sops.SvcKey(&b)) == nil {
+			snap.Services = append(snap.Services, b)
+		}
+	}
+	return nil
+}
+
+// getServices reads the Services of keys (namespace/name) one by one, leaving out those that
+// do not exist and keys without a namespace.
+func getServices(ctx context.Context, c *k8sops.Client, keys ...string) ([]corev1.Service, error) {
+	var out []corev1.Service
+	for _, key := range keys {
+		ns, name, ok := strings.Cut(key, "/")
+		if !ok {
+			continue
+		}
+		svc, err := c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return out, fmt.Errorf("reading Service %s: %w", key, err)
+		default:
+			out = append(out, *svc)
+		}
+	}
+	return out, nil
+}
+
+// listServiceSlices lists the EndpointSlices labelled with a Service name.
+func listServiceSlices(ctx context.Context, c *k8sops.Client) ([]discoveryv1.EndpointSlice, error) {
+	var out []discoveryv1.EndpointSlice
+	sliceList := c.Kube.DiscoveryV1().EndpointSlices("").List
+	err := k8sops.EachItem(ctx, k8sops.ListPages(func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+		o.LabelSelector = discoveryv1.LabelServiceName
+		return sliceList(ctx, o)
+	}), func(s *discoveryv1.EndpointSlice) error {
+		s.ManagedFields = nil
+		out = append(out, *s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing EndpointSlices: %w", err)
+	}
+	return out, nil
+}
+
+// readEndpoints reads the hand-made Endpoints, which exist only for selector-less Services:
+// just those, one by one when they are few, else in one paged list.
+func readEndpoints(ctx context.Context, c *k8sops.Client, snap *Snapshot) error {
+	snap.Endpoints = map[string]corev1.Endpoints{}
+	want := map[string]bool{}
+	for i := range snap.Services {
+		svc := &snap.Services[i]
+		if len(svc.Spec.Selector) == 0 && svc.Spec.Type != corev1.ServiceTypeExternalName {
+			want[k8sops.SvcKey(svc)] = true
+		}
+	}
+	if len(want) > endpointsGetMax {
+		err := k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Endpoints("").List), func(ep *corev1.Endpoints) error {
+			if want[ep.Namespace+"/"+ep.Name] {
+				snap.Endpoints[ep.Namespace+"/"+ep.Name] = *ep
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("listing Endpoints: %w", err)
+		}
+		return nil
+	}
+	for key := range want {
+		ns, name, _ := strings.Cut(key, "/")
+		ep, err := c.Kube.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading Endpoints %s: %w", key, err)
+		}
+		snap.Endpoints[key] = *ep
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+// Watch plumbing for the executor: informers on Services and EndpointSlices, waits on them,
+// and small helpers over what they hold.
+package recreation
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// objectWatch lists and watches one named object.
+func objectWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), name string) *cache.ListWatch {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return watchFn(ctx, o)
+		},
+	}
+}
+
+// waitDeleted watches until no object with uid is left.
+func waitDeleted(ctx context.Context, lw *cache.ListWatch, obj runtime.Object, uid types.UID) error {
+	_, err := watchtools.UntilWithSync(ctx, lw, obj, func(store cache.Store) (bool, error) {
+		return !slices.ContainsFunc(store.List(), func(o any) bool {
+			m, ok := o.(metav1.Object)
+			return ok && m.GetUID() == uid
+		}), nil
+	}, func(ev watch.Event) (bool, error) {
+		o, ok := ev.Object.(metav1.Object)
+		return ok && ev.Type == watch.Deleted && o.GetUID() == uid, nil
+	})
+	return err
+}
+
+// watchSlices starts one EndpointSlice watch for the whole run, indexed by Service.
+func (x *executor) watchSlices(ctx context.Context) (func(), error) {
+	api := x.c.Kube.DiscoveryV1().EndpointSlices("")
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = discoveryv1.LabelServiceName
+			return api.List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = discoveryv1.LabelServiceName
+			return api.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{
+		"service": func(o any) ([]string, error) {
+			s, ok := o.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return nil, nil
+			}
+			return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+		},
+	})
+	x.changed = newBroadcast()
+	notify := func(any) { x.changed.fire() }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify,
+		UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify}); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	go inf.Run(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		close(stop)
+		return nil, fmt.Errorf("watching EndpointSlices: %w", context.Cause(ctx))
+	}
+	x.sliceIndex = inf.GetIndexer()
+	return func() { close(stop) }, nil
+}
+
+// waitSlice waits until managedBy has written an EndpointSlice with a ready endpoint for the
+// new Service. It paces the run to kube-controller-manager; on timeout it notes and goes on.
+func (x *executor) waitSlice(parent context.Context, key string, owner types.UID, managedBy string) bool {
+	ctx, cancel := context.WithTimeout(parent, x.o.SliceWait)
+	defer cancel()
+	for {
+		ch := x.changed.wait()
+		items, _ := x.sliceIndex.ByIndex("service", key)
+		if slices.ContainsFunc(items, func(o any) bool {
+			s, ok := o.(*discoveryv1.EndpointSlice)
+			return ok && s.Labels[discoveryv1.LabelManagedBy] == managedBy && ownedBy(s.OwnerReferences, owner) && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
+		}) {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if parent.Err() != nil {
+				return false // the apply was interrupted: nothing to report of kube-controller-manager
+			}
+			x.note("%s was recreated, but no EndpointSlice with a ready endpoint appeared within %s (by %s): check kube-controller-manager.",
+				key, x.o.SliceWait, managedBy)
+			return false
+		}
+	}
+}
+
+func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == uid })
+}
+
+func readyEndpoints(list []discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, s := range list {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func endpointsAddresses(ep *corev1.Endpoints) int {
+	n := 0
+	for _, s := range ep.Subsets {
+		n += len(s.Addresses)
+	}
+	return n
+}
+
+func ipStrings(ips []netip.Addr) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
+
+// broadcast wakes every waiter on each fire.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}

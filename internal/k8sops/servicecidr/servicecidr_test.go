@@ -1,0 +1,15 @@
+package servicecidr
+
+import (
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+
+	"testing"
+)
+
+func TestDefaultRangeDeletionRisk(t *testing.T) {
+	for minor, want := range map[int]bool{32: false, 33: true, 34: false} {
+		if got := DefaultRangeDeletionRisk(k8sops.Capabilities{ServerMinor: minor}) != ""; got != want {
+			t.Errorf("1.%d: risk reported %v, want %v", minor, got, want)
+		}
+	}
+}

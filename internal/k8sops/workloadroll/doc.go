@@ -1,0 +1,4 @@
+// Package workloadroll is the workload roll: which Deployments, StatefulSets, DaemonSets and
+// bare pods hold an old address or the old DNS server, and restarting them as kubectl does. It
+// imports the core only, never another stage.
+package workloadroll
