@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,35 +77,29 @@ func Transient(err error) bool {
 var writeBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 9, Cap: 10 * time.Second}
 
 // RetryWrite runs op until it succeeds or fails with an error that is not Transient (or one of
-// also), backing off between attempts. again tells op that an earlier attempt's outcome is
-// unknown, so it may already have taken effect. When the attempts or ctx run out, the error
+// also), backing off between attempts with apimachinery's backoff loop (client-go's
+// retry.OnError would not end when ctx does). again tells op that an earlier attempt's outcome
+// is unknown, so it may already have taken effect. When the attempts or ctx run out, the error
 // names the last failure.
 func RetryWrite(ctx context.Context, op func(again bool) error, also ...func(error) bool) error {
-	b := writeBackoff
 	retriable := func(err error) bool {
-		if Transient(err) {
-			return true
-		}
-		for _, f := range also {
-			if f(err) {
-				return true
-			}
-		}
-		return false
+		return Transient(err) || slices.ContainsFunc(also, func(f func(error) bool) bool { return f(err) })
 	}
-	start := time.Now()
-	for attempt := 1; ; attempt++ {
-		err := op(attempt > 1)
-		if err == nil || !retriable(err) {
-			return err
+	start, attempt := time.Now(), 0
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, writeBackoff, func(context.Context) (bool, error) {
+		attempt++
+		if last = op(attempt > 1); last != nil && retriable(last) {
+			return false, nil
 		}
-		if b.Steps <= 1 {
-			return fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))
-		}
-		select {
-		case <-time.After(b.Step()):
-		case <-ctx.Done():
-			return fmt.Errorf("%w (attempt %d; the operation's timeout ended before the next)", err, attempt)
-		}
+		return true, last
+	})
+	switch {
+	case err == nil || last == nil || !retriable(last):
+		return err
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w (attempt %d; the operation's timeout ended before the next)", last, attempt)
+	default:
+		return fmt.Errorf("%w (gave up after %d attempts in %s)", last, attempt, time.Since(start).Round(time.Second))
 	}
 }
