@@ -166,7 +166,9 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.AdmissionregistrationV1().MutatingWebhookConfigurations().List), collect(&s.MutatingWebhooks))
 		}},
 		{"validatingadmissionpolicies.admissionregistration.k8s.io", []string{CheckAdmissionPolicy}, func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(k.AdmissionregistrationV1().ValidatingAdmissionPolicies().List), collect(&s.AdmissionPolicies))
+			var err error
+			s.AdmissionPolicies, err = k8sops.ListAdmissionPolicies(ctx, c)
+			return err
 		}},
 		{"poddisruptionbudgets.policy", []string{CheckDisruptionBudget}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.PolicyV1().PodDisruptionBudgets("").List), collect(&s.PodDisruptionBudgets))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -218,52 +217,25 @@ func admissionConfigs(ctx context.Context, c *k8sops.Client) ([]string, error) {
 }
 
 // servicePolicies names the ValidatingAdmissionPolicies whose rules match Service creates (the
-// provider's own left out): admissionregistration.k8s.io/v1 from 1.30, v1beta1 on a 1.29 whose
-// feature gate serves it; neither served counts as none.
+// provider's own left out).
 func servicePolicies(ctx context.Context, c *k8sops.Client) ([]string, error) {
-	var found []string
-	add := func(name string, labels map[string]string, rules []admissionv1.RuleWithOperations) {
-		if labels["app.kubernetes.io/managed-by"] != "k8scidr" && len(k8sops.MatchesCreate(rules, "services")) > 0 {
-			found = append(found, "ValidatingAdmissionPolicy "+name)
-		}
-	}
-	v1, err := c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	if err == nil {
-		for _, p := range v1.Items {
-			if p.Spec.MatchConstraints != nil {
-				add(p.Name, p.Labels, ruleOps(p.Spec.MatchConstraints.ResourceRules, func(r admissionv1.NamedRuleWithOperations) admissionv1.RuleWithOperations {
-					return r.RuleWithOperations
-				}))
-			}
-		}
-		return found, nil
-	}
-	if !apierrors.IsNotFound(err) {
+	policies, err := k8sops.ListAdmissionPolicies(ctx, c)
+	if err != nil {
 		return nil, fmt.Errorf("listing ValidatingAdmissionPolicies: %w", err)
 	}
-	beta, err := c.Kube.AdmissionregistrationV1beta1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing ValidatingAdmissionPolicies (v1beta1): %w", err)
-	}
-	for _, p := range beta.Items {
-		if p.Spec.MatchConstraints != nil {
-			add(p.Name, p.Labels, ruleOps(p.Spec.MatchConstraints.ResourceRules, func(r admissionv1beta1.NamedRuleWithOperations) admissionv1.RuleWithOperations {
-				return r.RuleWithOperations
-			}))
+	var found []string
+	for _, p := range policies {
+		if p.Labels["app.kubernetes.io/managed-by"] == "k8scidr" || p.Spec.MatchConstraints == nil {
+			continue
+		}
+		for _, r := range p.Spec.MatchConstraints.ResourceRules {
+			if len(k8sops.MatchesCreate([]admissionv1.RuleWithOperations{r.RuleWithOperations}, "services")) > 0 {
+				found = append(found, "ValidatingAdmissionPolicy "+p.Name)
+				break
+			}
 		}
 	}
 	return found, nil
-}
-
-func ruleOps[R any](rules []R, op func(R) admissionv1.RuleWithOperations) []admissionv1.RuleWithOperations {
-	out := make([]admissionv1.RuleWithOperations, len(rules))
-	for i, r := range rules {
-		out[i] = op(r)
-	}
-	return out
 }
 
 // PlanAdmission asks admission, at plan, about each move of p: where a ValidatingAdmissionPolicy
