@@ -11,6 +11,8 @@ require (
 	github.com/hashicorp/terraform-plugin-log v0.11.0
 	github.com/hashicorp/terraform-plugin-testing v1.16.0
 	github.com/projectcalico/api v0.0.0-20260303210141-543421943355
+	github.com/prometheus/client_model v0.6.2
+	github.com/prometheus/common v0.70.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2

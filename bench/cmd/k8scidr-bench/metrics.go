@@ -1,17 +1,22 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Where a roll's time goes: kube-controller-manager and kube-scheduler serve /metrics on
@@ -71,14 +76,14 @@ var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Tra
 func (b *bench) scrapeRoll(ctx context.Context) map[metricKey]float64 {
 	out := map[metricKey]float64{}
 	for c, url := range b.metricsURLs {
-		text, err := getMetrics(ctx, url)
+		families, err := getMetrics(ctx, url)
 		if err != nil {
 			logf("metrics of %s: %v", c, err)
 			return nil
 		}
 		for _, r := range rollSeries {
 			if r.s.component == c {
-				v, ok := sumSamples(text, r.s.metric, r.s.label)
+				v, ok := sumSamples(families, r.s.metric, r.s.label)
 				if !ok { // renamed or gone in this release: shown as such, never as a zero
 					logf("metrics of %s: no %s{%s}", c, r.s.metric, r.s.label)
 					v = math.NaN()
@@ -90,48 +95,85 @@ func (b *bench) scrapeRoll(ctx context.Context) map[metricKey]float64 {
 	return out
 }
 
-func getMetrics(ctx context.Context, url string) (string, error) {
+// getMetrics reads and parses a component's /metrics with Prometheus' own text parser.
+func getMetrics(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	resp, err := metricsClient.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		b.WriteString(sc.Text())
-		b.WriteByte('\n')
-	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return b.String(), sc.Err()
+	return parseMetrics(resp.Body)
 }
 
-// sumSamples adds up the samples of metric (Prometheus text format) whose labels contain label,
-// and says whether there were any.
-func sumSamples(text, metric, label string) (float64, bool) {
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
+}
+
+// sumSamples adds up the samples of metric whose labels include label (name="value", or ""
+// for any), and says whether there were any. metric may name a histogram's or summary's _sum
+// or _count series, as the text format shows them.
+func sumSamples(families map[string]*dto.MetricFamily, metric, label string) (float64, bool) {
+	value := func(m *dto.Metric) (float64, bool) {
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		}
+		return 0, false
+	}
+	family := families[metric]
+	if family == nil {
+		for suffix, part := range map[string]func(*dto.Metric) (float64, bool){
+			"_sum":   func(m *dto.Metric) (float64, bool) { return histogramOrSummary(m, true) },
+			"_count": func(m *dto.Metric) (float64, bool) { return histogramOrSummary(m, false) },
+		} {
+			if base, ok := strings.CutSuffix(metric, suffix); ok && families[base] != nil {
+				family, value = families[base], part
+			}
+		}
+	}
+	if family == nil {
+		return 0, false
+	}
+	name, want, _ := strings.Cut(label, "=")
+	want = strings.Trim(want, `"`)
 	var sum float64
 	found := false
-	for line := range strings.Lines(text) {
-		rest, ok := strings.CutPrefix(line, metric)
-		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') || !strings.Contains(rest, label) {
+	for _, m := range family.Metric {
+		if label != "" && !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == name && l.GetValue() == want }) {
 			continue
 		}
-		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(fields) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+		if v, ok := value(m); ok {
 			sum, found = sum+v, true
 		}
 	}
 	return sum, found
+}
+
+// histogramOrSummary is the sample sum (or count) of a histogram or summary metric.
+func histogramOrSummary(m *dto.Metric, sum bool) (float64, bool) {
+	switch {
+	case m.Histogram != nil && sum:
+		return m.Histogram.GetSampleSum(), true
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount()), true
+	case m.Summary != nil && sum:
+		return m.Summary.GetSampleSum(), true
+	case m.Summary != nil:
+		return float64(m.Summary.GetSampleCount()), true
+	}
+	return 0, false
 }
 
 // delta is after minus before, per series; nil when either read failed.
