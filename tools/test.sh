@@ -8,7 +8,7 @@
 #   1. tools/testbin.sh core, then the rest in the background (nice 19)
 #   2. unit tests and the acceptance suite on the newest Kubernetes   (go test ./...)
 #   3. the TestAccMatrix_ tests on each release of MATRIX             (once those are built)
-#   4. the plan-contract tests under OpenTofu and under terraform 1.8.5 (make testacc-cli)
+#   4. the plan-contract tests under OpenTofu and under terraform 1.8.5, at once (make testacc-cli)
 #   5. fuzzing, and the benchmark's smoke mode
 #
 # Any failure fails the run, and so does a skip: every go test runs with -json through
@@ -18,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MATRIX=${MATRIX:-1.29 1.32 1.33}
+CLI_TESTS=${CLI_TESTS:?the GNUmakefile names the plan-contract tests}
 TEST_TIMEOUT=${TEST_TIMEOUT:-60m}
 bin=$PWD/bin
 step() { printf '\ntest: %s (%ds)\n' "$*" "$SECONDS" >&2; }
@@ -46,9 +47,12 @@ extra=$!
 trap 'kill -- -$extra 2>/dev/null || true' EXIT
 
 step "unit tests and the acceptance suite on the newest Kubernetes"
-# The TestAccMatrix_ tests run in step 3, on each release of MATRIX.
-TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX= gotest "the suite on the newest Kubernetes" \
-	./... -count=1 -timeout "$TEST_TIMEOUT" -skip '^TestAccMatrix_'
+# The TestAccMatrix_ tests run in step 3, on each release of MATRIX. The longest reliability test
+# (the fault proxy failing 10 % of requests, 175 s) runs in make test-faults only, with the full
+# kill trials; here each kill test runs one trial (the outage through the fault proxy, and
+# kube-apiserver and etcd restarted mid-apply, stay).
+TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX= K8SCIDR_KILL_TRIALS=1 gotest "the suite on the newest Kubernetes" \
+	./... -count=1 -timeout "$TEST_TIMEOUT" -skip '^TestAccMatrix_|^TestAccFaults_tenPercent$'
 
 step "waiting for the background builds"
 if ! wait "$extra"; then
@@ -64,16 +68,31 @@ step "the TestAccMatrix_ tests on Kubernetes $MATRIX"
 TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX="$MATRIX" gotest "the matrix on Kubernetes $MATRIX" -each \
 	./internal/provider -count=1 -run 'TestAccMatrix_' -timeout "$TEST_TIMEOUT"
 
-step "the plan-contract tests under OpenTofu"
-make --no-print-directory testacc-cli CLI="$bin/tofu"
+# The plan-contract tests (make testacc-cli) under OpenTofu and under each older terraform, at
+# once: each runs its own clusters and waits mostly on the CLI, so together they take little
+# more than the longest. Each one's report is printed whole once all have ended.
+clis=("$bin/tofu")
 for tf in "$bin"/terraform-v*; do
 	if [ "$(readlink -f "$tf")" = "$(readlink -f "$bin/terraform")" ]; then
 		echo "test: bin/terraform is $(basename "$tf") (no newer terraform on PATH): the suite above ran on it; no newer-terraform row" >&2
 		continue
 	fi
-	step "the plan-contract tests under $(basename "$tf")"
-	make --no-print-directory testacc-cli CLI="$tf"
+	clis+=("$tf")
 done
+step "the plan-contract tests under ${clis[*]##*/}, at once"
+pids=()
+for cli in "${clis[@]}"; do
+	TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 TF_ACC_TERRAFORM_PATH=$cli TF_ACC_PROVIDER_NAMESPACE=k8scidr \
+		gotest "the plan-contract tests under ${cli##*/}" -each ./internal/provider -count=1 -run "$CLI_TESTS" -timeout 20m \
+		>"$bin/.cli-${cli##*/}.log" 2>&1 &
+	pids+=($!)
+done
+failed=0
+for i in "${!clis[@]}"; do
+	wait "${pids[$i]}" || failed=1
+	cat "$bin/.cli-${clis[$i]##*/}.log" >&2
+done
+[ "$failed" = 0 ] || { echo "test: the plan-contract tests failed under a CLI (above)" >&2; exit 1; }
 
 step "fuzzing"
 make --no-print-directory fuzz FUZZTIME=5000x

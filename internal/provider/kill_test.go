@@ -24,7 +24,7 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
-// killTrials is K8SCIDR_KILL_TRIALS (make test-faults: 20), or 2 (make test).
+// killTrials is K8SCIDR_KILL_TRIALS (make test-faults: 20; make test: 1), or 2.
 func killTrials(t *testing.T) int {
 	t.Helper()
 	n := 2
