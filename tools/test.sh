@@ -69,8 +69,9 @@ TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX="$MATRIX" gotest "the matrix o
 	./internal/provider -count=1 -run 'TestAccMatrix_' -timeout "$TEST_TIMEOUT"
 
 # The plan-contract tests (make testacc-cli) under OpenTofu and under each older terraform, at
-# once: each runs its own clusters and waits mostly on the CLI, so together they take little
-# more than the longest. Each one's report is printed whole once all have ended.
+# once: each runs its own clusters, so they share only the CPU; measured on 2 cores, 346 s
+# together (with a lint beside) against 412 s one after the other. Each one's report is printed
+# whole once all have ended.
 clis=("$bin/tofu")
 for tf in "$bin"/terraform-v*; do
 	if [ "$(readlink -f "$tf")" = "$(readlink -f "$bin/terraform")" ]; then
