@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ func TestHoldJournalLostAnswers(t *testing.T) {
 	client := fake.NewClientset()
 	leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 	var creates, updates atomic.Int32
+	var writing sync.Mutex
 	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if creates.Add(1) == 1 { // written, answer lost
 			obj := a.(k8stesting.CreateAction).GetObject()
@@ -45,13 +47,20 @@ func TestHoldJournalLostAnswers(t *testing.T) {
 			return true, nil, apierrors.NewConflict(leases, "k8scidr-journal-default", errors.New("injected"))
 		}
 		// The fake keeps no resourceVersions: a renewal of a lease another apply has taken
-		// conflicts, as it does on an apiserver.
+		// conflicts, as it does on an apiserver. The check and the write are one step under
+		// writing, as the takeover below is: a renewal read before the takeover must not
+		// overwrite it after (the fake's last writer would win; an apiserver's would conflict).
+		writing.Lock()
+		defer writing.Unlock()
 		next := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
 		cur, err := client.Tracker().Get(leases.WithVersion("v1"), "kube-system", next.Name)
 		if err == nil && ptr.Deref(cur.(*coordinationv1.Lease).Spec.HolderIdentity, "") != ptr.Deref(next.Spec.HolderIdentity, "") {
 			return true, nil, apierrors.NewConflict(leases, next.Name, errors.New("the object has been modified"))
 		}
-		return false, nil, nil
+		if err := client.Tracker().Update(leases.WithVersion("v1"), next, "kube-system"); err != nil {
+			return true, nil, err
+		}
+		return true, next, nil
 	})
 	c := &k8sops.Client{Kube: client, FieldManager: "k8scidr"}
 	j := Journal{Namespace: "kube-system", Group: DefaultJournalGroup}
@@ -73,7 +82,10 @@ func TestHoldJournalLostAnswers(t *testing.T) {
 	}
 	l.Spec.HolderIdentity = ptr.To("elsewhere/1/abcde")
 	l.ResourceVersion = ""
-	if err := client.Tracker().Update(leases.WithVersion("v1"), l, "kube-system"); err != nil {
+	writing.Lock()
+	err = client.Tracker().Update(leases.WithVersion("v1"), l, "kube-system")
+	writing.Unlock()
+	if err != nil {
 		t.Fatal(err)
 	}
 	select {
