@@ -3,9 +3,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-
 	"context"
 	"fmt"
 	"math/big"
@@ -33,6 +30,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
 )
 
 var (

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-
 	"context"
 	"fmt"
 	"maps"
@@ -30,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

@@ -3,14 +3,14 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-
 	"context"
 	"math/big"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
 )
 
 var _ datasource.DataSourceWithConfigure = (*calicoIPPoolsDataSource)(nil)

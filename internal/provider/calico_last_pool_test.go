@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -13,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

@@ -1,9 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -22,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

@@ -3,8 +3,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -12,6 +10,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
 )
 
 var _ datasource.DataSourceWithConfigure = (*networkOverlapsDataSource)(nil)

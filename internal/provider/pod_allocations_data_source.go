@@ -3,8 +3,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
-
 	"context"
 	"net/netip"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
 )
 
 var _ datasource.DataSourceWithConfigure = (*podAllocationsDataSource)(nil)

@@ -3,8 +3,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-
 	"context"
 	"net/netip"
 
@@ -15,6 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
 )
 
 var (

@@ -1,9 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,6 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

@@ -4,8 +4,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"context"
 	"fmt"
 	"maps"
@@ -23,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 )
 
 // bridgeType is one old-IP bridge, keyed by its namespace/name: a Service moved twice has two.

@@ -4,8 +4,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"context"
 	"fmt"
 	"maps"
@@ -20,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 )
 
 var (

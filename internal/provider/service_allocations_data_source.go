@@ -2,8 +2,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"context"
 	"errors"
 	"math/big"
@@ -16,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 )
 
 var _ datasource.DataSourceWithConfigure = (*serviceAllocationsDataSource)(nil)

@@ -3,8 +3,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -30,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 )
 
 var (

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"context"
 	"fmt"
 	"strings"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

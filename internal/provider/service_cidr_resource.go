@@ -2,9 +2,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 )
 
 var (

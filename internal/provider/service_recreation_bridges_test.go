@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

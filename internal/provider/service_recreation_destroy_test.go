@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"context"
 	"encoding/json"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

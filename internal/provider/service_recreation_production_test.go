@@ -1,9 +1,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -26,6 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 

@@ -2,9 +2,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"context"
 	"fmt"
 	"maps"
@@ -30,6 +27,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 )
 
 var (

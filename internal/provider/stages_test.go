@@ -1,13 +1,13 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 )
 
 // recreationHCL is a k8scidr_service_moves data source "this" with dataArgs and the

@@ -3,9 +3,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
-
 	"context"
 	"fmt"
 	"regexp"
@@ -20,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
 )
 
 // namespacedNameRegexp matches namespace/name (DNS labels and subdomains).

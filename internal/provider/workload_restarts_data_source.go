@@ -3,8 +3,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
-
 	"context"
 	"net/netip"
 	"time"
@@ -19,6 +17,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
 )
 
 var (

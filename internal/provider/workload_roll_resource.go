@@ -2,9 +2,6 @@
 package provider
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
-
 	"context"
 	"fmt"
 	"maps"
@@ -28,6 +25,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
 )
 
 var (

@@ -5,8 +5,6 @@
 package testcluster
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -15,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
 )
 
 // CalicoIPAMProgram is the program in BinDir that runs Calico's IPAM (tools/testbin.sh builds it).

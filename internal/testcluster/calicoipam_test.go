@@ -1,8 +1,6 @@
 package testcluster
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-
 	"context"
 	"net/netip"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
 )
 
 func deployment(name string, replicas int32) *appsv1.Deployment {

@@ -3,8 +3,6 @@
 package calico
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"context"
 	"fmt"
 	"maps"
@@ -20,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // releaseFromBlock frees the addresses of spec that match, as Calico's IPAM does: the ordinal

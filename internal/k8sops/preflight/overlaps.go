@@ -3,9 +3,6 @@
 package preflight
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-
 	"cmp"
 	"context"
 	"errors"
@@ -14,6 +11,9 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
 )
 
 // Kinds of named ranges.

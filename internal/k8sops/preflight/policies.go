@@ -4,8 +4,6 @@
 package preflight
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"fmt"
 	"net/netip"
 	"slices"
@@ -18,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // oldOnly returns the CIDRs among cidrs that overlap the old ranges, unless one of cidrs

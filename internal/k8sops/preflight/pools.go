@@ -4,9 +4,6 @@
 package preflight
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -17,6 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
 )
 
 // Calico's per-pod and per-namespace IPAM annotations.

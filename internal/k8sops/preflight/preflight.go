@@ -5,10 +5,6 @@
 package preflight
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"cmp"
 	"context"
 	"errors"
@@ -25,6 +21,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 )
 
 // Severities of a preflight finding.

@@ -1,10 +1,6 @@
 package preflight
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-
 	"fmt"
 	"net/netip"
 	"slices"
@@ -21,6 +17,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 )
 
 // The write-ups' migration: Services 100.64.0.0/13 → 172.24.0.0/15, pods 100.96.0.0/11 →

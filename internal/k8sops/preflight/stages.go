@@ -3,14 +3,14 @@
 package preflight
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
-
 	"context"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
 )
 
 // Stage subsets of the checks.

@@ -1,11 +1,11 @@
 package recreation
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 func TestResolvesThroughAndNamesIP(t *testing.T) {

@@ -4,14 +4,14 @@
 package recreation
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // PlannedRecreation is what k8scidr_service_recreation holds: the moves and restores a

@@ -1,8 +1,6 @@
 package recreation
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // dnsLabelled is a Service labelled as the cluster DNS is, plainSvc one that is not.

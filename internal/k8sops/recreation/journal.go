@@ -3,8 +3,6 @@
 package recreation
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // JournalLabel marks journal ConfigMaps; JournalGroupLabel says whose they are.

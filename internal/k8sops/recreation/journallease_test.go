@@ -1,8 +1,6 @@
 package recreation
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"context"
 	"errors"
 	"sync"
@@ -18,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // TestHoldJournalLostAnswers: a write of the lease whose answer was lost (the apiserver did it,

@@ -2,8 +2,6 @@
 package recreation
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"context"
 	"fmt"
 	"slices"
@@ -11,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // QuotaShortfall is a ResourceQuota that leaves Free Services in Namespace, fewer than the Need

@@ -2,8 +2,6 @@
 package servicecidr
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"context"
 	"fmt"
 	"maps"
@@ -13,6 +11,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // Allocations is the report of k8scidr_service_allocations.

@@ -1,8 +1,6 @@
 package servicecidr
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"fmt"
 	"net/netip"
 	"strings"
@@ -10,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 func svc(ns, name string, typ corev1.ServiceType, labels map[string]string, ips ...string) corev1.Service {

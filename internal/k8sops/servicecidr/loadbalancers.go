@@ -3,8 +3,6 @@
 package servicecidr
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
-
 	"context"
 	"fmt"
 	"net/netip"
@@ -12,6 +10,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // LoadBalancer is one Service of type LoadBalancer.

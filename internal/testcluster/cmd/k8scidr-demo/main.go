@@ -8,10 +8,6 @@
 package main
 
 import (
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -32,6 +28,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/plansummary"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
