@@ -67,7 +67,7 @@ func TestLayoutProblems(t *testing.T) {
 		{listedPackage{ImportPath: core + "/calico", Imports: []string{core, core + "/servicecidr"}}, true},
 		{listedPackage{ImportPath: core, Imports: []string{core + "/recreation"}}, true},
 		{listedPackage{ImportPath: core + "/preflight", Imports: []string{core + "/recreation", core + "/calico"}}, false},
-		{listedPackage{ImportPath: core + "/recreation", Deps: []string{"github.com/hashicorp/terraform-plugin-framework/resource"}}, true},
+		{listedPackage{ImportPath: core + "/recreation", Deps: []string{"github.com/hashicorp/terraform-exec/tfexec"}}, true},
 		{listedPackage{ImportPath: core + "/somethingnew", Imports: []string{core}}, true},
 	} {
 		if got := len(layoutProblems(tc.pkg)) > 0; got != tc.problem {
