@@ -14,16 +14,17 @@ terraform {
 variable "stage" {
   description = <<-EOT
     1: new Service ranges and the Service move (DNS bridge on).
-    2: after kubelet clusterDNS moved: restart the pods started before the DNS move.
-    3: DNS bridge off.
-    4: after the default Service range is retired: new pod pool, old pool disabled, pods rolled.
-    5: the old pool destroyed once drained.
+    2: after kube-apiserver runs on the new range: default/kubernetes moves (apiserver bridge on).
+    3: after kubelet clusterDNS moved: restart the pods started before the moves.
+    4: both bridges off.
+    5: new pod pool, old pool disabled, pods rolled.
+    6: the old pool destroyed once drained.
   EOT
   type        = number
   default     = 1
   validation {
-    condition     = var.stage >= 1 && var.stage <= 5
-    error_message = "stage is 1 to 5."
+    condition     = var.stage >= 1 && var.stage <= 6
+    error_message = "stage is 1 to 6."
   }
 }
 
@@ -44,9 +45,15 @@ variable "pod_cidrs" {
 }
 
 variable "non_masquerade_cidr" {
-  description = "kOps' nonMasqueradeCIDR after the move: it must hold both new ranges."
+  description = "kOps' nonMasqueradeCIDR after the move: it must hold the new pod range."
   type        = string
   default     = "172.16.0.0/12"
+}
+
+variable "network_cidr" {
+  description = "kOps' networkCIDR (kops get cluster -o yaml); null where the cloud has none. kOps' AWS default 172.20.0.0/16 lies inside 172.16.0.0/12, and kops_networking refuses it: choose other ranges then."
+  type        = string
+  default     = "10.20.0.0/16"
 }
 
 variable "old_pool_name" {
@@ -55,8 +62,8 @@ variable "old_pool_name" {
   default     = "default-ipv4-ippool"
 }
 
-variable "dns_moved_at" {
-  description = "The DNS move's time (stage 1's output dns_moved_at), to pin stage 2's restarts; null: kube-dns's creation time."
+variable "apiserver_moved_at" {
+  description = "The apiserver Service's move (stage 2's output apiserver_moved_at), to pin stage 3's restarts; null: default/kubernetes's creation time."
   type        = string
   default     = null
 }
@@ -73,8 +80,8 @@ provider "k8scidr" {}
 locals {
   # What every later plan is checked against.
   reserved = var.reserved
-  # The DNS bridge answers on kube-dns's old IP from the move until stage 3.
-  dns_bridge = var.stage < 3
+  # The bridges answer on kube-dns's and default/kubernetes's old IPs from their moves until stage 4.
+  bridges = var.stage < 4
 }
 
 # ---- Preflight -------------------------------------------------------------------------------
@@ -130,17 +137,23 @@ resource "k8scidr_service_cidr" "new" {
 # dns_bridge is on, a bridge Service answers DNS on kube-dns's old IP after it moves.
 data "k8scidr_service_moves" "services" {
   target_cidrs = [var.service_cidrs.new]
-  dns_bridge   = local.dns_bridge
+  dns_bridge   = local.bridges
 }
 
 # LoadBalancer Services keep their ClusterIPs (their cloud load balancers point at them), and the
 # DNS bridge keeps kube-dns's old IP: keep_cidrs are the smallest ranges that keep those
 # addresses, outside the new range, valid once the old default range is retired. With the
-# bridge switched off (stage 3) its keep-range goes in the same apply.
+# bridge switched off (stage 4) its keep-range goes in the same apply.
 resource "k8scidr_service_cidr" "keep" {
   for_each = toset(data.k8scidr_service_moves.services.keep_cidrs)
   name     = "keep-${replace(replace(each.key, ".", "-"), "/", "-")}"
   cidrs    = [each.key]
+
+  # Once the old default range is retired (stage 2), the DNS bridge's keep-range is the only range
+  # holding its IP, and Terraform deletes it before the recreation removes the bridge in the same
+  # apply: leave it Terminating (no new allocations, the bridge keeps its IP) instead of waiting
+  # for a bridge that goes later in the apply. kube-controller-manager removes it then.
+  wait_for_deletion = false
 }
 
 # Every ClusterIP and NodePort Service moves to exactly the IPs the plan shows. A move that no
@@ -152,30 +165,47 @@ resource "k8scidr_service_recreation" "services" {
   depends_on = [k8scidr_service_cidr.new, k8scidr_service_cidr.keep]
 }
 
-# Stage 2, after kubelet clusterDNS moved: pods resolve through the server they started with,
-# so every pod started before kube-dns got its new IP restarts. The time is kube-dns's creation
-# as the data source reads it (known at plan time, also when the recreation has changes of its
-# own); set dns_moved_at to stage 1's output of the same name to pin it, so that kube-dns
-# recreated later by hand does not make this restart every pod again.
-data "k8scidr_workload_restarts" "dns" {
-  count          = var.stage >= 2 ? 1 : 0
-  started_before = coalesce(var.dns_moved_at, data.k8scidr_service_moves.services.dns_moved_at)
+# Stage 2, once every kube-apiserver runs with --service-cluster-ip-range on the new range (and
+# the old 100.64.0.1 still in its certificate): default/kubernetes moves to the new range's first
+# address, and a bridge keeps 100.64.0.1 answering with the apiserver's endpoints for the pods
+# that started before (their KUBERNETES_SERVICE_HOST). The old default ServiceCIDR is retired and
+# kube-apiserver recreates it in the new range.
+resource "k8scidr_apiserver_service" "this" {
+  count         = var.stage >= 2 ? 1 : 0
+  service_cidrs = [var.service_cidrs.new]
+  bridge        = local.bridges
+
+  depends_on = [k8scidr_service_recreation.services, k8scidr_service_cidr.keep]
 }
 
-resource "k8scidr_workload_roll" "dns" {
-  count = var.stage >= 2 ? 1 : 0
-  plan  = data.k8scidr_workload_restarts.dns[0]
+# What the cluster says of default/kubernetes at plan time: stage 3 restarts the pods started
+# before it was recreated, which also started before kube-dns moved.
+data "k8scidr_cluster_info" "this" {}
+
+# Stage 3, after kubelet clusterDNS moved: pods resolve through the DNS server and reach the API
+# through the address they started with, so every pod started before default/kubernetes moved
+# restarts. The time is read at plan (also when a resource has changes of its own); set
+# apiserver_moved_at to stage 2's output of the same name to pin it, so that default/kubernetes
+# recreated later by hand does not make this restart every pod again.
+data "k8scidr_workload_restarts" "moved" {
+  count          = var.stage >= 3 ? 1 : 0
+  started_before = coalesce(var.apiserver_moved_at, data.k8scidr_cluster_info.this.apiserver_service_created_at)
+}
+
+resource "k8scidr_workload_roll" "moved" {
+  count = var.stage >= 3 ? 1 : 0
+  plan  = data.k8scidr_workload_restarts.moved[0]
   first = ["kube-system/deployment/coredns"]
 
-  depends_on = [k8scidr_service_recreation.services]
+  depends_on = [k8scidr_service_recreation.services, k8scidr_apiserver_service.this]
 }
 
 # ---- Pods ------------------------------------------------------------------------------------
 
-# Stage 4: the new pod pool, with the old pool's encapsulation and NAT (the plan warns when they
+# Stage 5: the new pod pool, with the old pool's encapsulation and NAT (the plan warns when they
 # differ: an IPIP cluster whose new pool says Never breaks cross-node traffic).
 resource "k8scidr_calico_ippool" "new" {
-  count        = var.stage >= 4 ? 1 : 0
+  count        = var.stage >= 5 ? 1 : 0
   name         = "pods-172-16"
   cidr         = var.pod_cidrs.new
   ipip_mode    = "Always"
@@ -183,15 +213,15 @@ resource "k8scidr_calico_ippool" "new" {
 }
 
 # The installer's pool, imported and disabled: no new pod gets an address from it. Nothing else
-# about it changes. At stage 5 it is destroyed, which waits until no live pod holds an address.
+# about it changes. At stage 6 it is destroyed, which waits until no live pod holds an address.
 import {
-  for_each = var.stage == 4 ? toset([var.old_pool_name]) : toset([])
+  for_each = var.stage == 5 ? toset([var.old_pool_name]) : toset([])
   to       = k8scidr_calico_ippool.old[each.key]
   id       = each.key
 }
 
 resource "k8scidr_calico_ippool" "old" {
-  for_each        = var.stage == 4 ? toset([var.old_pool_name]) : toset([])
+  for_each        = var.stage == 5 ? toset([var.old_pool_name]) : toset([])
   name            = each.key
   cidr            = var.pod_cidrs.old
   disabled        = true
@@ -204,12 +234,12 @@ resource "k8scidr_calico_ippool" "old" {
 # Every workload with a pod in the old pool when the plan is made restarts, CoreDNS first,
 # after the old pool is disabled; new pods take addresses from the new pool.
 data "k8scidr_workload_restarts" "pods" {
-  count     = var.stage >= 4 ? 1 : 0
+  count     = var.stage >= 5 ? 1 : 0
   pod_cidrs = [var.pod_cidrs.old]
 }
 
 resource "k8scidr_workload_roll" "pods" {
-  count   = var.stage >= 4 ? 1 : 0
+  count   = var.stage >= 5 ? 1 : 0
   plan    = data.k8scidr_workload_restarts.pods[0]
   first   = ["kube-system/deployment/coredns"]
   include = var.roll_include
@@ -219,14 +249,14 @@ resource "k8scidr_workload_roll" "pods" {
 
 # ---- What the plan and apply report -------------------------------------------------------------
 
-# Once the migration is done (stage 5 applied: the old pool is gone) nothing may overlap the
+# Once the migration is done (stage 6 applied: the old pool is gone) nothing may overlap the
 # reserved ranges but the keep-ranges, which do on purpose (LoadBalancer ClusterIPs stay where
 # they are; listed in the output keep_ranges). Before that, the old ranges still overlap by
-# design, and stage 5's own plan still sees the pool it destroys: no warning.
+# design, and stage 6's own plan still sees the pool it destroys: no warning.
 locals {
   unaccepted_overlaps = [for c in data.k8scidr_network_overlaps.now.conflicts : c
   if !(startswith(c.a.name, "keep-") && c.a.kind == "service_cidr") && !(startswith(c.b.name, "keep-") && c.b.kind == "service_cidr")]
-  old_pool_gone = var.stage == 5 && !anytrue([for c in data.k8scidr_network_overlaps.now.conflicts :
+  old_pool_gone = var.stage == 6 && !anytrue([for c in data.k8scidr_network_overlaps.now.conflicts :
   c.a.kind == "calico_pool" && c.a.name == var.old_pool_name || c.b.kind == "calico_pool" && c.b.name == var.old_pool_name])
 }
 
@@ -246,9 +276,9 @@ output "moved_services" {
   value       = { for k, v in k8scidr_service_recreation.services.recreated : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }
 }
 
-output "dns_moved_at" {
-  description = "When this configuration moved kube-dns: set var.dns_moved_at to it to pin stage 2's restarts."
-  value       = k8scidr_service_recreation.services.dns_moved_at
+output "apiserver_moved_at" {
+  description = "When this configuration moved default/kubernetes: set var.apiserver_moved_at to it to pin stage 3's restarts."
+  value       = one(k8scidr_apiserver_service.this[*].moved_at)
 }
 
 output "not_moved" {
@@ -257,13 +287,15 @@ output "not_moved" {
 }
 
 output "kubelet_cluster_dns" {
-  description = "Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to this before stage 2: the IPs kube-dns got (the planned ones unless another client took one during the apply)."
+  description = "Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to this before stage 3: the IPs kube-dns got (the planned ones unless another client took one during the apply)."
   value       = coalesce(k8scidr_service_recreation.services.dns_service_ips, data.k8scidr_service_moves.services.dns_service_ips)
 }
 
-output "kops_cluster_spec" {
-  description = "What kops edit cluster must say once Services and pods have moved (Calico IPAM): serviceClusterIPRange, nonMasqueradeCIDR, podCIDR, kubeDNS.serverIP, kubelet clusterDNS, allocateNodeCIDRs."
-  value       = provider::k8scidr::kops_networking(var.service_cidrs.new, var.pod_cidrs.new, var.non_masquerade_cidr).yaml
+output "kops_steps" {
+  description = "The kops edit cluster changes, each with when it belongs and the rolling update it needs: the gates (1.29-1.32, before stage 1), service_range (after stage 1, before stage 2), pod_range (after stage 6)."
+  value = provider::k8scidr::kops_networking(var.service_cidrs.new, var.pod_cidrs.new, var.non_masquerade_cidr, var.network_cidr,
+    coalesce(k8scidr_service_recreation.services.dns_service_ips, data.k8scidr_service_moves.services.dns_service_ips)[0], var.service_cidrs.old,
+  { kubernetes_version = data.k8scidr_cluster_info.this.server_version }).steps
 }
 
 output "keep_ranges" {

@@ -4,6 +4,7 @@ package k8sops
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +29,10 @@ type ClusterInfo struct {
 	// DefaultServiceCIDRs holds the cidrs of the "kubernetes" ServiceCIDR; nil when the cluster
 	// serves no ServiceCIDR API or the object does not exist.
 	DefaultServiceCIDRs []string
+	// APIServerServiceIPs are default/kubernetes's ClusterIPs, and APIServerServiceCreated its
+	// creation: pods started before it have those IPs (or older ones) in KUBERNETES_SERVICE_HOST.
+	APIServerServiceIPs     []string
+	APIServerServiceCreated time.Time
 }
 
 // ReadClusterInfo probes the cluster and counts its nodes.
@@ -46,6 +51,13 @@ func ReadClusterInfo(ctx context.Context, c *Client) (ClusterInfo, error) {
 	}
 	if info.NodeCount, err = countNodes(ctx, c); err != nil {
 		return info, err
+	}
+	switch svc, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return info, fmt.Errorf("reading default/kubernetes: %w", err)
+	default:
+		info.APIServerServiceIPs, info.APIServerServiceCreated = svc.Spec.ClusterIPs, svc.CreationTimestamp.UTC()
 	}
 	if caps.ServiceCIDRVersion != "" {
 		if info.DefaultServiceCIDRs, err = serviceCIDRRanges(ctx, c, caps, DefaultServiceCIDRName); err != nil {

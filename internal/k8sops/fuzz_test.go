@@ -110,28 +110,36 @@ func FuzzMapOffset(f *testing.F) {
 }
 
 func FuzzNewKopsNetworking(f *testing.F) {
-	f.Add("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12", true)
-	f.Add("fd00:24::/108", "fd00:16::/64", "fd00::/8", false)
-	f.Add("100.64.0.0/13", "100.96.0.0/11", "100.64.0.0/10", true)
-	f.Fuzz(func(t *testing.T, svc, pod, nm string, calico bool) {
-		k, err := NewKopsNetworking(svc, pod, nm, calico)
-		checkArgError(t, err, 3)
+	f.Add("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12", "10.20.0.0/16", "172.24.0.10", "100.64.0.0/13", "", "1.31", true)
+	f.Add("fd00:24::/108", "fd00:16::/64", "::/0", "", "fd00:24::a", "fd00:10::/108", "", "", false)
+	f.Add("100.64.0.0/13", "100.96.0.0/11", "100.64.0.0/10", "172.20.0.0/16", "100.64.0.10", "100.64.0.0/13", "169.254.20.10", "v1.29.6", true)
+	f.Fuzz(func(t *testing.T, svc, pod, nm, network, dns, old, local, version string, calico bool) {
+		k, err := NewKopsNetworking(KopsInput{ServiceCIDR: svc, PodCIDR: pod, NonMasqueradeCIDR: nm, NetworkCIDR: network,
+			ClusterDNSIP: dns, OldServiceCIDR: old, NodeLocalDNSIP: local, KubernetesVersion: version, CalicoIPAM: calico})
+		checkArgError(t, err, 7)
 		if err != nil {
 			return
 		}
 		s, p, n := netip.MustParsePrefix(k.ServiceClusterIPRange), netip.MustParsePrefix(k.PodCIDR), netip.MustParsePrefix(k.NonMasqueradeCIDR)
-		dns := netip.MustParseAddr(k.KubeDNSServerIP)
+		server := netip.MustParseAddr(k.KubeDNSServerIP)
 		switch {
 		case s.Overlaps(p):
 			t.Fatalf("accepted overlapping Service and pod ranges %s, %s", s, p)
-		case !Within(n, s) || !Within(n, p):
-			t.Fatalf("accepted ranges outside nonMasqueradeCIDR %s: %s, %s", n, s, p)
-		case !s.Contains(dns):
-			t.Fatalf("kube-dns IP %s outside the Service range %s", dns, s)
+		case !Within(n, p):
+			t.Fatalf("accepted a pod range outside nonMasqueradeCIDR %s: %s", n, p)
+		case !s.Contains(server):
+			t.Fatalf("kubeDNS.serverIP %s outside the Service range %s", server, s)
+		case k.KubeletClusterDNS != k.KubeDNSServerIP && strings.TrimSpace(local) == "":
+			t.Fatalf("clusterDNS %s differs from serverIP %s without NodeLocal DNS", k.KubeletClusterDNS, k.KubeDNSServerIP)
 		case k.AllocateNodeCIDRs == calico:
 			t.Fatalf("allocateNodeCIDRs %t with calico_ipam %t", k.AllocateNodeCIDRs, calico)
-		case !strings.Contains(k.YAML, k.ServiceClusterIPRange):
+		case !strings.Contains(k.YAML, "serviceClusterIPRange: "+k.ServiceClusterIPRange+"\n"):
 			t.Fatalf("the YAML lacks the Service range:\n%s", k.YAML)
+		}
+		if network = strings.TrimSpace(network); network != "" && s.Addr().Is4() {
+			if w := netip.MustParsePrefix(network); w.Overlaps(n) || w.Overlaps(s) {
+				t.Fatalf("accepted network CIDR %s overlapping nonMasqueradeCIDR %s or the Service range %s", w, n, s)
+			}
 		}
 	})
 }

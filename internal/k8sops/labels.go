@@ -19,7 +19,11 @@ const (
 	OldIPBridgeForLabel = "k8scidr.io/bridge-for-name"
 )
 
-// IsBridge reports whether svc is a bridge of either kind: never moved, and its IPs stay.
+// APIServerBridgeLabel marks the Service that keeps default/kubernetes's old IPs answering with
+// the apiserver's endpoints, and the keep-range ServiceCIDR that holds those IPs.
+const APIServerBridgeLabel = "k8scidr.io/apiserver-bridge"
+
+// IsBridge reports whether svc is a bridge of any kind: never moved, and its IPs stay.
 func IsBridge(svc *corev1.Service) bool {
-	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true"
+	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true" || svc.Labels[APIServerBridgeLabel] == "true"
 }

@@ -285,12 +285,12 @@ func changedAttributes(prefix string, before, after, unknown map[string]any) []s
 	return changed
 }
 
-// changeDetail says what a pool, range or other resource change is about: its name and range,
-// and which top-level attributes change.
+// changeDetail says what a pool, range or other resource change is about: its name and range (for
+// the apiserver Service, its range and new IPs), and which top-level attributes change.
 func changeDetail(rc *tfjson.ResourceChange) string {
 	before, after := mapOf(rc.Change.Before), mapOf(rc.Change.After)
 	var parts []string
-	for _, k := range []string{"name", "cidr", "cidrs"} {
+	for _, k := range []string{"name", "cidr", "cidrs", "service_cidrs", "new_ips"} {
 		v := after[k]
 		if v == nil {
 			v = before[k]

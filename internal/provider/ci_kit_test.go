@@ -123,15 +123,18 @@ func checkStageSummary(t *testing.T, n int, w *cliWorkspace) {
 	var want []string
 	switch n {
 	case 2:
-		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.dns[0]", "plan.workloads")))))
+		want = append(want, "| `k8scidr_apiserver_service.this[0]` | create | `172.24.0.0/15` `172.24.0.1` |")
 	case 3:
-		want = append(want, "| `k8scidr_service_recreation.services` | update | plan.dns_bridge: `true` → `false`")
+		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.moved[0]", "plan.workloads")))))
 	case 4:
+		want = append(want, "| `k8scidr_service_recreation.services` | update | plan.dns_bridge: `true` → `false`",
+			"| `k8scidr_apiserver_service.this[0]` | update | `172.24.0.0/15` `172.24.0.1` bridge: `true` → `false`")
+	case 5:
 		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "plan.workloads")))),
 			"| `k8scidr_calico_ippool.new[0]` | create | `pods-172-16` `172.16.0.0/13` |",
 			"| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | import update | `default-ipv4-ippool` `100.96.0.0/11` ",
 			"disabled: `false` → `true`")
-	case 5:
+	case 6:
 		want = append(want, "| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | delete |")
 	}
 	for _, w := range want {

@@ -3,6 +3,7 @@ package provider
 
 import (
 	"context"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -39,6 +40,11 @@ func (d *clusterInfoDataSource) Schema(_ context.Context, _ datasource.SchemaReq
 			"node_count": schema.Int64Attribute{Computed: true, MarkdownDescription: "Number of nodes."},
 			"default_service_cidrs": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "CIDRs of the apiserver's default `kubernetes` ServiceCIDR (from `--service-cluster-ip-range`); null when it does not exist."},
+			"apiserver_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "ClusterIPs of `default/kubernetes`, the apiserver's own Service; null when it does not exist."},
+			"apiserver_service_created_at": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "When `default/kubernetes` was created (RFC 3339): after `k8scidr_apiserver_service` moved it, " +
+					"pods started before have its old IP in `KUBERNETES_SERVICE_HOST`. The `started_before` of the roll after that move."},
 		},
 	}
 }
@@ -68,6 +74,13 @@ func (d *clusterInfoDataSource) Read(ctx context.Context, _ datasource.ReadReque
 		ClusterID:             types.StringValue(info.ID),
 		Server:                types.StringValue(info.Server),
 		DefaultServiceCIDRs:   types.ListNull(types.StringType),
+		APIServerServiceIPs:   types.ListNull(types.StringType),
+		APIServerServiceAt:    types.StringNull(),
+	}
+	if info.APIServerServiceIPs != nil {
+		m.APIServerServiceIPs, diags = types.ListValueFrom(ctx, types.StringType, info.APIServerServiceIPs)
+		resp.Diagnostics.Append(diags...)
+		m.APIServerServiceAt = types.StringValue(info.APIServerServiceCreated.Format(time.RFC3339))
 	}
 	if info.DefaultServiceCIDRs != nil {
 		m.DefaultServiceCIDRs, diags = types.ListValueFrom(ctx, types.StringType, info.DefaultServiceCIDRs)
@@ -84,4 +97,6 @@ type clusterInfoModel struct {
 	ClusterID             types.String `tfsdk:"cluster_id"`
 	Server                types.String `tfsdk:"server"`
 	DefaultServiceCIDRs   types.List   `tfsdk:"default_service_cidrs"`
+	APIServerServiceIPs   types.List   `tfsdk:"apiserver_service_ips"`
+	APIServerServiceAt    types.String `tfsdk:"apiserver_service_created_at"`
 }

@@ -16,6 +16,7 @@ import (
 // example and no stub declares fails the test: every example must plan.
 var docExampleStubs = map[string]string{
 	"data.k8scidr_service_moves.this":     "data \"k8scidr_service_moves\" \"this\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n}\n",
+	"data.k8scidr_cluster_info.this":      "data \"k8scidr_cluster_info\" \"this\" {}\n",
 	"data.k8scidr_service_moves.services": "data \"k8scidr_service_moves\" \"services\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n}\n",
 	"k8scidr_service_cidr.new":            "resource \"k8scidr_service_cidr\" \"new\" {\n  name  = \"services-172-24\"\n  cidrs = [\"172.24.0.0/15\"]\n}\n",
 	"k8scidr_service_cidr.keep": "resource \"k8scidr_service_cidr\" \"keep\" {\n  for_each = toset(data.k8scidr_service_moves.this.keep_cidrs)\n" +

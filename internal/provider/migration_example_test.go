@@ -15,13 +15,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -31,7 +29,7 @@ import (
 func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	t.Helper()
 	ctx := context.Background()
-	c := startCluster(t, testcluster.Options{Nodes: 2, Calico: testcluster.Calico331})
+	c := startCluster(t, testcluster.Options{Nodes: 2, Calico: testcluster.Calico331, APIServerFlags: apiServerEndpointFlags})
 	ipam, err := c.StartCalicoIPAM(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +149,7 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Logf("stage %d applied", n)
 		w.converged("-input=false", v)
 	}
-	// Other teams' Services go into the new range (the old one is retired at stage 4).
+	// Other teams' Services go into the new range (the old one is retired at stage 2).
 	unrelated := func(i int) func() { return func() { churn.round(fmt.Sprintf("172.24.200.%d", i)) } }
 
 	// The resolver check: kube-dns's old and new IPs, as kube-proxy would route them.
@@ -160,6 +158,13 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dns.Stop()
+	// The apiserver check: 100.64.0.1 held by a Service serving the apiserver's endpoints, polled
+	// every 50 ms, from now until the bridge goes.
+	api, err := e.c.ProbeAPIServerIP("100.64.0.1", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Stop()
 	// The preflight gate: a workload pinned to the old pool is a blocker, and the plan refuses
 	// to start the migration, naming it; once it is fixed the plan goes ahead.
 	unpin := pinToOldPool(t, kube)
@@ -215,39 +220,44 @@ func TestAccMigrationExample(t *testing.T) {
 	if err != nil || len(copies.Items) > 0 {
 		t.Errorf("the DNS bridge's copied EndpointSlices were not retired after stage 1: %v (%v)", copies, err)
 	}
-	// Outside the API: kubelet clusterDNS now points at 172.24.0.10 (kwok has no kubelet).
-	stage(2, unrelated(2))
-	bridgeOff := time.Now()
-	stage(3, unrelated(3))
-	_, err = kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{})
-	assertGone(t, err, "the DNS bridge after stage 3")
-	// Outside the API: KEP-1880 steps 5-7. kube-apiserver restarts on the new range; the old
-	// default ServiceCIDR and default/kubernetes are deleted and come back in the new range.
+	// Outside the API (kops_steps' service_range): kube-apiserver restarts on the new range,
+	// kubeDNS.serverIP and clusterDNS name 172.24.0.10. It leaves default/kubernetes and the
+	// default ServiceCIDR as they are: stage 2 moves the one and retires the other.
 	if err := e.c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
 		t.Fatal(err)
 	}
+	stage(2, unrelated(2))
 	scs := clientFor(e.c)
-	if err := servicecidr.DeleteServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName, false); err != nil {
-		t.Fatal(err)
+	if s, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "172.24.0.1" {
+		t.Errorf("default/kubernetes after stage 2: %v (%v), want 172.24.0.1", s.Spec.ClusterIPs, err)
 	}
-	if err := kube.CoreV1().Services("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	if sc, err := k8sops.GetServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName); err != nil || !sc.Ready || !slices.Equal(sc.CIDRs, []string{"172.24.0.0/15"}) {
+		t.Errorf("the default ServiceCIDR after stage 2: %+v (%v), want it recreated in 172.24.0.0/15", sc, err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-		if err != nil || s.Spec.ClusterIP != "172.24.0.1" {
-			return false, nil //nolint:nilerr // not recreated yet
-		}
-		sc, err := k8sops.GetServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName)
-		return err == nil && sc.Ready && slices.Equal(sc.CIDRs, []string{"172.24.0.0/15"}), nil
-	})
-	if err != nil {
-		t.Fatalf("default/kubernetes and the default ServiceCIDR not recreated in 172.24.0.0/15: %v", err)
-	}
+	// Outside the API: the nodes rolled, kubelets hand out clusterDNS 172.24.0.10 (kwok has no kubelet).
+	stage(3, unrelated(3))
+	bridgeOff := time.Now()
 	stage(4, unrelated(4))
+	_, err = kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{})
+	assertGone(t, err, "the DNS bridge after stage 4")
+	_, err = kube.CoreV1().Services("default").Get(ctx, "kubernetes-old-100-64-0-1", metav1.GetOptions{})
+	assertGone(t, err, "the apiserver bridge after stage 4")
+	api.Stop()
+	polls, ok, gaps, _ := api.Report()
+	var longest time.Duration
+	for _, g := range gaps {
+		if g.From.Before(bridgeOff) {
+			longest = max(longest, g.Duration())
+		}
+	}
+	t.Logf("old apiserver IP 100.64.0.1 until the bridge went: %d polls, %d served, gaps %v, longest %v", polls, ok, gaps, longest)
+	if polls < 100 || longest >= time.Second {
+		t.Errorf("the old apiserver IP was without the apiserver's endpoints for %v (%d polls): want under a second", longest, polls)
+	}
 	stage(5, unrelated(5))
+	stage(6, unrelated(6))
 	// The old pool is gone, but the nodes still hold podCIDRs in its range: the check says so.
-	if out, _ := w.run("plan", "-input=false", "-var=stage=5"); !diagRE("Warning: Check block assertion failed",
+	if out, _ := w.run("plan", "-input=false", "-var=stage=6"); !diagRE("Warning: Check block assertion failed",
 		"clear_of_reserved_ranges", "After the migration still overlapping", "node_pod_cidr").MatchString(out) {
 		t.Errorf("with the nodes' podCIDRs still in the old range the reserved-range check passes:\n%s", out)
 	}
@@ -286,7 +296,7 @@ func TestAccMigrationExample(t *testing.T) {
 	if err != nil || !lbRange.Ready {
 		t.Errorf("the LoadBalancer's keep-range: %+v (%v)", lbRange, err)
 	}
-	if out, err := w.run("apply", "-auto-approve", "-input=false", "-refresh-only", "-var=stage=5"); err != nil {
+	if out, err := w.run("apply", "-auto-approve", "-input=false", "-refresh-only", "-var=stage=6"); err != nil {
 		t.Fatalf("refresh after the node replacement: %v\n%s", err, out)
 	}
 	if out, err := w.run("output"); err == nil {
@@ -298,7 +308,7 @@ func TestAccMigrationExample(t *testing.T) {
 		}
 	}
 	// The only overlap left is the LoadBalancer's keep-range, which the check accepts: it passes.
-	if out, err := w.run("plan", "-detailed-exitcode", "-input=false", "-var=stage=5"); err != nil || strings.Contains(out, "clear_of_reserved_ranges") {
+	if out, err := w.run("plan", "-detailed-exitcode", "-input=false", "-var=stage=6"); err != nil || strings.Contains(out, "clear_of_reserved_ranges") {
 		t.Errorf("the re-plan is not empty, or its check fails (%v):\n%s", err, out)
 	}
 	var names []string

@@ -267,6 +267,7 @@ func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource 
 		newCalicoIPPoolResource,
 		newWorkloadRollResource,
 		newServiceCIDRPolicyResource,
+		newAPIServerServiceResource,
 	}
 }
 

@@ -272,7 +272,8 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 		// An IP moves when the target has a range of its family and it is not inside it yet.
 		movable := slices.ContainsFunc(outside, func(ip netip.Addr) bool { _, ok := k8sops.TargetFor(targets, ip); return ok })
 		if k8sops.IsBridge(svc) { // never moved, and not a Service the user asked about
-			if o.DNSBridge || svc.Labels[k8sops.DNSBridgeLabel] != "true" {
+			// The apiserver bridge's IPs are kept by k8scidr_apiserver_service's own keep-range.
+			if (o.DNSBridge || svc.Labels[k8sops.DNSBridgeLabel] != "true") && svc.Labels[k8sops.APIServerBridgeLabel] != "true" {
 				p.Staying = append(p.Staying, outside...)
 			}
 			continue

@@ -122,7 +122,7 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 				continue
 			}
 			outside = true
-			if s.Stays {
+			if s.Stays && svc.Labels[k8sops.APIServerBridgeLabel] != "true" { // that bridge has its own keep-range
 				staying = append(staying, ip)
 			}
 		}

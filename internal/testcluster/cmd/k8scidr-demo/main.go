@@ -25,11 +25,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
-	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/workloadroll"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/plansummary"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
@@ -60,7 +58,11 @@ func run(root string, groups int) error {
 	root, _ = filepath.Abs(root)
 	bin := filepath.Join(root, "bin")
 	say("Starting a loopback cluster as kOps sets one up: Services in %s, Calico pool %s", oldServices, oldPods)
-	c, err := testcluster.Start(ctx, testcluster.Options{Nodes: 3, Calico: testcluster.Calico331, BinDir: bin})
+	c, err := testcluster.Start(ctx, testcluster.Options{Nodes: 3, Calico: testcluster.Calico331, BinDir: bin,
+		// kube-apiserver's endpoints for default/kubernetes (the test clusters turn them off: they
+		// advertise 127.0.0.1), so stage 2's bridge has endpoints to copy. 192.0.2.1 is object
+		// data only: nothing connects to it.
+		APIServerFlags: []string{"--advertise-address=192.0.2.1", "--endpoint-reconciler-type=lease"}})
 	if err != nil {
 		return err
 	}
@@ -111,16 +113,22 @@ func run(root string, groups int) error {
 		before func() error
 	}{
 		{1, "Stage 1: new Service ranges (and a keep-range for each group of LoadBalancer IPs), then every Service moves, kube-dns first; a bridge keeps answering on 100.64.0.10", nil},
-		{2, "Stage 2: restart every pod started before the DNS move", func() error {
-			say("Outside the API (kOps): kubeDNS.serverIP / kubelet clusterDNS = 172.24.0.10, nodes rolled. (kwok nodes run no kubelet: nothing to do here.)")
+		{2, "Stage 2: default/kubernetes moves to 172.24.0.1; a bridge keeps 100.64.0.1 answering with the apiserver's endpoints; the old default range is retired", func() error {
+			say("Outside the API (kOps, the output kops_steps' service_range): serviceClusterIPRange = %s, kubeDNS.serverIP and "+
+				"clusterDNS = 172.24.0.10, additionalSans += 100.64.0.1; control plane rolled", newServices)
+			if err := c.RestartAPIServer(ctx, []string{newServices.String()}); err != nil {
+				return err
+			}
+			fmt.Println("kube-apiserver restarted with --service-cluster-ip-range=" + newServices.String())
 			return nil
 		}},
-		{3, "Stage 3: the DNS bridge goes", nil},
-		{4, "Stage 4: new pod pool 172.16.0.0/13, the old pool imported and disabled, every workload with a pod in it restarted", func() error {
-			say("Outside the API (kOps): serviceClusterIPRange = %s, control plane restarted; then KEP-1880 steps 5-7", newServices)
-			return retireDefaultRange(ctx, c, client)
+		{3, "Stage 3: restart every pod started before default/kubernetes (and kube-dns) moved", func() error {
+			say("Outside the API (kOps): the nodes rolled, so kubelets hand out clusterDNS 172.24.0.10. (kwok nodes run no kubelet: nothing to do here.)")
+			return nil
 		}},
-		{5, "Stage 5: the old pool is destroyed once drained", nil},
+		{4, "Stage 4: the DNS and apiserver bridges go", nil},
+		{5, "Stage 5: new pod pool 172.16.0.0/13, the old pool imported and disabled, every workload with a pod in it restarted", nil},
+		{6, "Stage 6: the old pool is destroyed once drained", nil},
 	}
 	for _, st := range stages {
 		if st.before != nil {
@@ -150,7 +158,7 @@ func run(root string, groups int) error {
 		return err
 	}
 	// Terraform reads the new node list on the next refresh.
-	if err := w.tf(nil, "apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", "-var=stage=5"); err != nil {
+	if err := w.tf(nil, "apply", "-refresh-only", "-auto-approve", "-input=false", "-no-color", "-var=stage=6"); err != nil {
 		return err
 	}
 	after, err := census(ctx, c, client)
@@ -164,7 +172,7 @@ func run(root string, groups int) error {
 		return err
 	}
 	say("A last plan finds nothing to do")
-	if err := w.tf(nil, "plan", "-input=false", "-no-color", "-var=stage=5", "-detailed-exitcode"); err != nil {
+	if err := w.tf(nil, "plan", "-input=false", "-no-color", "-var=stage=6", "-detailed-exitcode"); err != nil {
 		return fmt.Errorf("the last plan is not empty (exit 2 means changes): %w", err)
 	}
 	fmt.Printf("No changes: the cluster matches the configuration.\n\nThe migration is done. terraform's full output: %s\n", w.logPath)
@@ -262,37 +270,6 @@ func overlaps(ctx context.Context, client *k8sops.Client) error {
 // keepRange says whether r is a keep-range of examples/migration (a ServiceCIDR keep-…).
 func keepRange(r preflight.NamedRange) bool {
 	return r.Kind == preflight.RangeServiceCIDR && strings.HasPrefix(r.Name, "keep-")
-}
-
-// retireDefaultRange is KEP-1880 steps 5-7 after the flag change: the apiserver restarts on the
-// new range, the old default ServiceCIDR and default/kubernetes are deleted, and the apiserver
-// recreates both in the new range.
-func retireDefaultRange(ctx context.Context, c *testcluster.Cluster, client *k8sops.Client) error {
-	if err := c.RestartAPIServer(ctx, []string{newServices.String()}); err != nil {
-		return err
-	}
-	fmt.Println("kube-apiserver restarted with --service-cluster-ip-range=" + newServices.String())
-	if err := servicecidr.DeleteServiceCIDR(ctx, client, k8sops.DefaultServiceCIDRName, false); err != nil {
-		return err
-	}
-	fmt.Println("kubectl delete servicecidr kubernetes   # Terminating while default/kubernetes holds 100.64.0.1")
-	if err := c.Kube.CoreV1().Services("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
-		return err
-	}
-	fmt.Println("kubectl delete service kubernetes -n default")
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-		if err != nil || s.Spec.ClusterIP != "172.24.0.1" {
-			return false, nil //nolint:nilerr // not recreated yet
-		}
-		sc, err := k8sops.GetServiceCIDR(ctx, client, k8sops.DefaultServiceCIDRName)
-		return err == nil && sc.Ready && slices.Equal(sc.CIDRs, []string{newServices.String()}), nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for default/kubernetes and the default ServiceCIDR in %s: %w", newServices, err)
-	}
-	fmt.Println("the apiserver recreated default/kubernetes at 172.24.0.1 and ServiceCIDR kubernetes = " + newServices.String())
-	return nil
 }
 
 // workspace runs the built terraform on examples/migration/main.tf (linked, not copied) with

@@ -1,0 +1,716 @@
+// The apiserver's own Service, default/kubernetes, moved into the range kube-apiserver now
+// serves, with a bridge on its old IPs for the pods that still use them.
+//
+// kube-apiserver never moves default/kubernetes itself: it creates the Service on the first
+// address of its primary --service-cluster-ip-range only when it is missing, and leaves an
+// existing one alone (research/apiserver-service-move.md). Every pod started before the move
+// has KUBERNETES_SERVICE_HOST = the old IP, and its in-cluster client goes there; so the old IPs
+// keep a selector-less bridge Service whose EndpointSlice copies the apiserver's endpoints, until
+// no such pod runs. The old IPs stay allocatable in a keep-range ServiceCIDR made before the
+// delete; its annotation records them, so an apply that dies between the delete and the bridge
+// is finished by the next one.
+package servicecidr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+// The apiserver's Service and the names of what the move makes.
+const (
+	APIServerNamespace   = "default"
+	APIServerServiceName = "kubernetes"
+	apiServerBridgeBase  = "kubernetes-old-"
+	// apiServerOldIPsAnnotation on a keep-range records default/kubernetes's old IPs and ports.
+	apiServerOldIPsAnnotation = "k8scidr.io/apiserver-old-ips"
+	// apiServerSliceManager keeps the bridge's EndpointSlice apart from the recreation's copies,
+	// which are swept once a controller serves their Service.
+	apiServerSliceManager = "k8scidr.io-apiserver-bridge"
+)
+
+// APIServerMove is what k8scidr_apiserver_service asks for.
+type APIServerMove struct {
+	// ServiceCIDRs is kube-apiserver's --service-cluster-ip-range now (one per family).
+	ServiceCIDRs []string
+	// Bridge keeps the old IPs answering; false removes the bridge.
+	Bridge bool
+	// ForceBridgeRemoval removes the bridge even while pods started before the move run.
+	ForceBridgeRemoval bool
+	// RetireDefaultRange deletes the default "kubernetes" ServiceCIDR while it still has the old
+	// ranges, so the apiserver recreates it from its flags.
+	RetireDefaultRange bool
+	// OldIPs are the old IPs known from an earlier apply; nil: read from the cluster.
+	OldIPs []string
+}
+
+// APIServerState is where the move stands in the cluster.
+type APIServerState struct {
+	NewIPs     []string // the first address of each range: where the apiserver puts its Service
+	OldIPs     []string // where default/kubernetes was before the move (none: never elsewhere)
+	ServiceIPs []string // default/kubernetes's IPs now (none: missing)
+	// MovedAt is default/kubernetes's creation, once it is at NewIPs.
+	MovedAt time.Time
+	// Bridge is the bridge Service ("" when there is none), its IPs, creation and endpoints.
+	Bridge          string
+	BridgeIPs       []string
+	BridgeCreated   time.Time
+	BridgeEndpoints []string
+	// Endpoints are the apiserver's endpoints now ("ip:port", sorted).
+	Endpoints []string
+	// KeepCIDRs are the keep-range ServiceCIDRs the move made ("name=cidr").
+	KeepCIDRs []string
+	// DefaultRange is the default ServiceCIDR's ranges now; RetireBlocked says why the old ones
+	// cannot be retired yet.
+	DefaultRange  []string
+	RetireBlocked string
+
+	ports []corev1.ServicePort // default/kubernetes's, for the bridge
+}
+
+// Moved reports whether default/kubernetes is at the new IPs.
+func (s APIServerState) Moved() bool {
+	return len(s.ServiceIPs) > 0 && slices.Equal(s.ServiceIPs, s.NewIPs)
+}
+
+// InSync reports whether the cluster is as m asks: the Service moved; the bridge there, with
+// the apiserver's endpoints as they are now, or gone with its keep-ranges; and the default range
+// retired, unless something still holds it.
+func (s APIServerState) InSync(m APIServerMove) bool {
+	if !s.Moved() {
+		return false
+	}
+	bridged := s.Bridge == "" && len(s.KeepCIDRs) == 0
+	if m.Bridge && len(s.OldIPs) > 0 {
+		bridged = s.Bridge != "" && slices.Equal(s.BridgeEndpoints, s.Endpoints)
+	}
+	retired := !m.RetireDefaultRange || s.RetireBlocked != "" || len(s.DefaultRange) == 0 || sameSet(s.DefaultRange, m.ServiceCIDRs)
+	return bridged && retired
+}
+
+// APIServerNewIPs are the IPs kube-apiserver gives default/kubernetes on ranges: the first
+// address after each range's network address. Errors name the range.
+func APIServerNewIPs(ranges []string) ([]string, error) {
+	var out []string
+	for _, r := range ranges {
+		p, err := k8sops.ParseCIDR(r)
+		if err != nil {
+			return nil, err
+		}
+		first := p.Masked().Addr().Next()
+		if !k8sops.Allocatable(p, first) {
+			return nil, fmt.Errorf("%s holds no address for the apiserver's Service", p)
+		}
+		out = append(out, first.String())
+	}
+	return out, nil
+}
+
+// ReadAPIServerMove reads where the move stands.
+func ReadAPIServerMove(ctx context.Context, c *k8sops.Client, m APIServerMove) (APIServerState, error) {
+	var s APIServerState
+	var err error
+	if s.NewIPs, err = APIServerNewIPs(m.ServiceCIDRs); err != nil {
+		return s, err
+	}
+	svc, err := c.Kube.CoreV1().Services(APIServerNamespace).Get(ctx, APIServerServiceName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return s, fmt.Errorf("reading default/kubernetes: %w", err)
+	default:
+		s.ServiceIPs, s.ports = svc.Spec.ClusterIPs, svc.Spec.Ports
+		if s.Moved() {
+			s.MovedAt = svc.CreationTimestamp.UTC()
+		}
+	}
+	keeps, err := apiServerKeepRanges(ctx, c)
+	if err != nil {
+		return s, err
+	}
+	s.OldIPs = m.OldIPs
+	for _, k := range keeps {
+		s.KeepCIDRs = append(s.KeepCIDRs, k.name+"="+k.cidr)
+		if s.OldIPs == nil {
+			s.OldIPs = k.oldIPs
+		}
+	}
+	if s.OldIPs == nil && !s.Moved() {
+		s.OldIPs = s.ServiceIPs
+	}
+	if s.Endpoints, _, err = apiServerEndpoints(ctx, c); err != nil {
+		return s, err
+	}
+	bridges, err := c.Kube.CoreV1().Services(APIServerNamespace).List(ctx, metav1.ListOptions{LabelSelector: k8sops.APIServerBridgeLabel + "=true"})
+	if err != nil {
+		return s, fmt.Errorf("listing the apiserver bridge: %w", err)
+	}
+	for _, b := range bridges.Items {
+		s.Bridge, s.BridgeIPs, s.BridgeCreated = b.Name, b.Spec.ClusterIPs, b.CreationTimestamp.UTC()
+		if s.BridgeEndpoints, err = bridgeEndpoints(ctx, c, b.Name); err != nil {
+			return s, err
+		}
+	}
+	def, err := k8sops.GetServiceCIDR(ctx, c, k8sops.DefaultServiceCIDRName)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return s, err
+	default:
+		s.DefaultRange = def.CIDRs
+	}
+	if m.RetireDefaultRange && len(s.DefaultRange) > 0 && !sameSet(s.DefaultRange, m.ServiceCIDRs) {
+		if s.RetireBlocked, err = retireBlocked(ctx, c, s.DefaultRange); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// MoveAPIServerService brings the cluster to m, step by step, each step safe to repeat:
+// keep-ranges for the old IPs, default/kubernetes deleted and recreated at the new IPs with the
+// bridge taking the old ones in between, the bridge's endpoints copied from the apiserver's,
+// the bridge removed when m says so, and the old default range retired. It returns notes for
+// what it left and why.
+func MoveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove) (APIServerState, []string, error) {
+	s, err := ReadAPIServerMove(ctx, c, m)
+	if err != nil {
+		return s, nil, err
+	}
+	var notes []string
+	if !s.Moved() {
+		if len(s.ServiceIPs) == 0 {
+			// kube-apiserver recreates it within about 10 s; the next apply moves on.
+			return s, nil, errors.New("default/kubernetes does not exist: kube-apiserver recreates it within seconds; apply again")
+		}
+		if err := checkNewIPsServed(ctx, c, s.NewIPs); err != nil {
+			return s, nil, err
+		}
+		if err := moveAPIServerService(ctx, c, m, &s); err != nil {
+			return s, nil, err
+		}
+	}
+	switch {
+	case m.Bridge && len(s.OldIPs) > 0:
+		if err := ensureAPIServerBridge(ctx, c, &s); err != nil {
+			return s, nil, err
+		}
+	case !m.Bridge && (s.Bridge != "" || len(s.KeepCIDRs) > 0):
+		if !m.ForceBridgeRemoval && s.Bridge != "" {
+			findings, _, err := CheckAPIServerBridgeRemoval(ctx, c, s)
+			if err != nil {
+				return s, nil, err
+			}
+			if len(findings) > 0 {
+				return s, nil, findings[0]
+			}
+		}
+		if err := removeAPIServerBridge(ctx, c, &s); err != nil {
+			return s, nil, err
+		}
+	}
+	if m.RetireDefaultRange {
+		note, err := retireDefaultRange(ctx, c, m, &s)
+		if err != nil {
+			return s, nil, err
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+	}
+	return s, notes, nil
+}
+
+// checkNewIPsServed refuses the move unless a Ready ServiceCIDR can allocate each new IP.
+func checkNewIPsServed(ctx context.Context, c *k8sops.Client, ips []string) error {
+	ranges, err := k8sops.ListServiceCIDRs(ctx, c)
+	if err != nil {
+		return err
+	}
+	for _, ip := range ips {
+		if !k8sops.ReadyHolds(ranges, netip.MustParseAddr(ip)) {
+			return fmt.Errorf("no Ready ServiceCIDR holds %s, default/kubernetes's new IP: create the new Service range "+
+				"(k8scidr_service_cidr) first, and restart kube-apiserver with --service-cluster-ip-range on it", ip)
+		}
+	}
+	return nil
+}
+
+// moveAPIServerService deletes default/kubernetes and recreates it at the new IPs; with the
+// bridge, the old IPs are held first by a keep-range and taken by the bridge right after the delete.
+func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove, s *APIServerState) error {
+	api := c.Kube.CoreV1().Services(APIServerNamespace)
+	old, err := api.Get(ctx, APIServerServiceName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading default/kubernetes: %w", err)
+	}
+	s.OldIPs, s.ports = slices.Clone(old.Spec.ClusterIPs), old.Spec.Ports
+	if m.Bridge {
+		if err := ensureKeepRanges(ctx, c, s); err != nil {
+			return err
+		}
+	}
+	err = k8sops.RetryWrite(ctx, func(bool) error {
+		err := api.Delete(ctx, APIServerServiceName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(old.UID)}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) { // gone, or already replaced
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deleting default/kubernetes: %w", err)
+	}
+	if m.Bridge {
+		if err := ensureAPIServerBridge(ctx, c, s); err != nil {
+			return err
+		}
+	}
+	fresh := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: APIServerServiceName, Namespace: APIServerNamespace, Labels: old.Labels},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: s.NewIPs[0], ClusterIPs: s.NewIPs,
+			IPFamilyPolicy: familyPolicy(s.NewIPs), Ports: old.Spec.Ports, SessionAffinity: old.Spec.SessionAffinity},
+	}
+	var got *corev1.Service
+	err = k8sops.RetryWrite(ctx, func(bool) error {
+		var err error
+		got, err = api.Create(ctx, fresh, metav1.CreateOptions{FieldManager: c.FieldManager})
+		if apierrors.IsAlreadyExists(err) { // kube-apiserver was quicker
+			got, err = api.Get(ctx, APIServerServiceName, metav1.GetOptions{})
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("creating default/kubernetes at %s: %w (kube-apiserver recreates it within seconds)", strings.Join(s.NewIPs, ", "), err)
+	}
+	s.ServiceIPs = got.Spec.ClusterIPs
+	if !s.Moved() {
+		return fmt.Errorf("default/kubernetes came back at %s, not %s: a kube-apiserver still serves the old range. "+
+			"Finish restarting every kube-apiserver with --service-cluster-ip-range=%s, then apply again",
+			strings.Join(s.ServiceIPs, ", "), strings.Join(s.NewIPs, ", "), strings.Join(m.ServiceCIDRs, ","))
+	}
+	s.MovedAt = got.CreationTimestamp.UTC()
+	return nil
+}
+
+// keepRange is a keep-range ServiceCIDR of the move, with the old IPs it records.
+type keepRange struct {
+	name, cidr string
+	oldIPs     []string
+}
+
+func apiServerKeepRanges(ctx context.Context, c *k8sops.Client) ([]keepRange, error) {
+	api, _, err := k8sops.ServiceCIDRAPI(c)
+	if err != nil {
+		return nil, err
+	}
+	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: k8sops.APIServerBridgeLabel + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("listing the apiserver bridge's keep-ranges: %w", err)
+	}
+	var out []keepRange
+	for i := range list.Items {
+		sc, err := k8sops.ServiceCIDRFrom(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		if sc.Terminating {
+			continue // on its way out with the bridge
+		}
+		var ips []string
+		if a := list.Items[i].GetAnnotations()[apiServerOldIPsAnnotation]; a != "" {
+			ips = strings.Split(a, ",")
+		}
+		out = append(out, keepRange{name: sc.Name, cidr: strings.Join(sc.CIDRs, ","), oldIPs: ips})
+	}
+	slices.SortFunc(out, func(a, b keepRange) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// ensureKeepRanges makes a Ready keep-range for each old IP that no Ready ServiceCIDR but the
+// default one holds (the default range is retired next), recording the old IPs on it.
+func ensureKeepRanges(ctx context.Context, c *k8sops.Client, s *APIServerState) error {
+	ranges, err := k8sops.ListServiceCIDRs(ctx, c)
+	if err != nil {
+		return err
+	}
+	others := slices.DeleteFunc(ranges, func(r k8sops.ServiceCIDR) bool { return r.Name == k8sops.DefaultServiceCIDRName })
+	api, caps, err := k8sops.ServiceCIDRAPI(c)
+	if err != nil {
+		return err
+	}
+	for _, ip := range s.OldIPs {
+		addr := netip.MustParseAddr(ip)
+		if k8sops.ReadyHolds(others, addr) {
+			continue
+		}
+		p, err := k8sops.CoveringPrefix([]netip.Addr{addr})
+		if err != nil {
+			return err
+		}
+		name := apiServerBridgeBase + dashed(p.String())
+		obj := serviceCIDRObject(caps, name, []string{p.String()})
+		obj.SetLabels(map[string]string{k8sops.APIServerBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"})
+		obj.SetAnnotations(map[string]string{apiServerOldIPsAnnotation: strings.Join(s.OldIPs, ","),
+			"k8scidr.io/description": "Keeps default/kubernetes's old IP allocatable for the apiserver bridge."})
+		err = k8sops.RetryWrite(ctx, func(bool) error {
+			_, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("creating the keep-range %s for %s: %w", p, ip, err)
+		}
+		if _, err := WaitServiceCIDRReady(ctx, c, name); err != nil {
+			return err
+		}
+		s.KeepCIDRs = append(s.KeepCIDRs, name+"="+p.String())
+	}
+	return nil
+}
+
+// apiServerBridgeName is the bridge Service's name for old IPs.
+func apiServerBridgeName(oldIPs []string) string { return apiServerBridgeBase + dashed(oldIPs[0]) }
+
+func dashed(s string) string { return strings.NewReplacer(".", "-", ":", "-", "/", "-").Replace(s) }
+
+// ensureAPIServerBridge makes the bridge Service on the old IPs, with the apiserver's ports, and
+// its EndpointSlices as copies of the apiserver's current ones.
+func ensureAPIServerBridge(ctx context.Context, c *k8sops.Client, s *APIServerState) error {
+	api := c.Kube.CoreV1().Services(APIServerNamespace)
+	name := apiServerBridgeName(s.OldIPs)
+	bridge, err := api.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		bridge, err = createAPIServerBridge(ctx, c, name, s.OldIPs, s.ports)
+	}
+	if err != nil {
+		return err
+	}
+	_, srcs, err := apiServerEndpoints(ctx, c)
+	if err != nil {
+		return err
+	}
+	for _, src := range srcs {
+		want := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + strings.ToLower(string(src.AddressType)), Namespace: APIServerNamespace,
+				Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: apiServerSliceManager,
+					k8sops.APIServerBridgeLabel: "true"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: bridge.UID}}},
+			AddressType: src.AddressType, Endpoints: src.Endpoints, Ports: src.Ports,
+		}
+		if err := putSlice(ctx, c, want); err != nil {
+			return err
+		}
+	}
+	s.Bridge, s.BridgeIPs, s.BridgeCreated = name, bridge.Spec.ClusterIPs, bridge.CreationTimestamp.UTC()
+	s.BridgeEndpoints, err = bridgeEndpoints(ctx, c, name)
+	return err
+}
+
+// createAPIServerBridge creates the bridge on ips with default/kubernetes's ports (kube-apiserver's
+// own, 443 named https, when an apply resumed after the move). Right after the delete the old
+// IPs may still be taken for a moment, so an IP conflict is retried.
+func createAPIServerBridge(ctx context.Context, c *k8sops.Client, name string, ips []string, ports []corev1.ServicePort) (*corev1.Service, error) {
+	if len(ports) == 0 {
+		ports = []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: APIServerNamespace,
+			Labels: map[string]string{k8sops.APIServerBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"},
+			Annotations: map[string]string{k8sops.BridgeForAnnotation: APIServerNamespace + "/" + APIServerServiceName,
+				"k8scidr.io/description": "Keeps default/kubernetes's old IP answering for pods started before it moved."}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ips[0], ClusterIPs: ips,
+			IPFamilyPolicy: familyPolicy(ips), Ports: ports},
+	}
+	var got *corev1.Service
+	taken := func(err error) bool {
+		return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated")
+	}
+	err := k8sops.RetryWrite(ctx, func(bool) error {
+		var err error
+		got, err = c.Kube.CoreV1().Services(APIServerNamespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: c.FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			got, err = c.Kube.CoreV1().Services(APIServerNamespace).Get(ctx, name, metav1.GetOptions{})
+		}
+		return err
+	}, taken)
+	if err != nil {
+		return nil, fmt.Errorf("creating the apiserver bridge %s on %s: %w", name, strings.Join(ips, ", "), err)
+	}
+	return got, nil
+}
+
+// putSlice creates or updates the bridge's slice want, found by listing (the apply role may list
+// EndpointSlices, not get them).
+func putSlice(ctx context.Context, c *k8sops.Client, want *discoveryv1.EndpointSlice) error {
+	api := c.Kube.DiscoveryV1().EndpointSlices(want.Namespace)
+	return k8sops.RetryWrite(ctx, func(bool) error {
+		list, err := api.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + want.Labels[discoveryv1.LabelServiceName]})
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(list.Items, func(s discoveryv1.EndpointSlice) bool { return s.Name == want.Name })
+		if i < 0 {
+			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: c.FieldManager})
+			return err
+		}
+		cur := &list.Items[i]
+		if maps.Equal(cur.Labels, want.Labels) && equality.Semantic.DeepEqual(cur.OwnerReferences, want.OwnerReferences) &&
+			equality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints) && equality.Semantic.DeepEqual(cur.Ports, want.Ports) {
+			return nil
+		}
+		cur.Labels, cur.OwnerReferences, cur.Endpoints, cur.Ports = want.Labels, want.OwnerReferences, want.Endpoints, want.Ports
+		_, err = api.Update(ctx, cur, metav1.UpdateOptions{FieldManager: c.FieldManager})
+		return err
+	}, apierrors.IsConflict, apierrors.IsAlreadyExists)
+}
+
+// apiServerEndpoints are the apiserver's EndpointSlices for default/kubernetes (its reconciler
+// writes them, labelled only with the service name) and their endpoints as "ip:port".
+func apiServerEndpoints(ctx context.Context, c *k8sops.Client) ([]string, []discoveryv1.EndpointSlice, error) {
+	list, err := c.Kube.DiscoveryV1().EndpointSlices(APIServerNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + APIServerServiceName})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the apiserver's endpoints: %w", err)
+	}
+	return endpointStrings(list.Items), list.Items, nil
+}
+
+func bridgeEndpoints(ctx context.Context, c *k8sops.Client, bridge string) ([]string, error) {
+	list, err := c.Kube.DiscoveryV1().EndpointSlices(APIServerNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + bridge})
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver bridge's endpoints: %w", err)
+	}
+	return endpointStrings(list.Items), nil
+}
+
+// endpointStrings are the ready addresses of slices with each port, "ip:port", sorted.
+func endpointStrings(list []discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range list {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				for _, p := range s.Ports {
+					if p.Port != nil {
+						out = append(out, netip.AddrPortFrom(netip.MustParseAddr(a), uint16(*p.Port)).String())
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CheckAPIServerBridgeRemoval says why deleting the bridge would take the API from running pods:
+// every pod started before the bridge's creation got KUBERNETES_SERVICE_HOST = an old IP (hostNetwork
+// pods too), and a pod naming an old IP in its environment uses it whenever it started.
+func CheckAPIServerBridgeRemoval(ctx context.Context, c *k8sops.Client, s APIServerState) (findings []k8sops.Finding, notes []string, err error) {
+	var users, pinned []string
+	err = k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Status.StartTime == nil || p.DeletionTimestamp != nil {
+			return nil
+		}
+		name := p.Namespace + "/" + p.Name
+		switch {
+		case envNames(p, s.BridgeIPs):
+			pinned = append(pinned, name)
+		case p.Status.StartTime.Time.Before(s.BridgeCreated):
+			users = append(users, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	ips := strings.Join(s.BridgeIPs, ", ")
+	if len(pinned) > 0 {
+		findings = append(findings, k8sops.Finding{Path: k8sops.At("bridge"), Summary: "Pods Name the Apiserver's Old IP",
+			Detail: fmt.Sprintf("%d running pods name %s in their environment: %s. Deleting the bridge would cut them off the "+
+				"API. Point them at kubernetes.default.svc or %s, restart them, then apply again; or set bridge_force_removal = true.",
+				len(pinned), ips, k8sops.FirstOf(pinned), strings.Join(s.NewIPs, ", "))})
+	}
+	if len(users) > 0 {
+		findings = append(findings, k8sops.Finding{Path: k8sops.At("bridge"), Summary: "Apiserver Bridge Still in Use",
+			Detail: fmt.Sprintf("%d running pods started before default/kubernetes moved (%s), so their KUBERNETES_SERVICE_HOST "+
+				"is the old IP %s and their in-cluster clients reach the API through the bridge: %s. Restart them first "+
+				"(k8scidr_workload_roll with started_before = moved_at; bare pods and static pods are not restarted by it), "+
+				"then apply again; or set bridge_force_removal = true if they do not use the API.",
+				len(users), s.BridgeCreated.Format(time.RFC3339), ips, k8sops.FirstOf(users))})
+	}
+	return findings, notes, nil
+}
+
+// envNames reports whether a container of p sets an environment value naming one of ips.
+func envNames(p *corev1.Pod, ips []string) bool {
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, e := range c.Env {
+				if slices.ContainsFunc(ips, func(ip string) bool { return strings.Contains(e.Value, ip) }) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// removeAPIServerBridge deletes the bridge, its EndpointSlices and the keep-ranges.
+func removeAPIServerBridge(ctx context.Context, c *k8sops.Client, s *APIServerState) error {
+	if s.Bridge != "" {
+		err := k8sops.RetryWrite(ctx, func(bool) error {
+			err := c.Kube.CoreV1().Services(APIServerNamespace).Delete(ctx, s.Bridge, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("deleting the apiserver bridge %s: %w", s.Bridge, err)
+		}
+		api := c.Kube.DiscoveryV1().EndpointSlices(APIServerNamespace)
+		err = k8sops.RetryWrite(ctx, func(bool) error {
+			list, err := api.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + s.Bridge})
+			if err != nil {
+				return err
+			}
+			for _, sl := range list.Items {
+				if err := api.Delete(ctx, sl.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("deleting the apiserver bridge's EndpointSlices: %w", err)
+		}
+		s.Bridge, s.BridgeIPs, s.BridgeEndpoints, s.BridgeCreated = "", nil, nil, time.Time{}
+	}
+	for _, k := range s.KeepCIDRs {
+		name, _, _ := strings.Cut(k, "=")
+		if err := DeleteServiceCIDR(ctx, c, name, true); err != nil { // kube-controller-manager releases it within seconds
+			return err
+		}
+	}
+	s.KeepCIDRs = nil
+	return nil
+}
+
+// RemoveAPIServerBridge is the destroy: the bridge and keep-ranges go, checked as m says.
+func RemoveAPIServerBridge(ctx context.Context, c *k8sops.Client, m APIServerMove) error {
+	s, err := ReadAPIServerMove(ctx, c, m)
+	if err != nil {
+		return err
+	}
+	if s.Bridge != "" && !m.ForceBridgeRemoval {
+		findings, _, err := CheckAPIServerBridgeRemoval(ctx, c, s)
+		if err != nil {
+			return err
+		}
+		if len(findings) > 0 {
+			return findings[0]
+		}
+	}
+	return removeAPIServerBridge(ctx, c, &s)
+}
+
+// retireBlocked says which IPs hold the default range's old CIDRs with no other ServiceCIDR
+// covering them (kube-controller-manager keeps a deleted range until none is left, and on
+// 1.33 a Terminating default range fails every dynamic allocation), or "".
+func retireBlocked(ctx context.Context, c *k8sops.Client, cidrs []string) (string, error) {
+	ranges, caps, err := k8sops.ListServiceCIDRObjects(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	var others []netip.Prefix
+	for _, r := range ranges {
+		if r.Name != k8sops.DefaultServiceCIDRName && !r.Terminating {
+			others = append(others, k8sops.ParsePrefixes(r.CIDRs)...)
+		}
+	}
+	ips, err := k8sops.IPAddressesIn(ctx, c, caps, cidrs)
+	if err != nil {
+		return "", err
+	}
+	ips = slices.DeleteFunc(ips, func(ip k8sops.IPAddressRef) bool {
+		return k8sops.InAny(others, ip.IP) || ip.Parent == APIServerNamespace+"/"+APIServerServiceName
+	})
+	if len(ips) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("%d IPs in the old default range %s are held by no other ServiceCIDR: %s. Move those Services "+
+		"(k8scidr_service_recreation) or keep their IPs in a k8scidr_service_cidr; the range is retired by the next apply after.",
+		len(ips), strings.Join(cidrs, ", "), describeIPs(ips, 10)), nil
+}
+
+// retireDefaultRange deletes the default ServiceCIDR while it has other ranges than m's and
+// nothing holds it alone, and waits for kube-apiserver to recreate it from its flags.
+func retireDefaultRange(ctx context.Context, c *k8sops.Client, m APIServerMove, s *APIServerState) (string, error) {
+	if len(s.DefaultRange) == 0 || sameSet(s.DefaultRange, m.ServiceCIDRs) {
+		return "", nil
+	}
+	blocked, err := retireBlocked(ctx, c, s.DefaultRange)
+	if err != nil || blocked != "" {
+		s.RetireBlocked = blocked
+		return blocked, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := DeleteServiceCIDR(wctx, c, k8sops.DefaultServiceCIDRName, true); err != nil {
+		return "", fmt.Errorf("retiring the old default ServiceCIDR: %w", err)
+	}
+	err = wait.PollUntilContextCancel(wctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		sc, err := k8sops.GetServiceCIDR(ctx, c, k8sops.DefaultServiceCIDRName)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		s.DefaultRange = sc.CIDRs
+		return sc.Ready, nil
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "", err
+	case err != nil:
+		return "The old default ServiceCIDR is deleted; kube-apiserver had not recreated it within 2 minutes. It does so " +
+			"from its --service-cluster-ip-range; check that every kube-apiserver runs, then refresh.", nil
+	case !sameSet(s.DefaultRange, m.ServiceCIDRs):
+		return fmt.Sprintf("kube-apiserver recreated the default ServiceCIDR with %s, not %s: a kube-apiserver still runs "+
+			"with the old --service-cluster-ip-range. Finish restarting them; the next apply retires it again.",
+			strings.Join(s.DefaultRange, ", "), strings.Join(m.ServiceCIDRs, ", ")), nil
+	}
+	return "", nil
+}
+
+func familyPolicy(ips []string) *corev1.IPFamilyPolicy {
+	if len(ips) > 1 {
+		return ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	}
+	return ptr.To(corev1.IPFamilyPolicySingleStack)
+}
+
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x string) bool { return !slices.Contains(b, x) })
+}

@@ -1,0 +1,262 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
+)
+
+// apiServerConfig is the new Service range (as stage 1 leaves it) and, with the resource's
+// arguments, the apiserver Service's move.
+func apiServerConfig(kubeconfig, args string) string {
+	cfg := providerBlock(kubeconfig) + `
+resource "k8scidr_service_cidr" "new" {
+  name  = "services-172-24"
+  cidrs = ["172.24.0.0/15"]
+}
+`
+	if args != "none" {
+		cfg += fmt.Sprintf(`
+resource "k8scidr_apiserver_service" "this" {
+  service_cidrs = ["172.24.0.0/15"]
+%s
+  depends_on = [k8scidr_service_cidr.new]
+}
+`, args)
+	}
+	return cfg
+}
+
+// apiServerEndpointFlags give kube-apiserver endpoints for default/kubernetes: the reconciler
+// the test clusters turn off (they advertise 127.0.0.1, which an Endpoints object may not hold),
+// with 192.0.2.1 (TEST-NET-1) advertised. It is object data only: nothing connects to it, the
+// clients use the bind address.
+var apiServerEndpointFlags = []string{"--advertise-address=192.0.2.1", "--endpoint-reconciler-type=lease"}
+
+// startedPod creates a bare pod in default and waits until a kubelet (kwok) started it.
+func startedPod(t *testing.T, kube kubernetes.Interface, name string, env ...corev1.EnvVar) {
+	t.Helper()
+	ctx := context.Background()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: podTemplate(name).Spec}
+	p.Spec.Containers[0].Env = env
+	if _, err := kube.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.StartTime != nil, err
+	})
+	if err != nil {
+		t.Fatalf("pod default/%s not started: %v", name, err)
+	}
+}
+
+// TestAccAPIServerService_move is the apiserver's own Service moving with its range, on a real
+// kube-apiserver restarted with the new --service-cluster-ip-range: default/kubernetes recreated
+// at the new range's first address, the old IP kept by a bridge serving the apiserver's
+// endpoints (checked every 50 ms by a probe of its own: the longest gap is logged and must stay
+// under a second), the old default ServiceCIDR retired and recreated by kube-apiserver from its
+// flags, the bridge's endpoints kept current by every apply, and its removal refused while a pod
+// started before the move runs.
+func TestAccAPIServerService_move(t *testing.T) {
+	ctx := context.Background()
+	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
+	kube := c.Kube
+	startedPod(t, kube, "old-client")
+	startedPod(t, kube, "pinned", corev1.EnvVar{Name: "API", Value: "https://100.64.0.1:443"})
+
+	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the new Service range: %v\n%s", err, out)
+	}
+	// Outside the API: kube-apiserver restarts on the new range. It leaves default/kubernetes
+	// and the default ServiceCIDR as they are.
+	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "100.64.0.1" {
+		t.Fatalf("default/kubernetes after the restart: %v (%v), want it left at 100.64.0.1", s.Spec.ClusterIPs, err)
+	}
+	probe, err := c.ProbeAPIServerIP("100.64.0.1", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Stop()
+
+	w.write(apiServerConfig(c.Kubeconfig, ""))
+	t.Logf("plan:\n%s", w.planFile())
+	if got := w.planned("k8scidr_apiserver_service.this", "new_ips"); fmt.Sprint(got) != "[172.24.0.1]" {
+		t.Errorf("planned new_ips %v, want [172.24.0.1] known at plan", got)
+	}
+	w.applyFile()
+	svc, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || !slices.Equal(svc.Spec.ClusterIPs, []string{"172.24.0.1"}) || svc.Labels["component"] != "apiserver" ||
+		len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" || svc.Spec.Ports[0].Port != 443 {
+		t.Errorf("default/kubernetes after the move: %+v (%v)", svc, err)
+	}
+	bridge, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes-old-100-64-0-1", metav1.GetOptions{})
+	if err != nil || !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.1"}) || len(bridge.Spec.Selector) > 0 {
+		t.Fatalf("the bridge: %+v (%v)", bridge, err)
+	}
+	apiEPs, bridgeEPs := sliceEndpoints(t, kube, "kubernetes"), sliceEndpoints(t, kube, bridge.Name)
+	if len(apiEPs) == 0 || !slices.Equal(apiEPs, bridgeEPs) {
+		t.Errorf("the bridge serves %v, the apiserver is at %v", bridgeEPs, apiEPs)
+	}
+	keep, err := k8sops.GetServiceCIDR(ctx, clientFor(c), "kubernetes-old-100-64-0-0-30")
+	if err != nil || !keep.Ready || !slices.Equal(keep.CIDRs, []string{"100.64.0.0/30"}) {
+		t.Errorf("the keep-range: %+v (%v)", keep, err)
+	}
+	def, err := k8sops.GetServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName)
+	if err != nil || !def.Ready || !slices.Equal(def.CIDRs, []string{"172.24.0.0/15"}) {
+		t.Errorf("the default ServiceCIDR after the move: %+v (%v), want it recreated with 172.24.0.0/15", def, err)
+	}
+	for attr, want := range map[string]string{"old_ips": "[100.64.0.1]", "bridge_service": "default/kubernetes-old-100-64-0-1",
+		"default_service_cidr": "[172.24.0.0/15]", "in_sync": "true", "keep_cidrs": "[kubernetes-old-100-64-0-0-30=100.64.0.0/30]"} {
+		if got := fmt.Sprint(w.stateValue("k8scidr_apiserver_service.this", attr)); got != want {
+			t.Errorf("state %s = %s, want %s", attr, got, want)
+		}
+	}
+	movedAt, err := time.Parse(time.RFC3339, fmt.Sprint(w.stateValue("k8scidr_apiserver_service.this", "moved_at")))
+	if err != nil || !movedAt.Equal(svc.CreationTimestamp.UTC()) {
+		t.Errorf("moved_at %v (%v), want default/kubernetes's creation %v", movedAt, err, svc.CreationTimestamp)
+	}
+	w.converged()
+	polls, ok, gaps, holder := probe.Report()
+	longest := probe.Longest()
+	t.Logf("old apiserver IP 100.64.0.1: %d polls, %d served, %d gap(s), longest %v, held by %s at the end", polls, ok, len(gaps), longest, holder)
+	if polls < 20 || longest >= time.Second || holder != bridge.Name {
+		t.Errorf("the old apiserver IP was not served by the apiserver's endpoints: %d polls, longest gap %v, gaps %v, holder %s",
+			polls, longest, gaps, holder)
+	}
+
+	// Drift: the bridge's endpoints no longer the apiserver's (as after a control-plane roll).
+	// Refresh shows in_sync false, and the apply copies them again.
+	stale, err := kube.DiscoveryV1().EndpointSlices("default").Get(ctx, bridge.Name+"-ipv4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.99"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}
+	if _, err := kube.DiscoveryV1().EndpointSlices("default").Update(ctx, stale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.planFile()
+	if got := w.plannedActions("k8scidr_apiserver_service.this"); !slices.Equal(got, []string{"update"}) {
+		t.Errorf("stale bridge endpoints: planned %v, want an update (in_sync back to true)", got)
+	}
+	w.applyFile()
+	if got := sliceEndpoints(t, kube, bridge.Name); !slices.Equal(got, sliceEndpoints(t, kube, "kubernetes")) {
+		t.Errorf("after the apply the bridge serves %v, not the apiserver's endpoints", got)
+	}
+	w.converged()
+
+	// The bridge stays while a pod started before the move runs, and while one names the old IP.
+	w.write(apiServerConfig(c.Kubeconfig, "  bridge = false"))
+	out, err := w.run("plan", "-input=false")
+	if err == nil || !diagRE("Apiserver Bridge Still in Use", "default/old-client").MatchString(out) ||
+		!diagRE("Pods Name the Apiserver's Old IP", "default/pinned").MatchString(out) {
+		t.Errorf("bridge = false with pods started before the move: %v\n%s", err, out)
+	}
+	for _, name := range []string{"old-client", "pinned"} {
+		if err := kube.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startedPod(t, kube, "new-client") // started after the move: it does not hold the bridge
+	if out, err := w.run("apply", "-auto-approve", "-input=false"); err != nil {
+		t.Fatalf("bridge = false after the pods restarted: %v\n%s", err, out)
+	}
+	if _, err := kube.CoreV1().Services("default").Get(ctx, bridge.Name, metav1.GetOptions{}); err == nil {
+		t.Error("the bridge is still there after bridge = false")
+	}
+	if _, err := k8sops.GetServiceCIDR(ctx, clientFor(c), "kubernetes-old-100-64-0-0-30"); err == nil {
+		t.Error("the keep-range is still there after bridge = false")
+	}
+	if eps := sliceEndpoints(t, kube, bridge.Name); len(eps) > 0 {
+		t.Errorf("the bridge's EndpointSlice is still there: %v", eps)
+	}
+	w.converged()
+	if out, err := w.run("destroy", "-auto-approve", "-input=false"); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+	if svc, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || svc.Spec.ClusterIP != "172.24.0.1" {
+		t.Errorf("default/kubernetes after destroy: %v (%v): destroy must not move it", svc.Spec.ClusterIPs, err)
+	}
+}
+
+// TestAccAPIServerService_destroyRefused: destroying the resource while the bridge serves pods
+// started before the move is refused at plan, naming the way out.
+func TestAccAPIServerService_destroyRefused(t *testing.T) {
+	ctx := context.Background()
+	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
+	startedPod(t, c.Kube, "old-client")
+	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the new Service range: %v\n%s", err, out)
+	}
+	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
+		t.Fatal(err)
+	}
+	w.write(apiServerConfig(c.Kubeconfig, "  retire_default_service_cidr = false"))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the move: %v\n%s", err, out)
+	}
+	if def, err := k8sops.GetServiceCIDR(ctx, clientFor(c), k8sops.DefaultServiceCIDRName); err != nil || !slices.Equal(def.CIDRs, []string{"100.64.0.0/13"}) {
+		t.Errorf("retire_default_service_cidr = false retired it: %+v (%v)", def, err)
+	}
+	out, err := w.run("plan", "-destroy", "-input=false")
+	if err == nil || !diagRE("Apiserver Bridge Still in Use", "default/old-client", "started_before = moved_at").MatchString(out) {
+		t.Errorf("destroy with the bridge in use: %v\n%s", err, out)
+	}
+	w.write(apiServerConfig(c.Kubeconfig, "  retire_default_service_cidr = false\n  bridge_force_removal = true"))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("bridge_force_removal: %v\n%s", err, out)
+	}
+	// The new range stays: with the default range not retired, it alone holds default/kubernetes.
+	if out, err := w.run("destroy", "-auto-approve", "-target=k8scidr_apiserver_service.this"); err != nil {
+		t.Fatalf("forced destroy: %v\n%s", err, out)
+	}
+	if _, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes-old-100-64-0-1", metav1.GetOptions{}); err == nil {
+		t.Error("the bridge outlived a forced destroy")
+	}
+}
+
+// sliceEndpoints are the ready "ip:port" endpoints of Service default/name's EndpointSlices.
+func sliceEndpoints(t *testing.T, kube kubernetes.Interface, name string) []string {
+	t.Helper()
+	list, err := kube.DiscoveryV1().EndpointSlices("default").List(context.Background(), metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			for _, a := range e.Addresses {
+				for _, p := range s.Ports {
+					out = append(out, fmt.Sprintf("%s:%d", a, ptr.Deref(p.Port, 0)))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
