@@ -10,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -259,4 +261,60 @@ func sliceEndpoints(t *testing.T, kube kubernetes.Interface, name string) []stri
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// TestAccAPIServerService_resumes: an apply that stopped right after deleting default/kubernetes
+// (the keep-range made, the bridge not yet) is finished by the next: the old IP, recorded on
+// the keep-range, gets its bridge, and the Service is at the new IP.
+func TestAccAPIServerService_resumes(t *testing.T) {
+	ctx := context.Background()
+	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
+	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the new Service range: %v\n%s", err, out)
+	}
+	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
+		t.Fatal(err)
+	}
+	// What the stopped apply left: the keep-range recording the old IP, and the Service deleted.
+	client := clientFor(c)
+	api, _, err := k8sops.ServiceCIDRAPI(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+		"metadata": map[string]any{"name": "kubernetes-old-100-64-0-0-30",
+			"labels":      map[string]any{k8sops.APIServerBridgeLabel: "true"},
+			"annotations": map[string]any{servicecidr.APIServerOldIPsAnnotation: "100.64.0.1"}},
+		"spec": map[string]any{"cidrs": []any{"100.64.0.0/30"}},
+	}}
+	if _, err := api.Create(ctx, keep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servicecidr.WaitServiceCIDRReady(ctx, client, "kubernetes-old-100-64-0-0-30"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kube.CoreV1().Services("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.write(apiServerConfig(c.Kubeconfig, ""))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the apply after the stopped one: %v\n%s", err, out)
+	}
+	bridge, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes-old-100-64-0-1", metav1.GetOptions{})
+	if err != nil || !slices.Equal(bridge.Spec.ClusterIPs, []string{"100.64.0.1"}) {
+		t.Fatalf("the bridge after resuming: %+v (%v)", bridge, err)
+	}
+	if eps := sliceEndpoints(t, c.Kube, bridge.Name); len(eps) == 0 || !slices.Equal(eps, sliceEndpoints(t, c.Kube, "kubernetes")) {
+		t.Errorf("the bridge serves %v, the apiserver %v", eps, sliceEndpoints(t, c.Kube, "kubernetes"))
+	}
+	svc, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || svc.Spec.ClusterIP != "172.24.0.1" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 443 {
+		t.Errorf("default/kubernetes after resuming: %+v (%v)", svc, err)
+	}
+	if got := fmt.Sprint(w.stateValue("k8scidr_apiserver_service.this", "old_ips")); got != "[100.64.0.1]" {
+		t.Errorf("old_ips %s, want the IP the keep-range recorded", got)
+	}
+	w.converged()
 }

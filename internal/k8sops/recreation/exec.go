@@ -81,12 +81,13 @@ func (r RecreationResult) FollowUps(steps RecreationSteps) []string {
 			got += fmt.Sprintf(" (not the planned %s, which another client took during the apply: this resource's dns_service_ips "+
 				"has the IPs it got)", strings.Join(steps.Moves[i].NewIPs, ","))
 		}
-		todo = append(todo, fmt.Sprintf("Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to %s's new IP %s and roll the nodes; "+
+		todo = append(todo, fmt.Sprintf("Set kubelet clusterDNS (kOps: kubeDNS.serverIP) to %s's new IP %s and roll the nodes "+
+			"(kOps accepts it only with serviceClusterIPRange in the same edit: provider::k8scidr::kops_networking's service_range step); "+
 			"until then the DNS bridge%s answers on %s.", m.Key, got, bridge, strings.Join(m.OldIPs, ",")),
 			"Running pods keep the old DNS server until restarted: feed dns_moved_at to k8scidr_workload_restarts.started_before.")
 	}
 	if len(r.Recreated) > 0 {
-		todo = append(todo, "The apiserver's --service-cluster-ip-range and default/kubernetes move by the KEP-1880 procedure.")
+		todo = append(todo, "default/kubernetes moves with k8scidr_apiserver_service once every kube-apiserver runs with the new --service-cluster-ip-range.")
 	}
 	return todo
 }

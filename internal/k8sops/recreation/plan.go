@@ -418,7 +418,7 @@ func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel 
 	case svc.DeletionTimestamp != nil:
 		return "being deleted"
 	case key == "default/kubernetes":
-		return "owned by the apiserver: moves when --service-cluster-ip-range changes (KEP-1880 procedure)"
+		return "owned by the apiserver: k8scidr_apiserver_service moves it once kube-apiserver serves the new range"
 	case svc.Spec.Type == corev1.ServiceTypeLoadBalancer && !o.IncludeLoadBalancers:
 		return "LoadBalancer: recreating it replaces the cloud load balancer and its address; set include_load_balancers to move it, or keep its IP in a k8scidr_service_cidr"
 	}

@@ -616,13 +616,13 @@ func TestRecreationResult_FollowUps(t *testing.T) {
 	}
 	app := Move{Key: "app/web", OldIPs: []string{"100.64.0.20"}, NewIPs: []string{"172.24.0.20"}}
 	got := RecreationResult{Recreated: []Move{app}}.FollowUps(steps)
-	if len(got) != 1 || !strings.Contains(got[0], "KEP-1880") {
-		t.Errorf("an app Service moved: got %q, want only the KEP-1880 step", got)
+	if len(got) != 1 || !strings.Contains(got[0], "k8scidr_apiserver_service") {
+		t.Errorf("an app Service moved: got %q, want only the apiserver Service's step", got)
 	}
 	dns := Move{Key: "kube-system/kube-dns", OldIPs: []string{"100.64.0.10"}, NewIPs: []string{"172.24.0.10"}}
 	got = RecreationResult{Recreated: []Move{app, dns}, BridgeCreated: "kube-system/kube-dns-bridge"}.FollowUps(steps)
 	want := []string{"clusterDNS (kOps: kubeDNS.serverIP) to kube-system/kube-dns's new IP 172.24.0.10",
-		"the DNS bridge kube-system/kube-dns-bridge answers on 100.64.0.10", "dns_moved_at", "KEP-1880"}
+		"the DNS bridge kube-system/kube-dns-bridge answers on 100.64.0.10", "dns_moved_at", "k8scidr_apiserver_service"}
 	joined := strings.Join(got, "\n")
 	for _, w := range want {
 		if !strings.Contains(joined, w) {

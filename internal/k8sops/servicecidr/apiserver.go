@@ -13,7 +13,6 @@ package servicecidr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -37,8 +37,8 @@ const (
 	APIServerNamespace   = "default"
 	APIServerServiceName = "kubernetes"
 	apiServerBridgeBase  = "kubernetes-old-"
-	// apiServerOldIPsAnnotation on a keep-range records default/kubernetes's old IPs and ports.
-	apiServerOldIPsAnnotation = "k8scidr.io/apiserver-old-ips"
+	// APIServerOldIPsAnnotation on a keep-range records default/kubernetes's old IPs.
+	APIServerOldIPsAnnotation = "k8scidr.io/apiserver-old-ips"
 	// apiServerSliceManager keeps the bridge's EndpointSlice apart from the recreation's copies,
 	// which are swept once a controller serves their Service.
 	apiServerSliceManager = "k8scidr.io-apiserver-bridge"
@@ -194,20 +194,27 @@ func MoveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 	}
 	var notes []string
 	if !s.Moved() {
-		if len(s.ServiceIPs) == 0 {
-			// kube-apiserver recreates it within about 10 s; the next apply moves on.
-			return s, nil, errors.New("default/kubernetes does not exist: kube-apiserver recreates it within seconds; apply again")
-		}
 		if err := checkNewIPsServed(ctx, c, s.NewIPs); err != nil {
 			return s, nil, err
 		}
-		if err := moveAPIServerService(ctx, c, m, &s); err != nil {
+		if len(s.ServiceIPs) == 0 {
+			// Deleted by an apply that stopped before recreating it (kube-apiserver would, within
+			// about 10 s): the bridge first, if this move made one, then the Service.
+			if m.Bridge && len(s.OldIPs) > 0 {
+				if err := ensureBridgeAndRange(ctx, c, &s); err != nil {
+					return s, nil, err
+				}
+			}
+			if err := createAPIServerService(ctx, c, m, &s, nil); err != nil {
+				return s, nil, err
+			}
+		} else if err := moveAPIServerService(ctx, c, m, &s); err != nil {
 			return s, nil, err
 		}
 	}
 	switch {
 	case m.Bridge && len(s.OldIPs) > 0:
-		if err := ensureAPIServerBridge(ctx, c, &s); err != nil {
+		if err := ensureBridgeAndRange(ctx, c, &s); err != nil {
 			return s, nil, err
 		}
 	case !m.Bridge && (s.Bridge != "" || len(s.KeepCIDRs) > 0):
@@ -280,13 +287,29 @@ func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 			return err
 		}
 	}
+	return createAPIServerService(ctx, c, m, s, old)
+}
+
+// createAPIServerService creates default/kubernetes at the new IPs as it was (old), or, when an
+// interrupted apply left it deleted, as kube-apiserver makes it: its labels, port 443 named https
+// to the port of its endpoints.
+func createAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove, s *APIServerState, old *corev1.Service) error {
+	api := c.Kube.CoreV1().Services(APIServerNamespace)
+	if old == nil {
+		old = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}},
+				SessionAffinity: corev1.ServiceAffinityNone}}
+		if _, srcs, err := apiServerEndpoints(ctx, c); err == nil && len(srcs) > 0 && len(srcs[0].Ports) > 0 && srcs[0].Ports[0].Port != nil {
+			old.Spec.Ports[0].TargetPort = intstr.FromInt32(*srcs[0].Ports[0].Port)
+		}
+	}
 	fresh := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: APIServerServiceName, Namespace: APIServerNamespace, Labels: old.Labels},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: s.NewIPs[0], ClusterIPs: s.NewIPs,
 			IPFamilyPolicy: familyPolicy(s.NewIPs), Ports: old.Spec.Ports, SessionAffinity: old.Spec.SessionAffinity},
 	}
 	var got *corev1.Service
-	err = k8sops.RetryWrite(ctx, func(bool) error {
+	err := k8sops.RetryWrite(ctx, func(bool) error {
 		var err error
 		got, err = api.Create(ctx, fresh, metav1.CreateOptions{FieldManager: c.FieldManager})
 		if apierrors.IsAlreadyExists(err) { // kube-apiserver was quicker
@@ -332,7 +355,7 @@ func apiServerKeepRanges(ctx context.Context, c *k8sops.Client) ([]keepRange, er
 			continue // on its way out with the bridge
 		}
 		var ips []string
-		if a := list.Items[i].GetAnnotations()[apiServerOldIPsAnnotation]; a != "" {
+		if a := list.Items[i].GetAnnotations()[APIServerOldIPsAnnotation]; a != "" {
 			ips = strings.Split(a, ",")
 		}
 		out = append(out, keepRange{name: sc.Name, cidr: strings.Join(sc.CIDRs, ","), oldIPs: ips})
@@ -365,7 +388,7 @@ func ensureKeepRanges(ctx context.Context, c *k8sops.Client, s *APIServerState) 
 		name := apiServerBridgeBase + dashed(p.String())
 		obj := serviceCIDRObject(caps, name, []string{p.String()})
 		obj.SetLabels(map[string]string{k8sops.APIServerBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"})
-		obj.SetAnnotations(map[string]string{apiServerOldIPsAnnotation: strings.Join(s.OldIPs, ","),
+		obj.SetAnnotations(map[string]string{APIServerOldIPsAnnotation: strings.Join(s.OldIPs, ","),
 			"k8scidr.io/description": "Keeps default/kubernetes's old IP allocatable for the apiserver bridge."})
 		err = k8sops.RetryWrite(ctx, func(bool) error {
 			_, err := api.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.FieldManager})
@@ -380,9 +403,20 @@ func ensureKeepRanges(ctx context.Context, c *k8sops.Client, s *APIServerState) 
 		if _, err := WaitServiceCIDRReady(ctx, c, name); err != nil {
 			return err
 		}
-		s.KeepCIDRs = append(s.KeepCIDRs, name+"="+p.String())
+		if k := name + "=" + p.String(); !slices.Contains(s.KeepCIDRs, k) {
+			s.KeepCIDRs = append(s.KeepCIDRs, k)
+		}
 	}
 	return nil
+}
+
+// ensureBridgeAndRange makes the keep-range and the bridge, as a later apply needs after one that
+// stopped halfway, or after bridge = true again.
+func ensureBridgeAndRange(ctx context.Context, c *k8sops.Client, s *APIServerState) error {
+	if err := ensureKeepRanges(ctx, c, s); err != nil {
+		return err
+	}
+	return ensureAPIServerBridge(ctx, c, s)
 }
 
 // apiServerBridgeName is the bridge Service's name for old IPs.
