@@ -62,10 +62,14 @@ func TestAccBadInput_matrix(t *testing.T) {
 			[]string{`Invalid value for "ip_or_cidr" parameter`, "not a CIDR"}},
 		{"cidr_overlaps with an empty string", fn(`provider::k8scidr::cidr_overlaps("", "10.0.0.0/8")`),
 			[]string{`Invalid value for "a" parameter`, "not a CIDR"}},
-		{"kops_networking across families", fn(`provider::k8scidr::kops_networking("172.24.0.0/15", "fd00:16::/64", "172.16.0.0/12")`),
+		{"kops_networking across families", fn(`provider::k8scidr::kops_networking("172.24.0.0/15", "fd00:16::/64", "172.16.0.0/12", null, "172.24.0.10", "100.64.0.0/13")`),
 			[]string{`Invalid value for "pod_cidr" parameter`, "another IP family"}},
-		{"kops_networking Service range too wide", fn(`provider::k8scidr::kops_networking("172.0.0.0/11", "10.0.0.0/13", "0.0.0.0/0")`),
+		{"kops_networking Service range too wide", fn(`provider::k8scidr::kops_networking("172.0.0.0/11", "10.0.0.0/13", "0.0.0.0/0", null, "172.0.0.10", "100.64.0.0/13")`),
 			[]string{`Invalid value for "service_cidr" parameter`}},
+		{"kops_networking with the DNS IP still in the old range", fn(`provider::k8scidr::kops_networking("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12", "10.20.0.0/16", "100.64.0.10", "100.64.0.0/13")`),
+			[]string{`Invalid value for "cluster_dns_ip" parameter`, "must contain the DNS Server IP"}},
+		{"kops_networking on kOps' AWS default network", fn(`provider::k8scidr::kops_networking("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12", "172.20.0.0/16", "172.24.0.10", "100.64.0.0/13")`),
+			[]string{`Invalid value for "network_cidr" parameter`, "cannot overlap with networkCIDR"}},
 
 		// Resources: families, impossible targets, unknown namespaces and kinds.
 		{"service_cidr: two IPv4 ranges", p + "resource \"k8scidr_service_cidr\" \"x\" {\n  name = \"x\"\n  cidrs = [\"172.24.0.0/15\", \"172.28.0.0/15\"]\n}\n",

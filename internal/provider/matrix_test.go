@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
@@ -267,4 +270,60 @@ func describeAllocation(s *corev1.Service, err error) string {
 		return "refused: " + err.Error()
 	}
 	return "gave " + s.Spec.ClusterIP
+}
+
+// TestAccMatrix_serviceCIDRGate: before 1.33 the preflight refuses to start while
+// kube-controller-manager (its mirror pod, as kubeadm and kOps run it) lacks the
+// MultiCIDRServiceAllocator gate, and passes once it has it; from 1.33 the gate is on by default.
+func TestAccMatrix_serviceCIDRGate(t *testing.T) {
+	forEachRelease(t, nil, func(t *testing.T, r testcluster.Release, c *testcluster.Cluster) {
+		ctx := context.Background()
+		kcm := func(gates string) {
+			pods := c.Kube.CoreV1().Pods("kube-system")
+			_ = pods.Delete(ctx, "kube-controller-manager-kwok-node-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err := pods.Get(ctx, "kube-controller-manager-kwok-node-0", metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-kwok-node-0", Labels: map[string]string{"component": "kube-controller-manager"}},
+				Spec: corev1.PodSpec{NodeName: "kwok-node-0", HostNetwork: true, Containers: []corev1.Container{{Name: "kube-controller-manager", Image: "kcm:1",
+					Command: []string{"kube-controller-manager", "--feature-gates=" + gates}}}}}
+			if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+`
+data "k8scidr_preflight" "this" {
+  old_service_cidrs = ["100.64.0.0/13"]
+  new_service_cidrs = ["172.24.0.0/15"]
+}
+`)
+		gateFindings := func() []string {
+			if out, err := w.run("apply", "-auto-approve", "-refresh-only"); err != nil {
+				t.Fatalf("preflight: %v\n%s", err, out)
+			}
+			var got []string
+			for _, f := range list(w.stateValue("data.k8scidr_preflight.this", "findings")) {
+				if dig(f, "check") == "service_cidr_gate" {
+					got = append(got, fmt.Sprint(dig(f, "severity"), " ", dig(f, "object", "name")))
+				}
+			}
+			return got
+		}
+		kcm("RotateKubeletServerCertificate=true")
+		got := gateFindings()
+		want := []string{"blocker kube-controller-manager-kwok-node-0"}
+		if minor, _ := strconv.Atoi(strings.TrimPrefix(r.Name, "1.")); minor >= 33 { // on by default
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Kubernetes %s, kube-controller-manager without the gate: findings %v, want %v", r.Name, got, want)
+		}
+		kcm("RotateKubeletServerCertificate=true,MultiCIDRServiceAllocator=true")
+		if got := gateFindings(); len(got) > 0 {
+			t.Errorf("Kubernetes %s, kube-controller-manager with the gate: findings %v, want none", r.Name, got)
+		}
+	})
 }

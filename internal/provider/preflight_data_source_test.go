@@ -138,6 +138,8 @@ func TestAccPreflightDataSource_hazards(t *testing.T) {
 					{"blocker", preflight.CheckDisruptionBudget, "PodDisruptionBudget/default/solo"},
 					{"warning", preflight.CheckRolloutStuck, "Deployment/default/held"},
 					{"blocker", preflight.CheckRangeOverlap, "ServiceCIDR//stray"},
+					{"blocker", preflight.CheckCNIIPAM, "ConfigMap/kube-system/calico-config"},
+					{"warning", preflight.CheckKubeadmConfig, "ConfigMap/kube-system/kubeadm-config"},
 				}, t.Logf}},
 			},
 		},
@@ -230,6 +232,14 @@ func buildHazards(t *testing.T, e *calicoEnv) {
 	// rollout_stuck: a paused Deployment.
 	must(kube.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "held"},
 		Spec: appsv1.DeploymentSpec{Paused: true, Replicas: ptr.To[int32](0), Selector: appSelector("held"), Template: podTemplate("held")}}, metav1.CreateOptions{}))
+	// cni_ipam: Calico's CNI plugin on host-local IPAM (each node's podCIDR): the pools move nothing.
+	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "calico-config"},
+		Data: map[string]string{"cni_network_config": `{"name": "k8s-pod-network", "cniVersion": "0.3.1", "plugins": [{"type": "calico", ` +
+			`"mtu": __CNI_MTU__, "ipam": {"type": "host-local", "subnet": "usePodCidr"}}]}`}}, metav1.CreateOptions{}))
+	// kubeadm_config: kubeadm's ClusterConfiguration still on the old Service range.
+	must(kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: preflight.KubeadmConfigMap},
+		Data: map[string]string{"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nnetworking:\n" +
+			"  serviceSubnet: 100.64.0.0/13\n  podSubnet: " + oldPoolCIDR + "\n"}}, metav1.CreateOptions{}))
 	// range_overlap: a ServiceCIDR inside the new pod range.
 	if err := createRange(kube, "stray", "10.20.5.0/24"); err != nil {
 		t.Fatal(err)

@@ -22,7 +22,8 @@ func CheckPreflight(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	out := slices.Clone(s.Unread)
 	for _, check := range []func(PreflightSnapshot, PreflightRanges) []PreflightFinding{
 		checkClusterIPPinned, checkDNSPinned, checkPodsPinned, checkPoolPlacement, checkKubeProxy,
-		checkPolicies, checkAdmission, checkDisruption, checkRangeOverlap,
+		checkPolicies, checkAdmission, checkDisruption, checkRangeOverlap, checkCNIIPAM, checkServiceCIDRGate,
+		checkKubeadmConfig, checkRollAvailability,
 	} {
 		out = append(out, check(s, r)...)
 	}

@@ -185,6 +185,7 @@ func checkPoolPlacement(s PreflightSnapshot, r PreflightRanges) []PreflightFindi
 		if slices.Contains(flagValues(p, "allocate-node-cidrs"), "false") {
 			allocates = false
 		}
+		out = append(out, nodeCapacity(s, r, p)...)
 		for _, v := range flagValues(p, "cluster-cidr") {
 			if cidrs := prefixList(v); !containedIn(r.NewPod, cidrs) {
 				out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckPoolPlacement, Object: ObjectRef{"Pod", p.Namespace, p.Name},

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
@@ -51,6 +52,10 @@ const (
 	CheckDisruptionBudget    = "disruption_budget"
 	CheckRolloutStuck        = "rollout_stuck"
 	CheckRangeOverlap        = "range_overlap"
+	CheckCNIIPAM             = "cni_ipam"
+	CheckServiceCIDRGate     = "service_cidr_gate"
+	CheckKubeadmConfig       = "kubeadm_config"
+	CheckRollAvailability    = "roll_availability"
 	CheckUnread              = "check_unread"
 )
 
@@ -104,8 +109,14 @@ type PreflightSnapshot struct {
 	AdmissionPolicies    []admissionv1.ValidatingAdmissionPolicy
 	PodDisruptionBudgets []policyv1.PodDisruptionBudget
 	ServiceCIDRs         []k8sops.ServiceCIDR
+	Installations        []unstructured.Unstructured // the Tigera operator's, where it runs
+	KubeadmConfig        *corev1.ConfigMap           // kube-system/kubeadm-config, where it exists
+	ServerMinor          int
 	Unread               []PreflightFinding
 }
+
+// installationsGVR is the Tigera operator's Installation: its spec.cni says which CNI and IPAM run.
+var installationsGVR = schema.GroupVersionResource{Group: "operator.tigera.io", Version: "v1", Resource: "installations"}
 
 // preflightConfigMaps are the kube-system ConfigMaps the checks read where they exist.
 var preflightConfigMaps = []string{recreation.KubeletConfigMap, "kube-proxy", "node-local-dns", "calico-config"}
@@ -129,16 +140,19 @@ func Preflight(ctx context.Context, c *k8sops.Client, r PreflightRanges, checks 
 // (not served: nothing to check); any other error fails the read.
 func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (PreflightSnapshot, error) {
 	s := PreflightSnapshot{FieldManager: c.FieldManager, ConfigMaps: map[string]*corev1.ConfigMap{}}
+	if caps, err := c.Capabilities(); err == nil {
+		s.ServerMinor = caps.ServerMinor
+	}
 	k := c.Kube
 	reads := []struct {
 		what   string
 		checks []string
 		read   func() error
 	}{
-		{"services", []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed}, func() error {
+		{"services", []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed, CheckRollAvailability}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Services("").List), collect(&s.Services))
 		}},
-		{"pods", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR, CheckDisruptionBudget}, func() error {
+		{"pods", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR, CheckDisruptionBudget, CheckServiceCIDRGate}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Pods("").List), collect(&s.Pods))
 		}},
 		{"namespaces", []string{CheckPodsPinnedToOldPool}, func() error {
@@ -147,7 +161,7 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 		{"nodes", []string{CheckPoolPlacement, CheckRangeOverlap}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Nodes().List), collect(&s.Nodes))
 		}},
-		{"deployments.apps", []string{CheckPodsPinnedToOldPool, CheckRolloutStuck}, func() error {
+		{"deployments.apps", []string{CheckPodsPinnedToOldPool, CheckRolloutStuck, CheckRollAvailability}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.AppsV1().Deployments("").List), collect(&s.Deployments))
 		}},
 		{"statefulsets.apps", []string{CheckPodsPinnedToOldPool}, func() error {
@@ -159,10 +173,10 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 		{"networkpolicies.networking.k8s.io", []string{CheckPolicyOldRange}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.NetworkingV1().NetworkPolicies("").List), collect(&s.NetworkPolicies))
 		}},
-		{"validatingwebhookconfigurations.admissionregistration.k8s.io", []string{CheckWebhookFailClosed}, func() error {
+		{"validatingwebhookconfigurations.admissionregistration.k8s.io", []string{CheckWebhookFailClosed, CheckRollAvailability}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.AdmissionregistrationV1().ValidatingWebhookConfigurations().List), collect(&s.ValidatingWebhooks))
 		}},
-		{"mutatingwebhookconfigurations.admissionregistration.k8s.io", []string{CheckWebhookFailClosed}, func() error {
+		{"mutatingwebhookconfigurations.admissionregistration.k8s.io", []string{CheckWebhookFailClosed, CheckRollAvailability}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.AdmissionregistrationV1().MutatingWebhookConfigurations().List), collect(&s.MutatingWebhooks))
 		}},
 		{"validatingadmissionpolicies.admissionregistration.k8s.io", []string{CheckAdmissionPolicy}, func() error {
@@ -173,7 +187,7 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 		{"poddisruptionbudgets.policy", []string{CheckDisruptionBudget}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.PolicyV1().PodDisruptionBudgets("").List), collect(&s.PodDisruptionBudgets))
 		}},
-		{"configmaps (kube-system: " + fmt.Sprint(preflightConfigMaps) + ")", []string{CheckDNSPinned, CheckKubeProxyCIDR, CheckPodsPinnedToOldPool}, func() error {
+		{"configmaps (kube-system: " + fmt.Sprint(preflightConfigMaps) + ")", []string{CheckDNSPinned, CheckKubeProxyCIDR, CheckPodsPinnedToOldPool, CheckCNIIPAM}, func() error {
 			for _, name := range preflightConfigMaps {
 				cm, err := k.CoreV1().ConfigMaps("kube-system").Get(ctx, name, metav1.GetOptions{})
 				switch {
@@ -188,6 +202,20 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 		}},
 		{"servicecidrs.networking.k8s.io", []string{CheckRangeOverlap}, func() (err error) {
 			s.ServiceCIDRs, err = servedServiceCIDRs(ctx, c)
+			return err
+		}},
+		{"configmap kube-system/" + KubeadmConfigMap, []string{CheckKubeadmConfig}, func() error {
+			cm, err := k.CoreV1().ConfigMaps("kube-system").Get(ctx, KubeadmConfigMap, metav1.GetOptions{})
+			if err == nil {
+				s.KubeadmConfig = cm
+			}
+			return err
+		}},
+		{"installations.operator.tigera.io", []string{CheckCNIIPAM}, func() error {
+			list, err := c.Dynamic.Resource(installationsGVR).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				s.Installations = list.Items
+			}
 			return err
 		}},
 	}

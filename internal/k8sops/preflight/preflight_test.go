@@ -128,6 +128,8 @@ func TestCheckPreflight(t *testing.T) {
 	progressing := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "stuck"}, Status: appsv1.DeploymentStatus{
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Reason: "ProgressDeadlineExceeded", Message: "timed out"}}}}
 	svcRef := &admissionv1.ServiceReference{Namespace: "hooks", Name: "guard"}
+	backendSvc := pfService("hooks", "guard", "172.24.3.3")
+	backendSvc.Spec.Selector = map[string]string{"app": "guard"}
 
 	cases := []struct {
 		name                   string
@@ -164,6 +166,49 @@ func TestCheckPreflight(t *testing.T) {
 			`{"ipam": {"type": "calico-ipam", "ipv4_pools": ["default-ipv4-ippool"]}, "mtu": __CNI_MTU__}`)},
 			PreflightSnapshot{Pools: []calico.IPPool{oldPool()}, ConfigMaps: kubeSystemConfigMap("calico-config", "cni_network_config", `{"ipam": {"type": "calico-ipam"}}`)},
 			CheckPodsPinnedToOldPool, SeverityBlocker, "ConfigMap/kube-system/calico-config"},
+		{"host-local IPAM", PreflightSnapshot{ConfigMaps: kubeSystemConfigMap("calico-config", "cni_network_config",
+			`{"plugins": [{"type": "calico", "mtu": __CNI_MTU__, "ipam": {"type": "host-local", "subnet": "usePodCidr"}}]}`)},
+			PreflightSnapshot{ConfigMaps: kubeSystemConfigMap("calico-config", "cni_network_config", `{"plugins": [{"type": "calico", "ipam": {"type": "calico-ipam"}}]}`)},
+			CheckCNIIPAM, SeverityBlocker, "ConfigMap/kube-system/calico-config"},
+		{"calico-ipam on usePodCidr", PreflightSnapshot{ConfigMaps: kubeSystemConfigMap("calico-config", "cni_network_config",
+			`{"ipam": {"type": "calico-ipam", "subnet": "usePodCidr"}}`)},
+			PreflightSnapshot{ConfigMaps: kubeSystemConfigMap("calico-config", "cni_network_config", `{"ipam": {"type": "calico-ipam", "assign_ipv4": "true"}}`)},
+			CheckCNIIPAM, SeverityBlocker, "ConfigMap/kube-system/calico-config"},
+		{"operator on HostLocal IPAM", PreflightSnapshot{Installations: []unstructured.Unstructured{installation("Calico", "HostLocal")}},
+			PreflightSnapshot{Installations: []unstructured.Unstructured{installation("Calico", "Calico")}},
+			CheckCNIIPAM, SeverityBlocker, "Installation//default"},
+		{"operator on another CNI", PreflightSnapshot{Installations: []unstructured.Unstructured{installation("AmazonVPC", "")}},
+			PreflightSnapshot{Installations: []unstructured.Unstructured{installation("", "")}},
+			CheckCNIIPAM, SeverityBlocker, "Installation//default"},
+		{"kcm without the ServiceCIDR gate on 1.32", PreflightSnapshot{ServerMinor: 32,
+			Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--feature-gates=SomethingElse=true")}},
+			PreflightSnapshot{ServerMinor: 32, Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a",
+				"--feature-gates=SomethingElse=true,MultiCIDRServiceAllocator=true")}},
+			CheckServiceCIDRGate, SeverityBlocker, "Pod/kube-system/kcm-a"},
+		{"kcm without the gate on 1.33 is fine, its flags unseen on 1.31 are a warning", PreflightSnapshot{ServerMinor: 31},
+			PreflightSnapshot{ServerMinor: 33, Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a")}},
+			CheckServiceCIDRGate, SeverityWarning, "kube-controller-manager//"},
+		{"kubeadm-config on the old Service range", PreflightSnapshot{KubeadmConfig: kubeadmConfig("10.96.0.0/12", "172.16.0.0/12")},
+			PreflightSnapshot{KubeadmConfig: kubeadmConfig("172.24.0.0/15", "172.16.0.0/12")},
+			CheckKubeadmConfig, SeverityWarning, "ConfigMap/kube-system/kubeadm-config"},
+		{"kubeadm-config on the old pod range", PreflightSnapshot{KubeadmConfig: kubeadmConfig("172.24.0.0/15", "100.96.0.0/11")},
+			PreflightSnapshot{KubeadmConfig: kubeadmConfig("172.24.0.0/15", "172.16.0.0/13")},
+			CheckKubeadmConfig, SeverityWarning, "ConfigMap/kube-system/kubeadm-config"},
+		{"more nodes than node CIDRs in the new range", PreflightSnapshot{Nodes: make([]corev1.Node, 3), Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a",
+			"--cluster-cidr=172.16.0.0/12", "--allocate-node-cidrs=true", "--node-cidr-mask-size=14")}},
+			PreflightSnapshot{Nodes: make([]corev1.Node, 3), Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a",
+				"--cluster-cidr=172.16.0.0/12", "--allocate-node-cidrs=true", "--node-cidr-mask-size=16")}},
+			CheckPoolPlacement, SeverityWarning, "Pod/kube-system/kcm-a"},
+		{"CoreDNS on one replica", PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 1, nil)}},
+			PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 2, nil)}},
+			CheckRollAvailability, SeverityWarning, "Deployment/kube-system/coredns"},
+		{"a fail-closed webhook's single backend", PreflightSnapshot{Services: []corev1.Service{backendSvc},
+			ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "pods")},
+			Deployments:        []appsv1.Deployment{deployment("hooks", "guard", 1, map[string]string{"app": "guard"})}},
+			PreflightSnapshot{Services: []corev1.Service{backendSvc},
+				ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "pods")},
+				Deployments:        []appsv1.Deployment{deployment("hooks", "guard", 3, map[string]string{"app": "guard"})}},
+			CheckRollAvailability, SeverityWarning, "Deployment/hooks/guard"},
 		{"kcm cluster-cidr", PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=100.96.0.0/11", "--allocate-node-cidrs=false")}},
 			PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=172.16.0.0/12", "--allocate-node-cidrs=false")}},
 			CheckPoolPlacement, SeverityWarning, "Pod/kube-system/kcm-a"},
@@ -289,4 +334,30 @@ func onlyChecks(f []PreflightFinding, checks []string) []PreflightFinding {
 func nodeAt(name, ip string) corev1.Node {
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+}
+
+// installation is a Tigera operator Installation named default with spec.cni's type and IPAM.
+func installation(cni, ipam string) unstructured.Unstructured {
+	spec := map[string]any{}
+	if cni != "" {
+		spec["type"] = cni
+	}
+	if ipam != "" {
+		spec["ipam"] = map[string]any{"type": ipam}
+	}
+	return unstructured.Unstructured{Object: map[string]any{"apiVersion": "operator.tigera.io/v1", "kind": "Installation",
+		"metadata": map[string]any{"name": "default"}, "spec": map[string]any{"cni": spec}}}
+}
+
+// kubeadmConfig is kube-system/kubeadm-config with these networking subnets.
+func kubeadmConfig(serviceSubnet, podSubnet string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: KubeadmConfigMap}, Data: map[string]string{
+		"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nnetworking:\n  dnsDomain: cluster.local\n" +
+			"  serviceSubnet: " + serviceSubnet + "\n  podSubnet: " + podSubnet + "\n"}}
+}
+
+// deployment is a Deployment with replicas and pod template labels.
+func deployment(ns, name string, replicas int32, labels map[string]string) appsv1.Deployment {
+	return appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}}
 }

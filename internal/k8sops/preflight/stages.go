@@ -17,7 +17,7 @@ import (
 var (
 	ServiceStageChecks = []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed, CheckAdmissionPolicy}
 	PoolCreateChecks   = []string{CheckPoolPlacement, CheckKubeProxyCIDR}
-	PoolDisableChecks  = []string{CheckPodsPinnedToOldPool}
+	PoolDisableChecks  = []string{CheckPodsPinnedToOldPool, CheckCNIIPAM}
 	RollStageChecks    = []string{CheckPodsPinnedToOldPool, CheckDisruptionBudget, CheckRolloutStuck}
 )
 
