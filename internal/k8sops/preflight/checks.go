@@ -23,7 +23,7 @@ func CheckPreflight(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	for _, check := range []func(PreflightSnapshot, PreflightRanges) []PreflightFinding{
 		checkClusterIPPinned, checkDNSPinned, checkPodsPinned, checkPoolPlacement, checkKubeProxy,
 		checkPolicies, checkAdmission, checkDisruption, checkRangeOverlap, checkCNIIPAM, checkServiceCIDRGate,
-		checkKubeadmConfig, checkRollAvailability,
+		checkKubeadmConfig, checkRollAvailability, checkServiceCIDRLeftover,
 	} {
 		out = append(out, check(s, r)...)
 	}

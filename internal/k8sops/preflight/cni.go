@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // ipamInCNI finds the ipam object of a CNI configuration template (calico-config's
@@ -229,6 +231,28 @@ func checkRollAvailability(s PreflightSnapshot, r PreflightRanges) []PreflightFi
 					"every create the webhook covers is refused, the roll's own new pods among them.", b.hook, b.ns, b.name),
 				Fix: "Scale it to two or more replicas with a PodDisruptionBudget before the roll, or set the webhook's failurePolicy to Ignore for the migration."})
 		}
+	}
+	return out
+}
+
+// checkServiceCIDRLeftover: KEP-1880's last step. Once kube-apiserver has recreated the default
+// range on the new flags, a ServiceCIDR made for the move inside it is no longer needed: the
+// default range holds its addresses.
+func checkServiceCIDRLeftover(s PreflightSnapshot, _ PreflightRanges) []PreflightFinding {
+	i := slices.IndexFunc(s.ServiceCIDRs, func(sc k8sops.ServiceCIDR) bool { return sc.Name == k8sops.DefaultServiceCIDRName })
+	if i < 0 || !s.ServiceCIDRs[i].Ready || s.ServiceCIDRs[i].Terminating {
+		return nil
+	}
+	def := k8sops.ParsePrefixes(s.ServiceCIDRs[i].CIDRs)
+	var out []PreflightFinding
+	for _, sc := range s.ServiceCIDRs {
+		if sc.Name == k8sops.DefaultServiceCIDRName || sc.Terminating || !containedIn(k8sops.ParsePrefixes(sc.CIDRs), def) {
+			continue
+		}
+		out = append(out, PreflightFinding{Severity: SeverityInfo, Check: CheckServiceCIDRLeftover, Object: ObjectRef{"ServiceCIDR", "", sc.Name},
+			Detail: fmt.Sprintf("It lies inside the default range kubernetes (%s), which kube-apiserver made from its flags: that range "+
+				"holds its addresses, so it is no longer needed (KEP-1880's last step).", strings.Join(s.ServiceCIDRs[i].CIDRs, ", ")),
+			Fix: "Remove it once the migration is done (its k8scidr_service_cidr from the configuration); its Services keep their IPs."})
 	}
 	return out
 }

@@ -56,6 +56,7 @@ const (
 	CheckServiceCIDRGate     = "service_cidr_gate"
 	CheckKubeadmConfig       = "kubeadm_config"
 	CheckRollAvailability    = "roll_availability"
+	CheckServiceCIDRLeftover = "service_cidr_leftover"
 	CheckUnread              = "check_unread"
 )
 
@@ -200,7 +201,7 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			}
 			return nil
 		}},
-		{"servicecidrs.networking.k8s.io", []string{CheckRangeOverlap}, func() (err error) {
+		{"servicecidrs.networking.k8s.io", []string{CheckRangeOverlap, CheckServiceCIDRLeftover}, func() (err error) {
 			s.ServiceCIDRs, err = servedServiceCIDRs(ctx, c)
 			return err
 		}},

@@ -209,6 +209,11 @@ func TestCheckPreflight(t *testing.T) {
 				ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "pods")},
 				Deployments:        []appsv1.Deployment{deployment("hooks", "guard", 3, map[string]string{"app": "guard"})}},
 			CheckRollAvailability, SeverityWarning, "Deployment/hooks/guard"},
+		{"a move's range inside the recreated default range", PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
+			{Name: "kubernetes", CIDRs: []string{"172.24.0.0/15"}, Ready: true}, {Name: "services-172-24", CIDRs: []string{"172.24.0.0/15"}, Ready: true}}},
+			PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
+				{Name: "kubernetes", CIDRs: []string{"100.64.0.0/13"}, Ready: true}, {Name: "services-172-24", CIDRs: []string{"172.24.0.0/15"}, Ready: true}}},
+			CheckServiceCIDRLeftover, SeverityInfo, "ServiceCIDR//services-172-24"},
 		{"kcm cluster-cidr", PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=100.96.0.0/11", "--allocate-node-cidrs=false")}},
 			PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=172.16.0.0/12", "--allocate-node-cidrs=false")}},
 			CheckPoolPlacement, SeverityWarning, "Pod/kube-system/kcm-a"},
