@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -317,4 +318,48 @@ func TestAccAPIServerService_resumes(t *testing.T) {
 		t.Errorf("old_ips %s, want the IP the keep-range recorded", got)
 	}
 	w.converged()
+}
+
+// TestAccAPIServerService_bridgeRefused: a ResourceQuota in default with no room for another
+// Service would refuse the bridge; the apply finds out by a dry run before anything is deleted,
+// says so, and default/kubernetes stays where it is. With room, the next apply moves it.
+func TestAccAPIServerService_bridgeRefused(t *testing.T) {
+	ctx := context.Background()
+	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
+	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the new Service range: %v\n%s", err, out)
+	}
+	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
+		t.Fatal(err)
+	}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "services"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: apiresource.MustParse("1")}}}
+	if _, err := c.Kube.CoreV1().ResourceQuotas("default").Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := c.Kube.CoreV1().ResourceQuotas("default").Get(ctx, "services", metav1.GetOptions{})
+		return err == nil && q.Status.Used != nil && !q.Status.Used.Name(corev1.ResourceServices, "").IsZero(), err
+	})
+	if err != nil {
+		t.Fatalf("the quota never counted default's Services: %v", err)
+	}
+	w.write(apiServerConfig(c.Kubeconfig, ""))
+	out, err := w.run("apply", "-auto-approve")
+	if err == nil || !diagRE("would refuse the bridge Service default/kubernetes-old-100-64-0-1", "nothing was deleted").MatchString(out) {
+		t.Fatalf("apply with no room for the bridge: %v\n%s", err, out)
+	}
+	if s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "100.64.0.1" {
+		t.Errorf("default/kubernetes after the refused apply: %v (%v), want it left at 100.64.0.1", s.Spec.ClusterIPs, err)
+	}
+	if err := c.Kube.CoreV1().ResourceQuotas("default").Delete(ctx, "services", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("apply with room: %v\n%s", err, out)
+	}
+	if s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "172.24.0.1" {
+		t.Errorf("default/kubernetes after the second apply: %v (%v)", s.Spec.ClusterIPs, err)
+	}
 }

@@ -268,6 +268,9 @@ func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 	}
 	s.OldIPs, s.ports = slices.Clone(old.Spec.ClusterIPs), old.Spec.Ports
 	if m.Bridge {
+		if err := admitBridge(ctx, c, apiServerBridgeName(s.OldIPs), s.OldIPs, s.ports); err != nil {
+			return err
+		}
 		if err := ensureKeepRanges(ctx, c, s); err != nil {
 			return err
 		}
@@ -457,21 +460,10 @@ func ensureAPIServerBridge(ctx context.Context, c *k8sops.Client, s *APIServerSt
 	return err
 }
 
-// createAPIServerBridge creates the bridge on ips with default/kubernetes's ports (kube-apiserver's
-// own, 443 named https, when an apply resumed after the move). Right after the delete the old
-// IPs may still be taken for a moment, so an IP conflict is retried.
+// createAPIServerBridge creates the bridge on ips. Right after the delete the old IPs may still
+// be taken for a moment, so an IP conflict is retried.
 func createAPIServerBridge(ctx context.Context, c *k8sops.Client, name string, ips []string, ports []corev1.ServicePort) (*corev1.Service, error) {
-	if len(ports) == 0 {
-		ports = []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}}
-	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: APIServerNamespace,
-			Labels: map[string]string{k8sops.APIServerBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"},
-			Annotations: map[string]string{k8sops.BridgeForAnnotation: APIServerNamespace + "/" + APIServerServiceName,
-				"k8scidr.io/description": "Keeps default/kubernetes's old IP answering for pods started before it moved."}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ips[0], ClusterIPs: ips,
-			IPFamilyPolicy: familyPolicy(ips), Ports: ports},
-	}
+	svc := bridgeService(name, ips, ports)
 	var got *corev1.Service
 	taken := func(err error) bool {
 		return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated")
@@ -488,6 +480,36 @@ func createAPIServerBridge(ctx context.Context, c *k8sops.Client, name string, i
 		return nil, fmt.Errorf("creating the apiserver bridge %s on %s: %w", name, strings.Join(ips, ", "), err)
 	}
 	return got, nil
+}
+
+// admitBridge asks the apiserver, by a server-side dry run before anything is deleted, whether
+// it would admit the bridge (quota, admission policies, webhooks). The dry run leaves its IP to
+// the allocator: the old IP is still default/kubernetes's.
+func admitBridge(ctx context.Context, c *k8sops.Client, name string, ips []string, ports []corev1.ServicePort) error {
+	svc := bridgeService(name, ips, ports)
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
+	_, err := c.Kube.CoreV1().Services(APIServerNamespace).Create(ctx, svc, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: c.FieldManager})
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return fmt.Errorf("the apiserver would refuse the bridge Service default/%s (%w), so nothing was deleted: default/kubernetes "+
+		"stays at %s. Let the quota or admission rules of namespace default admit it, then apply again", name, err, strings.Join(ips, ", "))
+}
+
+// bridgeService is the bridge on ips: selector-less, with default/kubernetes's ports
+// (kube-apiserver's own, 443 named https, when an apply resumed after the move).
+func bridgeService(name string, ips []string, ports []corev1.ServicePort) *corev1.Service {
+	if len(ports) == 0 {
+		ports = []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443}}
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: APIServerNamespace,
+			Labels: map[string]string{k8sops.APIServerBridgeLabel: "true", "app.kubernetes.io/managed-by": "k8scidr"},
+			Annotations: map[string]string{k8sops.BridgeForAnnotation: APIServerNamespace + "/" + APIServerServiceName,
+				"k8scidr.io/description": "Keeps default/kubernetes's old IP answering for pods started before it moved."}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ips[0], ClusterIPs: ips,
+			IPFamilyPolicy: familyPolicy(ips), Ports: ports},
+	}
 }
 
 // putSlice creates or updates the bridge's slice want, found by listing (the apply role may list
