@@ -48,6 +48,20 @@ resource "k8scidr_apiserver_service" "this" {
 // clients use the bind address.
 var apiServerEndpointFlags = []string{"--advertise-address=192.0.2.1", "--endpoint-reconciler-type=lease"}
 
+// onNewRange is where the apiserver Service's move starts: the new Service range made (as stage 1
+// leaves it) and kube-apiserver restarted on it. It returns the workspace holding the range.
+func onNewRange(t *testing.T, c *testcluster.Cluster) *cliWorkspace {
+	t.Helper()
+	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the new Service range: %v\n%s", err, out)
+	}
+	if err := c.RestartAPIServer(context.Background(), []string{"172.24.0.0/15"}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // startedPod creates a bare pod in default and waits until a kubelet (kwok) started it.
 func startedPod(t *testing.T, kube kubernetes.Interface, name string, env ...corev1.EnvVar) {
 	t.Helper()
@@ -80,15 +94,9 @@ func TestAccAPIServerService_move(t *testing.T) {
 	startedPod(t, kube, "old-client")
 	startedPod(t, kube, "pinned", corev1.EnvVar{Name: "API", Value: "https://100.64.0.1:443"})
 
-	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
-	if out, err := w.run("apply", "-auto-approve"); err != nil {
-		t.Fatalf("the new Service range: %v\n%s", err, out)
-	}
 	// Outside the API: kube-apiserver restarts on the new range. It leaves default/kubernetes
 	// and the default ServiceCIDR as they are.
-	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
-		t.Fatal(err)
-	}
+	w := onNewRange(t, c)
 	if s, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "100.64.0.1" {
 		t.Fatalf("default/kubernetes after the restart: %v (%v), want it left at 100.64.0.1", s.Spec.ClusterIPs, err)
 	}
@@ -211,13 +219,7 @@ func TestAccAPIServerService_destroyRefused(t *testing.T) {
 	ctx := context.Background()
 	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
 	startedPod(t, c.Kube, "old-client")
-	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
-	if out, err := w.run("apply", "-auto-approve"); err != nil {
-		t.Fatalf("the new Service range: %v\n%s", err, out)
-	}
-	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
-		t.Fatal(err)
-	}
+	w := onNewRange(t, c)
 	w.write(apiServerConfig(c.Kubeconfig, "  retire_default_service_cidr = false"))
 	if out, err := w.run("apply", "-auto-approve"); err != nil {
 		t.Fatalf("the move: %v\n%s", err, out)
@@ -270,13 +272,7 @@ func sliceEndpoints(t *testing.T, kube kubernetes.Interface, name string) []stri
 func TestAccAPIServerService_resumes(t *testing.T) {
 	ctx := context.Background()
 	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
-	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
-	if out, err := w.run("apply", "-auto-approve"); err != nil {
-		t.Fatalf("the new Service range: %v\n%s", err, out)
-	}
-	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
-		t.Fatal(err)
-	}
+	w := onNewRange(t, c)
 	// What the stopped apply left: the keep-range recording the old IP, and the Service deleted.
 	client := clientFor(c)
 	api, _, err := k8sops.ServiceCIDRAPI(client)
@@ -326,13 +322,7 @@ func TestAccAPIServerService_resumes(t *testing.T) {
 func TestAccAPIServerService_bridgeRefused(t *testing.T) {
 	ctx := context.Background()
 	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
-	w := newCLIWorkspace(t, apiServerConfig(c.Kubeconfig, "none"))
-	if out, err := w.run("apply", "-auto-approve"); err != nil {
-		t.Fatalf("the new Service range: %v\n%s", err, out)
-	}
-	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
-		t.Fatal(err)
-	}
+	w := onNewRange(t, c)
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "services"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: apiresource.MustParse("1")}}}
 	if _, err := c.Kube.CoreV1().ResourceQuotas("default").Create(ctx, quota, metav1.CreateOptions{}); err != nil {
