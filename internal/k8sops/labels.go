@@ -23,6 +23,23 @@ const (
 // the apiserver's endpoints, and the keep-range ServiceCIDR that holds those IPs.
 const APIServerBridgeLabel = "k8scidr.io/apiserver-bridge"
 
+// PreviousClusterIPsAnnotation on a Service k8scidr_service_recreation recreated lists the
+// ClusterIPs it had before (comma-separated, in spec.clusterIPs order): what ip_assignment =
+// "previous" moves it back to.
+const PreviousClusterIPsAnnotation = "k8scidr.io/previous-cluster-ips"
+
+// StandsInFor reports whether b is a DNS or old-IP bridge of the Service key (namespace/name):
+// the Service may take b's IPs back, deleting b. The apiserver's bridge is never one.
+func StandsInFor(b *corev1.Service, key string) bool {
+	if b.Labels[DNSBridgeLabel] != "true" && b.Labels[OldIPBridgeLabel] != "true" {
+		return false
+	}
+	if f := b.Annotations[BridgeForAnnotation]; f != "" {
+		return f == key
+	}
+	return b.Labels[OldIPBridgeLabel] == "true" && b.Namespace+"/"+b.Labels[OldIPBridgeForLabel] == key
+}
+
 // IsBridge reports whether svc is a bridge of any kind: never moved, and its IPs stay.
 func IsBridge(svc *corev1.Service) bool {
 	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true" || svc.Labels[APIServerBridgeLabel] == "true"

@@ -11,6 +11,9 @@ import (
 const (
 	PreserveOffset = "preserve_offset"
 	NextFree       = "next_free"
+	// Previous moves each Service back to the IPs it had before k8scidr_service_recreation last
+	// moved it (PreviousClusterIPsAnnotation); the others are placed as preserve_offset does.
+	Previous = "previous"
 )
 
 // PlacementRequest is one address to move, in placement order.

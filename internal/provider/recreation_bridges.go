@@ -117,7 +117,7 @@ func (m *serviceRecreationModel) planBridges(ctx context.Context, state *service
 		now := time.Now()
 		if state != nil {
 			for k, b := range bridgesFrom(ctx, state.Bridges, diags) {
-				if !expired(b.CreatedAt, m.ttl(), now) {
+				if !expired(b.CreatedAt, m.ttl(), now) && !takenOver(p.Moves, b) {
 					want[k] = b
 				}
 			}
@@ -135,9 +135,19 @@ func (m *serviceRecreationModel) planBridges(ctx context.Context, state *service
 	m.Bridges = bridgesValue(want, diags)
 }
 
+// takenOver reports whether a move takes b's IPs back for the Service b stands in for (the way
+// back, ip_assignment = "previous"): the move deletes b itself, unchecked, as it creates the
+// Service on them.
+func takenOver(moves []recreation.Move, b bridgeModel) bool {
+	return slices.ContainsFunc(moves, func(mv recreation.Move) bool {
+		return mv.Key == b.Service && slices.ContainsFunc(b.IPs, func(ip string) bool { return slices.Contains(mv.NewIPs, ip) })
+	})
+}
+
 // bridgeRemovals are the bridges the prior state has and the plan not, namespace/name, split
 // into those past old_ip_bridge_ttl and the rest (removed only after CheckOldIPBridgeRemoval).
-func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serviceRecreationModel, diags *diag.Diagnostics) (expiredKeys []string, checked []recreation.OldIPBridge) {
+// Bridges a planned move takes over are neither: the move deletes them.
+func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serviceRecreationModel, moves []recreation.Move, diags *diag.Diagnostics) (expiredKeys []string, checked []recreation.OldIPBridge) {
 	if prior == nil {
 		return nil, nil
 	}
@@ -146,7 +156,7 @@ func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serv
 	had := bridgesFrom(ctx, prior.Bridges, diags)
 	for _, key := range slices.Sorted(maps.Keys(had)) {
 		b := had[key]
-		if _, stays := planned[key]; stays {
+		if _, stays := planned[key]; stays || takenOver(moves, b) {
 			continue
 		}
 		if expired(b.CreatedAt, prior.ttl(), now) || expired(b.CreatedAt, m.ttl(), now) {

@@ -74,8 +74,13 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				MarkdownDescription: "`preserve_offset`: keep each IP's offset in its old range, modulo the target's size " +
 					"(100.64.0.10 in 100.64.0.0/13 → 172.24.0.10 in 172.24.0.0/15), probing forward past taken addresses. " +
 					"`next_free`: the lowest free addresses. Either way never the target's network, broadcast or first (.1) " +
-					"address. Default `" + k8sops.PreserveOffset + "`.",
-				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree)}},
+					"address. `previous`: the way back: each Service returns to the IPs it had before `k8scidr_service_recreation` " +
+					"last moved it (recorded on it, annotation `" + k8sops.PreviousClusterIPsAnnotation + "`; arithmetic cannot " +
+					"invert `preserve_offset` from a larger range into a smaller one), also where its own bridge holds them now: the " +
+					"move deletes that bridge right before it creates the Service there. A Service with nothing recorded, or whose " +
+					"earlier IP another Service holds, is placed as `preserve_offset` places it, and the plan warns. Default `" +
+					k8sops.PreserveOffset + "`.",
+				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree, k8sops.Previous)}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true,
 				MarkdownDescription: "Namespace of the recreation journal (ConfigMaps labelled `k8scidr.io/journal`). Default `" +
 					recreation.DefaultJournalNamespace + "`.",
@@ -203,6 +208,9 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 	}
 	for _, n := range p.Notes {
 		resp.Diagnostics.AddWarning("Check Before Moving the Cluster DNS Service", n)
+	}
+	for _, n := range p.WayBack {
+		resp.Diagnostics.AddAttributeWarning(pathOf(k8sops.At("ip_assignment")), "The Way Back", n)
 	}
 	if resp.Diagnostics.HasError() {
 		return

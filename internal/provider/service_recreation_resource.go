@@ -209,7 +209,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if work || creating || !plan.values().DNSBridge.Equal(state.values().DNSBridge) {
 		r.warnNotReady(ctx, &plan, p, journal, &resp.Diagnostics)
 	}
-	if _, checked := plan.bridgeRemovals(ctx, prior, &resp.Diagnostics); r.data != nil && r.data.client != nil {
+	if _, checked := plan.bridgeRemovals(ctx, prior, p.Moves, &resp.Diagnostics); r.data != nil && r.data.client != nil {
 		checkOldIPBridgeRemoval(ctx, r.data.client, &plan, checked, &resp.Diagnostics, false)
 	}
 	if work && r.data != nil && r.data.client != nil {
@@ -367,7 +367,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	if plan.Bridges.IsUnknown() { // what the plan could not know yet (moves from an unknown data source) is known now
 		plan.planBridges(ctx, prior, planned, diags)
 	}
-	expiredBridges, checked := plan.bridgeRemovals(ctx, prior, diags)
+	expiredBridges, checked := plan.bridgeRemovals(ctx, prior, planned.Moves, diags)
 	if checkOldIPBridgeRemoval(ctx, client, plan, checked, diags, true); diags.HasError() {
 		return false
 	}

@@ -419,10 +419,16 @@ func servicesIn(t *testing.T, kube kubernetes.Interface, ns string) map[string]c
 	return out
 }
 
-// specWithoutIPs is what must survive a move: everything a user or controller set, but the IPs.
+// specWithoutIPs is what must survive a move: everything a user or controller set, but the IPs
+// (and the record of the IPs before, which a move writes).
 func specWithoutIPs(s corev1.Service) corev1.Service {
+	ann := maps.Clone(s.Annotations)
+	delete(ann, k8sops.PreviousClusterIPsAnnotation)
+	if len(ann) == 0 {
+		ann = nil
+	}
 	out := corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels,
-		Annotations: s.Annotations, OwnerReferences: s.OwnerReferences, Finalizers: s.Finalizers}, Spec: *s.Spec.DeepCopy()}
+		Annotations: ann, OwnerReferences: s.OwnerReferences, Finalizers: s.Finalizers}, Spec: *s.Spec.DeepCopy()}
 	out.Spec.ClusterIP, out.Spec.ClusterIPs = "", nil
 	return out
 }

@@ -181,6 +181,10 @@ type RecreationSteps struct {
 	// RemoveOldIPBridges the existing ones (namespace/name) to delete.
 	OldIPBridges       map[string]*corev1.Service
 	RemoveOldIPBridges []string
+	// TakeOver are the bridges (DNS or old-IP) holding IPs a move or restore goes back to, by
+	// the key of the Service they stand in for: deleted (UID precondition) right before its
+	// create, since the Service answers on those IPs again itself.
+	TakeOver map[string][]*corev1.Service
 	// Settled are the journal entries ("object key") that need nothing more: their objects go
 	// once every entry is settled or restored.
 	Settled map[string]bool
@@ -211,8 +215,22 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 	targets := k8sops.ParsePrefixes(p.TargetCIDRs)
 	s.Targets = targets
 	var errs []k8sops.Finding
+	s.TakeOver = map[string][]*corev1.Service{}
+	takeOver := func(key string, ips []string) map[netip.Addr]bool {
+		own := map[netip.Addr]bool{}
+		for _, ip := range parseAddrs(ips) {
+			if b := bridgeHolding(snap.Services, key, ip); b != nil {
+				own[ip] = true
+				if !slices.Contains(s.TakeOver[key], b) {
+					s.TakeOver[key] = append(s.TakeOver[key], b)
+				}
+			}
+		}
+		return own
+	}
 	for _, m := range p.Moves {
-		reason := moveHolds(byKey[m.Key], m, targets, held)
+		own := takeOver(m.Key, m.NewIPs)
+		reason := moveHolds(byKey[m.Key], m, targets, func(ip netip.Addr) bool { return held[ip] && !own[ip] })
 		if going := snap.namespaceGoing(strings.SplitN(m.Key, "/", 2)[0]); reason == "" && going != "" {
 			reason = going
 		}
@@ -220,6 +238,7 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 			s.Moves = append(s.Moves, m)
 			continue
 		}
+		delete(s.TakeOver, m.Key)
 		s.NotMoved[m.Key] = reason
 		if (slices.Contains(p.First, m.Key) || m.Key == p.DNSService) && reason != reasonAlreadyMoved {
 			errs = append(errs, k8sops.Finding{Path: k8sops.At("moves").Key(m.Key), Summary: "Planned First Move No Longer Holds",
@@ -257,6 +276,7 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 			s.NotMoved[r.Key] = going + ": its journal entry is dropped"
 			continue
 		}
+		takeOver(r.Key, r.NewIPs)
 		s.Restore = append(s.Restore, r)
 	}
 	errs = append(errs, recreationReadiness(snap, targets, &s, o)...)
@@ -266,7 +286,7 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 const reasonAlreadyMoved = "already at the planned IPs"
 
 // moveHolds says why a planned move no longer holds for svc as it is now, or "".
-func moveHolds(svc *corev1.Service, m Move, targets []netip.Prefix, held map[netip.Addr]bool) string {
+func moveHolds(svc *corev1.Service, m Move, targets []netip.Prefix, taken func(netip.Addr) bool) string {
 	if svc == nil {
 		return "deleted since the plan"
 	}
@@ -292,7 +312,7 @@ func moveHolds(svc *corev1.Service, m Move, targets []netip.Prefix, held map[net
 		}
 	}
 	for _, ip := range m.NewIPs {
-		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(m.OldIPs, ip) && held[a] {
+		if a, err := netip.ParseAddr(ip); err == nil && !slices.Contains(m.OldIPs, ip) && taken != nil && taken(a) {
 			return fmt.Sprintf("its planned IP %s is taken now", ip)
 		}
 	}

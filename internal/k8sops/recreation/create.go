@@ -10,10 +10,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -64,6 +66,39 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 		svc.Spec.ClusterIPs[taken] = next.String()
 		svc.Spec.ClusterIP = svc.Spec.ClusterIPs[0]
 	}
+}
+
+// createTakingOver creates svc as create does, after deleting the bridges standing in for it
+// whose IPs it goes back to (a way back: ip_assignment = "previous"). The Service it replaces
+// is deleted already, so a bridge's IP is without a Service only from the bridge's delete to
+// this create; a create the allocator still refuses for that IP is tried again for 10 seconds
+// (asked by a dry run) before create's replacement by the next free address applies.
+func (x *executor) createTakingOver(ctx context.Context, svc *corev1.Service, key string) (*corev1.Service, error) {
+	bridges := x.takeOver[key]
+	if len(bridges) == 0 {
+		return x.create(ctx, svc, key)
+	}
+	var freed []string
+	for _, b := range bridges {
+		err := k8sops.RetryWrite(ctx, func(bool) error {
+			return x.c.Kube.CoreV1().Services(b.Namespace).Delete(ctx, b.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &b.UID}})
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("%s: deleting its bridge %s/%s, whose IPs %v it goes back to: %w", key, b.Namespace, b.Name, b.Spec.ClusterIPs, err)
+		}
+		if err == nil {
+			x.log("deleted a bridge whose IPs its Service goes back to", map[string]any{"service": key, "bridge": k8sops.SvcKey(b)})
+		}
+		freed = append(freed, b.Spec.ClusterIPs...)
+	}
+	// Asked by a dry run, so that the create itself (and its retries) stays create's.
+	api := x.c.Kube.CoreV1().Services(svc.Namespace)
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := api.Create(ctx, svc, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: x.c.FieldManager})
+		i := takenIP(err, svc.Spec.ClusterIPs)
+		return i < 0 || !slices.Contains(freed, svc.Spec.ClusterIPs[i]), nil // else: not released yet
+	})
+	return x.create(ctx, svc, key)
 }
 
 // nextFree is the next address after ip inside ip's target range, wrapping at its end, that a

@@ -101,7 +101,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		o.SliceWait = 2 * time.Minute
 	}
 	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
-		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, dnsKey: plan.DNSService,
+		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, takeOver: plan.TakeOver, dnsKey: plan.DNSService,
 		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}}
 	for _, m := range plan.Moves[:plan.First] {
 		x.first[m.Key] = true
@@ -199,6 +199,8 @@ type executor struct {
 	bridgeMirror []string
 	// oldIPBridges are the old-IP bridges to create, by move key.
 	oldIPBridges map[string]*corev1.Service
+	// takeOver are the bridges whose IPs a Service goes back to, by its key (RecreationSteps.TakeOver).
+	takeOver map[string][]*corev1.Service
 
 	// finishedLate are the moves finished after the apply was interrupted (afterCancel), cutOff
 	// those past their delete that the grace period did not let finish.

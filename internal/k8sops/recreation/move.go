@@ -181,7 +181,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 // entry is the journal entry for a move: the object to create and what its deletion takes along.
 func (x *executor) entry(m Move) JournalEntry {
 	svc := x.services[m.Key]
-	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *recreationCopy(svc, m.NewIPs), Owners: svc.ManagedFields, Written: time.Now().UTC()}
+	e := JournalEntry{Key: m.Key, OldIPs: m.OldIPs, Service: *movedCopy(svc, m.NewIPs), Owners: svc.ManagedFields, Written: time.Now().UTC()}
 	if b := x.oldIPBridges[m.Key]; b != nil {
 		e.Bridge = b.DeepCopy()
 	}
@@ -364,7 +364,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	}
 	// An old-IP bridge takes the freed IPs while the new Service is created.
 	oldIPBridge := x.startOldIPBridge(fctx, e, bridgeSlices)
-	created, err := x.create(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
+	created, err := x.createTakingOver(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key)
 	ob := oldIPBridge()
 	if err != nil {
 		return 0, errors.Join(bridgeErr, ob.err, err)
@@ -450,7 +450,7 @@ func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e Jou
 		}
 		next := e
 		next.Owners = formerOwners(fresh.ManagedFields)
-		next.Service = *recreationCopy(fresh, e.Service.Spec.ClusterIPs)
+		next.Service = *movedCopy(fresh, e.Service.Spec.ClusterIPs)
 		if err := x.rejournal(ctx, next, "re-journaled a Service changed during the apply"); err != nil {
 			return old, e, err
 		}

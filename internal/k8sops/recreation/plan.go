@@ -128,6 +128,9 @@ type RecreationPlan struct {
 	Warnings []k8sops.Finding
 	// Notes are plain warnings (addon managers, NodeLocal DNSCache).
 	Notes []string
+	// WayBack are the warnings of ip_assignment = "previous": the bridges taken over, and the
+	// Services that cannot go back to the IPs they had.
+	WayBack []string
 	// OldIPBridges are the old-IP bridges in the cluster (of any recreation).
 	OldIPBridges []OldIPBridge
 	// Staying are the IPs outside the target that stay: skipped LoadBalancers, the bridges and,
@@ -200,19 +203,27 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 	held := slices.Clone(snap.Held)
 	var reqs []k8sops.PlacementRequest
 	p.planRestore(snap, byKey, targets, dns.Key, &held, &reqs)
+	mode := o.IPAssignment
+	var placed []k8sops.Placement
+	if mode == k8sops.Previous {
+		placed = p.previousIPs(snap, cands, targets, &held)
+		mode = k8sops.PreserveOffset // for the addresses with no previous IP to go back to
+	}
 	for _, c := range cands {
 		for _, ip := range c.oldIPs {
-			if _, ok := k8sops.TargetFor(targets, ip); ok && !k8sops.InAny(targets, ip) {
+			back := slices.ContainsFunc(placed, func(pl k8sops.Placement) bool { return pl.Key == k8sops.SvcKey(c.svc) && pl.Old == ip })
+			if _, ok := k8sops.TargetFor(targets, ip); ok && !k8sops.InAny(targets, ip) && !back {
 				reqs = append(reqs, k8sops.PlacementRequest{Key: k8sops.SvcKey(c.svc), Old: ip})
 			}
 		}
 	}
-	placed, err := k8sops.AssignIPs(o.IPAssignment, targets, rangePrefixes(snap.Ranges), reqs, held)
+	rest, err := k8sops.AssignIPs(mode, targets, rangePrefixes(snap.Ranges), reqs, held)
 	if err != nil {
 		p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("target_cidrs"), Summary: "Target Ranges Cannot Hold the Services",
 			Detail: err.Error() + ". Use larger target_cidrs, or narrow the scope."})
 		return p
 	}
+	placed = append(placed, rest...)
 	newIP := map[string]map[netip.Addr]netip.Addr{}
 	for _, pl := range placed {
 		if newIP[pl.Key] == nil {
@@ -255,6 +266,54 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 		p.KeepCovering = cover
 	}
 	return p
+}
+
+// previousIPs places the candidates' addresses back on the IPs their Services had before they
+// last moved (PreviousClusterIPsAnnotation), where that IP is in the target and free, or held
+// by a bridge standing in for that Service (the move deletes it right before the create). The
+// addresses it cannot place so are noted and left to the caller; those it places join held.
+func (p *RecreationPlan) previousIPs(snap Snapshot, cands []candidate, targets []netip.Prefix, held *[]netip.Addr) []k8sops.Placement {
+	var out []k8sops.Placement
+	for _, c := range cands {
+		key := k8sops.SvcKey(c.svc)
+		prev := parseAddrs(strings.Split(c.svc.Annotations[k8sops.PreviousClusterIPsAnnotation], ","))
+		for _, ip := range c.oldIPs {
+			if _, ok := k8sops.TargetFor(targets, ip); !ok || k8sops.InAny(targets, ip) {
+				continue
+			}
+			i := slices.IndexFunc(prev, func(a netip.Addr) bool { return a.Is4() == ip.Is4() && k8sops.InAny(targets, a) })
+			if i < 0 {
+				p.WayBack = append(p.WayBack, fmt.Sprintf("%s has no earlier IP inside %v recorded (annotation %s): %s is placed as "+
+					"preserve_offset places it.", key, targets, k8sops.PreviousClusterIPsAnnotation, ip))
+				continue
+			}
+			back := prev[i]
+			bridge := bridgeHolding(snap.Services, key, back)
+			if _, bad := unusableTargetIP(targets, back); bad || (slices.Contains(*held, back) && bridge == nil) {
+				p.WayBack = append(p.WayBack, fmt.Sprintf("%s cannot go back to %s, which another Service holds or no Service may "+
+					"have: %s is placed as preserve_offset places it.", key, back, ip))
+				continue
+			}
+			if bridge != nil {
+				p.WayBack = append(p.WayBack, fmt.Sprintf("%s goes back to %s, which its bridge %s holds now: the move deletes the "+
+					"bridge right before it creates %s there.", key, back, k8sops.SvcKey(bridge), key))
+			}
+			*held = append(*held, back)
+			out = append(out, k8sops.Placement{Key: key, Old: ip, New: back})
+		}
+	}
+	return out
+}
+
+// bridgeHolding is the bridge standing in for Service key (k8sops.StandsInFor) that holds ip,
+// nil when none does.
+func bridgeHolding(services []corev1.Service, key string, ip netip.Addr) *corev1.Service {
+	for i := range services {
+		if b := &services[i]; k8sops.StandsInFor(b, key) && slices.Contains(k8sops.ClusterIPs(b), ip) {
+			return b
+		}
+	}
+	return nil
 }
 
 type candidate struct {
@@ -366,9 +425,9 @@ func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]net
 		return nil, false
 	}
 	p.Errors = append(p.Errors, k8sops.ValidateServiceCIDRs(k8sops.At("target_cidrs"), o.TargetCIDRs)...)
-	if o.IPAssignment != k8sops.PreserveOffset && o.IPAssignment != k8sops.NextFree {
+	if o.IPAssignment != k8sops.PreserveOffset && o.IPAssignment != k8sops.NextFree && o.IPAssignment != k8sops.Previous {
 		p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("ip_assignment"), Summary: "Unknown IP Assignment",
-			Detail: fmt.Sprintf("%q: use %s or %s.", o.IPAssignment, k8sops.PreserveOffset, k8sops.NextFree)})
+			Detail: fmt.Sprintf("%q: use %s, %s or %s.", o.IPAssignment, k8sops.PreserveOffset, k8sops.NextFree, k8sops.Previous)})
 	}
 	if len(p.Errors) > 0 {
 		return nil, false
@@ -443,6 +502,19 @@ func recreationCopy(svc *corev1.Service, ips []string) *corev1.Service {
 	out.Status = corev1.ServiceStatus{}
 	out.Spec.ClusterIPs = slices.Clone(ips)
 	out.Spec.ClusterIP = ips[0]
+	return out
+}
+
+// movedCopy is recreationCopy of svc at ips that remembers the IPs svc has now
+// (PreviousClusterIPsAnnotation), for a way back with ip_assignment = "previous".
+func movedCopy(svc *corev1.Service, ips []string) *corev1.Service {
+	out := recreationCopy(svc, ips)
+	if prev := svc.Spec.ClusterIPs; len(prev) > 0 && !slices.Equal(prev, ips) {
+		if out.Annotations == nil {
+			out.Annotations = map[string]string{}
+		}
+		out.Annotations[k8sops.PreviousClusterIPsAnnotation] = strings.Join(prev, ",")
+	}
 	return out
 }
 

@@ -662,3 +662,95 @@ func TestPlanRecreationKeepCovering(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRecreation_previous: the way back puts each Service on the IPs it had before its last
+// move, which preserve_offset from a /13 into a /15 and back cannot (100.66.0.20 went to
+// 172.24.0.20, whose offset maps back to 100.64.0.20); IPs its own bridge holds count as free
+// for it and are taken over; an IP another Service took, or nothing recorded, falls back to
+// preserve_offset with a note.
+func TestPlanRecreation_previous(t *testing.T) {
+	moved := func(key, now, before string) corev1.Service {
+		s := rsvc(key, "ClusterIP", now)
+		s.Annotations = map[string]string{k8sops.PreviousClusterIPsAnnotation: before}
+		return s
+	}
+	dns := moved("kube-system/kube-dns", "172.24.0.10", "100.64.0.10")
+	dnsBridge := rsvc("kube-system/kube-dns-legacy", "ClusterIP", "100.64.0.10")
+	dnsBridge.Labels = map[string]string{k8sops.DNSBridgeLabel: "true"}
+	dnsBridge.Annotations = map[string]string{k8sops.BridgeForAnnotation: "kube-system/kube-dns"}
+	oldIP := rsvc("app/b-old-1234567890", "ClusterIP", "100.70.3.4")
+	oldIP.Labels = map[string]string{k8sops.OldIPBridgeLabel: "true", k8sops.OldIPBridgeForLabel: "b"}
+	oldIP.Annotations = map[string]string{k8sops.BridgeForAnnotation: "app/b"}
+	snap := Snapshot{
+		Services: []corev1.Service{
+			dns, dnsBridge, oldIP,
+			moved("app/a", "172.24.0.20", "100.66.0.20"),
+			moved("app/b", "172.26.3.4", "100.70.3.4"), // 172.26 is outside the /15 on purpose: a wider new range
+			moved("app/c", "172.24.0.30", "100.65.0.30"),
+			rsvc("app/taker", "ClusterIP", "100.65.0.30"), // took c's old IP meanwhile
+			rsvc("app/fresh", "ClusterIP", "172.24.9.9"),  // created in the new range: nothing recorded
+		},
+		Ranges: []k8sops.ServiceCIDR{readyRange("kubernetes", "100.64.0.0/13"), readyRange("new", "172.24.0.0/14")},
+	}
+	for _, s := range snap.Services {
+		snap.Held = append(snap.Held, k8sops.ClusterIPs(&s)...)
+	}
+	o := RecreationOptions{TargetCIDRs: []string{"100.64.0.0/13"}, IPAssignment: k8sops.Previous, DNSBridge: true}
+	p := PlanRecreation(snap, o)
+	if len(p.Errors) > 0 {
+		t.Fatal(p.Errors)
+	}
+	got := map[string]string{}
+	for _, m := range p.Moves {
+		got[m.Key] = strings.Join(m.NewIPs, ",")
+	}
+	want := map[string]string{
+		"kube-system/kube-dns": "100.64.0.10", // its bridge's IP: taken over
+		"app/a":                "100.66.0.20", // preserve_offset would give 100.64.0.20
+		"app/b":                "100.70.3.4",  // its old-IP bridge's IP: taken over
+		"app/c":                "100.64.0.30", // its old IP is taken: preserve_offset
+		"app/fresh":            "100.64.9.9",  // nothing recorded: preserve_offset
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("moves %v\nwant %v", got, want)
+	}
+	notes := strings.Join(p.WayBack, "\n")
+	for _, s := range []string{"its bridge kube-system/kube-dns-legacy holds now", "its bridge app/b-old-1234567890 holds now",
+		"app/c cannot go back to 100.65.0.30", "app/fresh has no earlier IP"} {
+		if !strings.Contains(notes, s) {
+			t.Errorf("notes lack %q:\n%s", s, notes)
+		}
+	}
+
+	// At apply the bridges are taken over, not counted as taking the planned IPs.
+	steps, errs := PrepareRecreation(snap, PlannedRecreation{TargetCIDRs: o.TargetCIDRs, Moves: p.Moves, First: p.First,
+		DNSService: p.DNSService}, BridgeOptions{Enabled: true})
+	if len(errs) > 0 || len(steps.NotMoved) > 0 {
+		t.Fatalf("errors %v, not moved %v", errs, steps.NotMoved)
+	}
+	taken := map[string]string{}
+	for key, bs := range steps.TakeOver {
+		for _, b := range bs {
+			taken[key] += k8sops.SvcKey(b)
+		}
+	}
+	if want := map[string]string{"kube-system/kube-dns": "kube-system/kube-dns-legacy", "app/b": "app/b-old-1234567890"}; !reflect.DeepEqual(taken, want) {
+		t.Errorf("take over %v, want %v", taken, want)
+	}
+	// The DNS move frees 172.24.0.10: a new DNS bridge keeps it for kubelets already pointed there.
+	if steps.Bridge == nil || !slices.Equal(steps.Bridge.Spec.ClusterIPs, []string{"172.24.0.10"}) {
+		t.Errorf("DNS bridge %v, want one on 172.24.0.10", steps.Bridge)
+	}
+}
+
+// TestMovedCopyRecordsPrevious: the copy a move creates remembers the IPs it had.
+func TestMovedCopyRecordsPrevious(t *testing.T) {
+	s := rsvc("app/a", "ClusterIP", "100.66.0.20")
+	c := movedCopy(&s, []string{"172.24.0.20"})
+	if got := c.Annotations[k8sops.PreviousClusterIPsAnnotation]; got != "100.66.0.20" || c.Spec.ClusterIP != "172.24.0.20" {
+		t.Errorf("copy at %s records %q", c.Spec.ClusterIP, got)
+	}
+	if s.Annotations != nil {
+		t.Errorf("the original changed: %v", s.Annotations)
+	}
+}

@@ -94,7 +94,7 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 	case apierrors.IsNotFound(err):
 		// The Service first, then the bridge: a refused bridge must not keep the cluster DNS
 		// Service deleted. The entry then stays, and the next apply creates the bridge.
-		cur, err = x.create(ctx, recreationCopy(&e.Service, ips), e.Key)
+		cur, err = x.createTakingOver(ctx, recreationCopy(&e.Service, ips), e.Key)
 		if err != nil {
 			return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
 		}
@@ -160,7 +160,10 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 			if err != nil {
 				continue
 			}
-			if slices.Contains(*held, ip) || !k8sops.ReadyHolds(snap.Ranges, ip) {
+			// An IP held by the Service's own bridge is free for it: an interrupted way back
+			// (ip_assignment = "previous") deleted the Service, not yet the bridge.
+			taken := slices.Contains(*held, ip) && bridgeHolding(snap.Services, e.Key, ip) == nil
+			if taken || !k8sops.ReadyHolds(snap.Ranges, ip) {
 				if _, ok := k8sops.TargetFor(targets, ip); ok {
 					*reqs = append(*reqs, k8sops.PlacementRequest{Key: "restore " + e.Key, Old: ip})
 				}
