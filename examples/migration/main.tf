@@ -68,6 +68,12 @@ variable "apiserver_moved_at" {
   default     = null
 }
 
+variable "canary_image" {
+  description = "Stage 5's canary pod, which must get an address in the new pool before the roll: an image every node can pull and that runs without arguments (the kubelet's sandbox image from your registry or mirror)."
+  type        = string
+  default     = null
+}
+
 variable "roll_include" {
   description = "Workloads restarted with the pod move regardless of their pods, e.g. kube-system/daemonset/calico-node (its tunnel addresses move when it restarts)."
   type        = list(string)
@@ -231,8 +237,27 @@ resource "k8scidr_calico_ippool" "old" {
   depends_on = [k8scidr_calico_ippool.new]
 }
 
+# Before anything restarts, one pod shows that new pods now get addresses from the new pool; if
+# it does not (the Tigera operator re-enabled the old pool, a node the new pool's node_selector
+# misses, a namespace pinned to the old pool), the apply stops here, and the roll waits.
+resource "k8scidr_pod_canary" "new_pool" {
+  count        = var.stage == 5 ? 1 : 0
+  expect_cidrs = [var.pod_cidrs.new]
+  image        = var.canary_image
+
+  lifecycle {
+    precondition {
+      condition     = var.canary_image != null
+      error_message = "Set canary_image (an image every node can pull, such as the kubelet's sandbox image): stage 5 proves with one pod that new pods get addresses from the new pool before every workload restarts."
+    }
+  }
+
+  depends_on = [k8scidr_calico_ippool.old, k8scidr_calico_ippool.new]
+}
+
 # Every workload with a pod in the old pool when the plan is made restarts, CoreDNS first,
-# after the old pool is disabled; new pods take addresses from the new pool.
+# after the old pool is disabled and the canary got a new-pool address; new pods take
+# addresses from the new pool.
 data "k8scidr_workload_restarts" "pods" {
   count     = var.stage >= 5 ? 1 : 0
   pod_cidrs = [var.pod_cidrs.old]
@@ -244,7 +269,7 @@ resource "k8scidr_workload_roll" "pods" {
   first   = ["kube-system/deployment/coredns"]
   include = var.roll_include
 
-  depends_on = [k8scidr_calico_ippool.old, k8scidr_calico_ippool.new]
+  depends_on = [k8scidr_calico_ippool.old, k8scidr_calico_ippool.new, k8scidr_pod_canary.new_pool]
 }
 
 # ---- What the plan and apply report -------------------------------------------------------------
@@ -296,6 +321,11 @@ output "kops_steps" {
   value = provider::k8scidr::kops_networking(var.service_cidrs.new, var.pod_cidrs.new, var.non_masquerade_cidr, var.network_cidr,
     coalesce(k8scidr_service_recreation.services.dns_service_ips, data.k8scidr_service_moves.services.dns_service_ips)[0], var.service_cidrs.old,
   { kubernetes_version = data.k8scidr_cluster_info.this.server_version }).steps
+}
+
+output "canary_pod_ips" {
+  description = "Stage 5: the address the canary pod got from the new pool before the roll."
+  value       = try(k8scidr_pod_canary.new_pool[0].pod_ips, null)
 }
 
 output "keep_ranges" {

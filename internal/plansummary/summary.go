@@ -286,11 +286,12 @@ func changedAttributes(prefix string, before, after, unknown map[string]any) []s
 }
 
 // changeDetail says what a pool, range or other resource change is about: its name and range (for
-// the apiserver Service, its range and new IPs), and which top-level attributes change.
+// the apiserver Service, its range and new IPs; for a canary, the ranges it expects), and which
+// top-level attributes change.
 func changeDetail(rc *tfjson.ResourceChange) string {
 	before, after := mapOf(rc.Change.Before), mapOf(rc.Change.After)
 	var parts []string
-	for _, k := range []string{"name", "cidr", "cidrs", "service_cidrs", "new_ips"} {
+	for _, k := range []string{"name", "cidr", "cidrs", "service_cidrs", "new_ips", "expect_cidrs"} {
 		v := after[k]
 		if v == nil {
 			v = before[k]

@@ -133,7 +133,8 @@ func checkStageSummary(t *testing.T, n int, w *cliWorkspace) {
 		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "plan.workloads")))),
 			"| `k8scidr_calico_ippool.new[0]` | create | `pods-172-16` `172.16.0.0/13` |",
 			"| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | import update | `default-ipv4-ippool` `100.96.0.0/11` ",
-			"disabled: `false` → `true`")
+			"disabled: `false` → `true`",
+			"| `k8scidr_pod_canary.new_pool[0]` | create | `172.16.0.0/13` |")
 	case 6:
 		want = append(want, "| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | delete |")
 	}

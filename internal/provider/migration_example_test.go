@@ -95,7 +95,8 @@ func migrationWorkspace(t *testing.T, kubeconfig string) *cliWorkspace {
 	if err := os.Symlink(example, filepath.Join(w.dir, "main.tf")); err != nil {
 		t.Fatal(err)
 	}
-	w.env = append(w.env, "KUBE_CONFIG_PATH="+kubeconfig)
+	// Stage 5's canary image: kwok's pods run no image.
+	w.env = append(w.env, "KUBE_CONFIG_PATH="+kubeconfig, "TF_VAR_canary_image=pause:canary")
 	return w
 }
 

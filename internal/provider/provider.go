@@ -268,6 +268,7 @@ func (p *k8scidrProvider) Resources(context.Context) []func() resource.Resource 
 		newWorkloadRollResource,
 		newServiceCIDRPolicyResource,
 		newAPIServerServiceResource,
+		newPodCanaryResource,
 	}
 }
 
