@@ -196,6 +196,9 @@ data "k8scidr_cluster_info" "this" {}
 data "k8scidr_workload_restarts" "moved" {
   count          = var.stage >= 3 ? 1 : 0
   started_before = coalesce(var.apiserver_moved_at, data.k8scidr_cluster_info.this.apiserver_service_created_at)
+  # Host-network pods too (calico-node, kube-proxy, node agents): they resolve through the node,
+  # but got the old KUBERNETES_SERVICE_HOST like every pod.
+  include_host_network = true
 }
 
 resource "k8scidr_workload_roll" "moved" {

@@ -65,7 +65,8 @@ func (r *apiServerServiceResource) Schema(ctx context.Context, _ resource.Schema
 			"`default/kubernetes` at `new_ips`; then it retires the old default `kubernetes` ServiceCIDR, which kube-apiserver " +
 			"recreates from its flags. Every apply copies the apiserver's endpoints to the bridge again (a control-plane " +
 			"roll changes them: `in_sync` shows it). `bridge = false` removes the bridge and its keep-range, refused while a " +
-			"pod started before the move runs: roll them first with `k8scidr_workload_roll` (`started_before = moved_at`). " +
+			"pod started before the move runs: roll them first with `k8scidr_workload_roll` (`started_before = moved_at`, " +
+			"`include_host_network = true`). " +
 			"Destroy removes the bridge under the same check; it does not move the Service back.",
 		Attributes: map[string]schema.Attribute{
 			"service_cidrs": schema.ListAttribute{
@@ -101,7 +102,8 @@ func (r *apiServerServiceResource) Schema(ctx context.Context, _ resource.Schema
 				Computed: true,
 				MarkdownDescription: "When `default/kubernetes` was created at `new_ips` (RFC 3339): pods started before have the " +
 					"old IP in `KUBERNETES_SERVICE_HOST`. Give it to `k8scidr_workload_restarts` as `started_before` " +
-					"(through `data.k8scidr_cluster_info`'s `apiserver_service_created_at`, read at plan).",
+					"(through `data.k8scidr_cluster_info`'s `apiserver_service_created_at`, read at plan), with " +
+					"`include_host_network = true`: host-network pods got the old IP too.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"bridge_service":       schema.StringAttribute{Computed: true, MarkdownDescription: "The bridge Service, `default/NAME`; null without one."},

@@ -38,6 +38,21 @@ func migrationFixture(t *testing.T) (*calicoEnv, *testcluster.Seeded, int) {
 	if err != nil {
 		t.Fatalf("%v (calico-ipam: %v)", err, ipam.Errors())
 	}
+	// A node agent on the host network, as calico-node and kube-proxy run: it resolves through
+	// the node, but got default/kubernetes's old IP like every pod, so stage 3 must restart it
+	// (include_host_network) or stage 4's apiserver bridge check refuses.
+	// Labelled k8s-app, not app: the end state counts the pods labelled app.
+	agent := map[string]string{"k8s-app": "host-agent"}
+	hostAgent := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "host-agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: agent}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: agent},
+			Spec:       corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "c", Image: "c:1"}}}}}}
+	if _, err := c.Kube.AppsV1().DaemonSets("kube-system").Create(ctx, hostAgent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitPods(ctx, "kube-system", "k8s-app=host-agent", 2, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }); err != nil {
+		t.Fatal(err)
+	}
 	api, err := calico.Calico(ctx, clientFor(c))
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +252,10 @@ func TestAccMigrationExample(t *testing.T) {
 	}
 	// Outside the API: the nodes rolled, kubelets hand out clusterDNS 172.24.0.10 (kwok has no kubelet).
 	stage(3, unrelated(3))
+	if ds, err := kube.AppsV1().DaemonSets("kube-system").Get(ctx, "host-agent", metav1.GetOptions{}); err != nil ||
+		ds.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
+		t.Errorf("stage 3 did not restart the host-network DaemonSet kube-system/host-agent (%v)", err)
+	}
 	bridgeOff := time.Now()
 	stage(4, unrelated(4))
 	_, err = kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{})

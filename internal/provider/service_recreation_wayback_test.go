@@ -86,7 +86,7 @@ func TestAccServiceRecreation_wayBack(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(strings.Fields(out), " "), "The Way Back") ||
 		!slices.ContainsFunc(w.planDiagnostics(), func(d planDiagnostic) bool {
-			return strings.Contains(d.Detail, "holds now: the move deletes the bridge right before it creates kube-system/kube-dns there")
+			return strings.Contains(d.Detail, "kube-system/kube-dns on 100.64.0.10 (bridge kube-system/kube-dns-legacy)")
 		}) {
 		t.Errorf("the plan does not say kube-dns takes its IP back from its bridge:\n%s", out)
 	}

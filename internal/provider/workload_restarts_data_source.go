@@ -41,7 +41,12 @@ const (
 	podCIDRsDescription = "Trigger: pods with an IP inside these ranges (the old pool). hostNetwork pods never match."
 	startedBeforeDesc   = "Trigger: pods started before this RFC 3339 time, e.g. the cluster DNS Service's " +
 		"`dns_moved_at`, so every pod gets the new DNS server. hostNetwork pods match only with `dnsPolicy: " +
-		"ClusterFirstWithHostNet`."
+		"ClusterFirstWithHostNet`, unless `include_host_network`."
+	includeHostNetworkDesc = "Make `started_before` match hostNetwork pods whatever their `dnsPolicy` (static pods are " +
+		"listed under `unmanaged`). Set it when `started_before` is the apiserver Service's move " +
+		"(`k8scidr_cluster_info.apiserver_service_created_at`): hostNetwork pods resolve through the node, but got " +
+		"`default/kubernetes`'s old IP in `KUBERNETES_SERVICE_HOST` like every pod. Default `false`: the DNS move's " +
+		"restarts leave them alone."
 )
 
 func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
@@ -70,6 +75,7 @@ func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.Sche
 			"started_before": schema.StringAttribute{Optional: true,
 				MarkdownDescription: startedBeforeDesc + " Unset, start times are no trigger (set this or `pod_cidrs`).",
 				Validators:          []validator.String{rfc3339Validator()}},
+			"include_host_network": schema.BoolAttribute{Optional: true, MarkdownDescription: includeHostNetworkDesc},
 			"evict_bare_pods": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "List matching bare pods in `workloads` (as `namespace/pod/name`), for the roll to evict " +
 					"through the Eviction API, so PodDisruptionBudgets hold. Default `false`: they are listed under `unmanaged`."},
@@ -128,16 +134,16 @@ func (m *workloadRestartsModel) options(ctx context.Context, diags *diag.Diagnos
 		return out
 	}
 	o := workloadroll.RollOptions{Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces), Kinds: set(m.Kinds),
-		EvictBarePods: m.EvictBarePods.ValueBool(), Triggers: triggers(ctx, m.PodCIDRs, m.StartedBefore, diags)}
+		EvictBarePods: m.EvictBarePods.ValueBool(), Triggers: triggers(ctx, m.PodCIDRs, m.StartedBefore, m.IncludeHostNet, diags)}
 	if !m.Selector.IsNull() {
 		o.Selector, _ = labels.Parse(m.Selector.ValueString())
 	}
 	return o
 }
 
-// triggers reads pod_cidrs and started_before, validated already.
-func triggers(ctx context.Context, podCIDRs types.List, startedBefore types.String, diags *diag.Diagnostics) workloadroll.Triggers {
-	var t workloadroll.Triggers
+// triggers reads pod_cidrs, started_before and include_host_network, validated already.
+func triggers(ctx context.Context, podCIDRs types.List, startedBefore types.String, hostNetwork types.Bool, diags *diag.Diagnostics) workloadroll.Triggers {
+	t := workloadroll.Triggers{HostNetwork: hostNetwork.ValueBool()}
 	for _, c := range stringList(ctx, podCIDRs, diags) {
 		if p, err := netip.ParsePrefix(c); err == nil {
 			t.PodCIDRs = append(t.PodCIDRs, p)
@@ -168,6 +174,7 @@ type workloadRestartsModel struct {
 	Kinds             types.Set    `tfsdk:"kinds"`
 	PodCIDRs          types.List   `tfsdk:"pod_cidrs"`
 	StartedBefore     types.String `tfsdk:"started_before"`
+	IncludeHostNet    types.Bool   `tfsdk:"include_host_network"`
 	EvictBarePods     types.Bool   `tfsdk:"evict_bare_pods"`
 	Workloads         types.List   `tfsdk:"workloads"`
 	Pods              types.Map    `tfsdk:"pods"`

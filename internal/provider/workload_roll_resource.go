@@ -69,7 +69,7 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				MarkdownDescription: "What to restart: a `k8scidr_workload_restarts` data source, whole (`plan = " +
 					"data.k8scidr_workload_restarts.NAME`; Terraform keeps the attributes listed here and drops the rest). " +
 					"`workloads`: the workloads to restart (`namespace/kind/name`; bare pods to evict through the Eviction API " +
-					"as `namespace/pod/name`). `pod_cidrs`, `started_before`: the data source's triggers. At apply a workload " +
+					"as `namespace/pod/name`). `pod_cidrs`, `started_before`, `include_host_network`: the data source's triggers. At apply a workload " +
 					"none of whose pods matches them any more is not restarted. After a refresh `workloads` reads as empty. " +
 					"Unset, only `include` is rolled."},
 			"include": keyList("Workloads (`namespace/kind/name`) rolled whatever their pods, e.g. " +
@@ -314,7 +314,7 @@ func (r *workloadRollResource) Delete(context.Context, resource.DeleteRequest, *
 func (m *workloadRollModel) planned(ctx context.Context, prior *workloadRollModel, diags *diag.Diagnostics) workloadroll.PlannedRoll {
 	v := m.values()
 	p := workloadroll.PlannedRoll{Workloads: stringList(ctx, v.Workloads, diags), First: stringList(ctx, m.First, diags),
-		Triggers: triggers(ctx, v.PodCIDRs, v.StartedBefore, diags)}
+		Triggers: triggers(ctx, v.PodCIDRs, v.StartedBefore, v.HostNetwork, diags)}
 	var before []string
 	if prior != nil {
 		before = stringList(ctx, prior.Include, diags)
@@ -341,19 +341,21 @@ type workloadRollModel struct {
 // apply acts on. Terraform converts the data source's whole object to it, dropping the rest.
 var rollPlanType = types.ObjectType{AttrTypes: map[string]attr.Type{
 	"workloads": types.ListType{ElemType: types.StringType}, "pod_cidrs": types.ListType{ElemType: types.StringType},
-	"started_before": types.StringType,
+	"started_before": types.StringType, "include_host_network": types.BoolType,
 }}
 
 type rollPlanModel struct {
 	Workloads     types.List   `tfsdk:"workloads"`
 	PodCIDRs      types.List   `tfsdk:"pod_cidrs"`
 	StartedBefore types.String `tfsdk:"started_before"`
+	HostNetwork   types.Bool   `tfsdk:"include_host_network"`
 }
 
 // values are the plan's attributes: null while the plan is null or unknown (nothing to roll
 // but include).
 func (m *workloadRollModel) values() rollPlanModel {
-	v := rollPlanModel{Workloads: types.ListNull(types.StringType), PodCIDRs: types.ListNull(types.StringType), StartedBefore: types.StringNull()}
+	v := rollPlanModel{Workloads: types.ListNull(types.StringType), PodCIDRs: types.ListNull(types.StringType), StartedBefore: types.StringNull(),
+		HostNetwork: types.BoolNull()}
 	if !m.Plan.IsNull() && !m.Plan.IsUnknown() {
 		// Cannot fail: the schema gives the object exactly this type.
 		_ = m.Plan.As(context.Background(), &v, basetypes.ObjectAsOptions{})

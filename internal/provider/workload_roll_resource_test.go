@@ -297,12 +297,12 @@ func TestAccWorkloadRoll_invalid(t *testing.T) {
 		{data("  pod_cidrs = [\"10.10.0.0/18\"]\n  selector = \"a in (\"\n"), []string{"Invalid Label Selector"}},
 		{data("  pod_cidrs = [\"10.10.0.0/18\"]\n  kinds = [\"Job\"]\n"), []string{"value must be one of"}},
 		{res(""), []string{"Nothing To Roll", "Set plan"}},
-		{res("  plan = { workloads = [\"default/deployment/web\"], pod_cidrs = null, started_before = null }\n"), []string{"Triggers Missing", "pod_cidrs"}},
+		{res("  plan = { workloads = [\"default/deployment/web\"], pod_cidrs = null, started_before = null, include_host_network = null }\n"), []string{"Triggers Missing", "pod_cidrs"}},
 		{res("  include = [\"kube-system/calico-node\"]\n"), []string{"Invalid Workload", "namespace/kind/name"}},
 		{res("  include = [\"kube-system/job/x\"]\n"), []string{"Invalid Workload", `kind "job"`}},
 		{res("  include = [\"a/deployment/b\"]\n  first = [\"default/deployment/absent\", \"x\"]\n"), []string{"Invalid Workload", "first"}},
 		{res("  include = [\"a/deployment/b\"]\n  parallelism = 0\n"), []string{"parallelism", "between 1 and 100"}},
-		{res("  plan = { workloads = [\"a/deployment/b\"], pod_cidrs = [\"10.10.0.0/18\"], started_before = \"today\" }\n"), []string{"Invalid Time"}},
+		{res("  plan = { workloads = [\"a/deployment/b\"], pod_cidrs = [\"10.10.0.0/18\"], started_before = \"today\", include_host_network = null }\n"), []string{"Invalid Time"}},
 	} {
 		steps = append(steps, resource.TestStep{Config: c.config, PlanOnly: true, ExpectError: diagRE(c.want...)})
 	}

@@ -12,5 +12,6 @@ resource "k8scidr_apiserver_service" "this" {
 data "k8scidr_cluster_info" "this" {}
 
 data "k8scidr_workload_restarts" "apiserver" {
-  started_before = data.k8scidr_cluster_info.this.apiserver_service_created_at
+  started_before       = data.k8scidr_cluster_info.this.apiserver_service_created_at
+  include_host_network = true # host-network pods got the old KUBERNETES_SERVICE_HOST too
 }

@@ -271,9 +271,11 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 // previousIPs places the candidates' addresses back on the IPs their Services had before they
 // last moved (PreviousClusterIPsAnnotation), where that IP is in the target and free, or held
 // by a bridge standing in for that Service (the move deletes it right before the create). The
-// addresses it cannot place so are noted and left to the caller; those it places join held.
+// addresses it cannot place so are reported in WayBack and left to the caller; those it places
+// join held.
 func (p *RecreationPlan) previousIPs(snap Snapshot, cands []candidate, targets []netip.Prefix, held *[]netip.Addr) []k8sops.Placement {
 	var out []k8sops.Placement
+	var unrecorded, blocked, takeovers []string
 	for _, c := range cands {
 		key := k8sops.SvcKey(c.svc)
 		prev := parseAddrs(strings.Split(c.svc.Annotations[k8sops.PreviousClusterIPsAnnotation], ","))
@@ -283,24 +285,34 @@ func (p *RecreationPlan) previousIPs(snap Snapshot, cands []candidate, targets [
 			}
 			i := slices.IndexFunc(prev, func(a netip.Addr) bool { return a.Is4() == ip.Is4() && k8sops.InAny(targets, a) })
 			if i < 0 {
-				p.WayBack = append(p.WayBack, fmt.Sprintf("%s has no earlier IP inside %v recorded (annotation %s): %s is placed as "+
-					"preserve_offset places it.", key, targets, k8sops.PreviousClusterIPsAnnotation, ip))
+				unrecorded = append(unrecorded, fmt.Sprintf("%s (%s)", key, ip))
 				continue
 			}
 			back := prev[i]
 			bridge := bridgeHolding(snap.Services, key, back)
 			if _, bad := unusableTargetIP(targets, back); bad || (slices.Contains(*held, back) && bridge == nil) {
-				p.WayBack = append(p.WayBack, fmt.Sprintf("%s cannot go back to %s, which another Service holds or no Service may "+
-					"have: %s is placed as preserve_offset places it.", key, back, ip))
+				blocked = append(blocked, fmt.Sprintf("%s (%s)", key, back))
 				continue
 			}
 			if bridge != nil {
-				p.WayBack = append(p.WayBack, fmt.Sprintf("%s goes back to %s, which its bridge %s holds now: the move deletes the "+
-					"bridge right before it creates %s there.", key, back, k8sops.SvcKey(bridge), key))
+				takeovers = append(takeovers, fmt.Sprintf("%s on %s (bridge %s)", key, back, k8sops.SvcKey(bridge)))
 			}
 			*held = append(*held, back)
 			out = append(out, k8sops.Placement{Key: key, Old: ip, New: back})
 		}
+	}
+	if len(takeovers) > 0 {
+		p.WayBack = append(p.WayBack, fmt.Sprintf("%d Services go back to IPs their own bridges hold now: %s. Each move deletes "+
+			"its bridge right before it creates the Service there.", len(takeovers), k8sops.FirstOf(takeovers)))
+	}
+	if len(unrecorded) > 0 {
+		p.WayBack = append(p.WayBack, fmt.Sprintf("%d Services have no earlier IP inside %v recorded (annotation %s): they "+
+			"are placed as preserve_offset places them: %s.", len(unrecorded), targets, k8sops.PreviousClusterIPsAnnotation,
+			k8sops.FirstOf(unrecorded)))
+	}
+	if len(blocked) > 0 {
+		p.WayBack = append(p.WayBack, fmt.Sprintf("%d Services cannot go back to their earlier IPs, which other Services hold "+
+			"now or no Service may have: they are placed as preserve_offset places them: %s.", len(blocked), k8sops.FirstOf(blocked)))
 	}
 	return out
 }

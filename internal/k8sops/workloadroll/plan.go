@@ -133,6 +133,9 @@ type RollOptions struct {
 type Triggers struct {
 	PodCIDRs      []netip.Prefix // a pod address inside
 	StartedBefore *time.Time     // a pod started before
+	// HostNetwork makes StartedBefore match hostNetwork pods whatever their dnsPolicy: they
+	// resolve through the node, but got the apiserver's old address in KUBERNETES_SERVICE_HOST.
+	HostNetwork bool
 }
 
 // RollPlan is what a roll restarts and what it cannot.
@@ -425,7 +428,7 @@ func matchesTrigger(pod *corev1.Pod, o Triggers) bool {
 			}
 		}
 	}
-	if o.StartedBefore != nil && (!pod.Spec.HostNetwork || pod.Spec.DNSPolicy == corev1.DNSClusterFirstWithHostNet) {
+	if o.StartedBefore != nil && (!pod.Spec.HostNetwork || o.HostNetwork || pod.Spec.DNSPolicy == corev1.DNSClusterFirstWithHostNet) {
 		started := pod.CreationTimestamp.Time
 		if pod.Status.StartTime != nil {
 			started = pod.Status.StartTime.Time

@@ -109,6 +109,12 @@ func TestPlanRoll_startedBeforeAndScope(t *testing.T) {
 	if !strings.Contains(p.Unmanaged["db/statefulset/pg"], "not in kinds") {
 		t.Errorf("unmanaged %v: pg is a StatefulSet outside kinds", p.Unmanaged)
 	}
+	// For the apiserver's move every hostNetwork pod counts: it got the old KUBERNETES_SERVICE_HOST.
+	p = PlanRoll(s, RollOptions{Triggers: Triggers{StartedBefore: &t0, HostNetwork: true}, Kinds: []string{KindDeployment, KindDaemonSet}, ExcludeNamespaces: []string{"app"}})
+	want["kube-system/daemonset/node-exporter"] = 1
+	if !maps.Equal(p.Pending, want) {
+		t.Errorf("include_host_network: pending %v, want %v", p.Pending, want)
+	}
 	sel, _ := labels.Parse("tier=web")
 	p = PlanRoll(s, RollOptions{Triggers: Triggers{StartedBefore: &t0}, Selector: sel})
 	if !maps.Equal(p.Pending, map[string]int{"app/deployment/web": 1}) {
