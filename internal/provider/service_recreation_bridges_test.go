@@ -150,6 +150,19 @@ func ownedBySvc(s *discoveryv1.EndpointSlice, uid types.UID) bool {
 // downNow are the watched IPs not served now (with w.mu held).
 func (w *ipWatch) downNow() []string { return slices.Sorted(maps.Keys(w.down)) }
 
+// atMostOneGap fails the test for each watched IP that went unserved more than once (why: what
+// leaves the one gap).
+func (w *ipWatch) atMostOneGap(t *testing.T, why string) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ip, gaps := range w.gaps {
+		if len(gaps) > 1 {
+			t.Errorf("%s went unserved %d times (%v); %s", ip, len(gaps), gaps, why)
+		}
+	}
+}
+
 // worst is the longest stretch any watched IP went unserved, with the IP; and the IPs unserved now.
 func (w *ipWatch) worst() (time.Duration, string, []string) {
 	w.mu.Lock()
@@ -309,13 +322,7 @@ func TestAccServiceRecreation_oldIPBridges(t *testing.T) {
 	if len(down) > 0 {
 		t.Errorf("old IPs unserved after the apply: %v", down)
 	}
-	watch.mu.Lock()
-	for ip, gaps := range watch.gaps {
-		if len(gaps) > 1 {
-			t.Errorf("old IP %s went unserved %d times (%v); a move leaves one gap, from the delete to its bridge", ip, len(gaps), gaps)
-		}
-	}
-	watch.mu.Unlock()
+	watch.atMostOneGap(t, "a move leaves one gap, from the delete to its bridge")
 	checkBridged(t, c.Kube, ns, before)
 	w.converged()
 
