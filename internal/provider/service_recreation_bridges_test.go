@@ -272,6 +272,36 @@ func checkMovedKeepingSpecs(now, before map[string]corev1.Service) error {
 	return nil
 }
 
+// checkProgressEvents checks the Events a recreation of n Services posted on its journal's
+// Lease: the last says it finished with every one moved; an apply that took longer than the
+// progress interval posted progress on the way and ends with a summary warning.
+func checkProgressEvents(t *testing.T, kube kubernetes.Interface, n int, took time.Duration, out string) {
+	t.Helper()
+	lease := recreation.Journal{Namespace: recreation.DefaultJournalNamespace}.LeaseName()
+	list, err := kube.CoreV1().Events(recreation.DefaultJournalNamespace).List(context.Background(),
+		metav1.ListOptions{FieldSelector: "involvedObject.name=" + lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string][]string{}
+	for _, e := range list.Items {
+		reasons[e.Reason] = append(reasons[e.Reason], e.Message)
+	}
+	t.Logf("progress Events on %s: %v", lease, reasons)
+	done := fmt.Sprintf("Finished: %d of %d Services moved", n, n)
+	if fin := reasons[recreation.FinishedReason]; len(fin) != 1 || !strings.HasPrefix(fin[0], done) {
+		t.Errorf("the Finished Events %q, want one starting %q", fin, done)
+	}
+	if took > recreation.DefaultProgressEvery+5*time.Second {
+		if len(reasons[recreation.ProgressReason]) == 0 {
+			t.Errorf("an apply of %s posted no progress Event", took)
+		}
+		if !diagRE("Warning: Recreation Summary", done, "kubectl get events").MatchString(out) {
+			t.Errorf("an apply of %s ends without its summary:\n%s", took, out)
+		}
+	}
+}
+
 func bridgeConfig(c *testcluster.Cluster, extra string) string {
 	return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), extra)
 }
@@ -300,8 +330,10 @@ func TestAccServiceRecreation_oldIPBridges(t *testing.T) {
 	}
 	watch := watchIPs(t, c.Kube, ns, oldIPs)
 	start := time.Now()
-	w.applyFile()
-	t.Logf("moved %d Services with their bridges in %s", n, time.Since(start).Round(time.Millisecond))
+	applied := w.applyFile()
+	took := time.Since(start)
+	t.Logf("moved %d Services with their bridges in %s", n, took.Round(time.Millisecond))
+	checkProgressEvents(t, c.Kube, n, took, applied)
 	// The new IPs are served once the moves are done (their EndpointSlices may trail the apply a little).
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		watch.mu.Lock()

@@ -406,6 +406,10 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		diags.AddError("Services Not All Moved", fmt.Sprintf("%s. Moved %d Services before the error.", apiErrorText(err), len(res.Recreated)))
 		return false
 	}
+	if res.Summary != "" {
+		diags.AddWarning("Recreation Summary", res.Summary+". The progress of a long apply is posted as Events on the journal's "+
+			"Lease: kubectl get events -n "+plan.journal().Namespace+" --field-selector involvedObject.name="+plan.journal().LeaseName()+" -w")
+	}
 	if len(res.Restored) > 0 {
 		diags.AddWarning("Restored Services From an Interrupted Apply",
 			fmt.Sprintf("Recreated %d journaled Services first: %s.", len(res.Restored), strings.Join(res.Restored, ", ")))

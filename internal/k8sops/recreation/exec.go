@@ -40,6 +40,9 @@ type ExecOptions struct {
 	// lets the move go on, or when ctx ends (the apply is interrupted).
 	HoldAfterDelete  func(ctx context.Context, key string)
 	HoldBeforeDelete func(ctx context.Context, key string)
+	// ProgressEvery is how often progress Events are posted on the journal's Lease; default
+	// DefaultProgressEvery.
+	ProgressEvery time.Duration
 }
 
 // RecreationResult is what an apply did.
@@ -55,6 +58,9 @@ type RecreationResult struct {
 	OldIPBridgesRemoved []string
 	// DNSMovedAt is when the DNS Service was recreated at its new IPs; zero when it was not.
 	DNSMovedAt time.Time
+	// Summary is the last progress line of a run that finished after at least one progress
+	// Event: moved of total, rate, time; "" for a shorter run.
+	Summary string
 	// Notes are things the user should know: a verification that timed out, an IP that had
 	// to change because another client took the planned one mid-apply.
 	Notes []string
@@ -124,6 +130,10 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		return x.res, err
 	}
 	defer release() // after everything below, the deferred clean-up of a failed run included
+	if total := len(plan.Moves) + len(plan.Restore); total > 0 {
+		done := x.reportProgress(ctx, total, o.ProgressEvery)
+		defer func() { done(err) }() // before release: the Lease is the Events' object
+	}
 	for _, s := range snap.Slices {
 		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
 		x.slices[key] = append(x.slices[key], s)
