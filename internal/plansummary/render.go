@@ -73,34 +73,105 @@ func count(n int, plural, singular string) string {
 	return fmt.Sprintf("**%d** %s", n, plural)
 }
 
+// renderMoves shows each recreation's moves in a table of its own, named by its address.
 func (f *facts) renderMoves(b *strings.Builder, n int) {
-	table(b, "Service moves", []string{"Service", "Type", "Old IPs", "New IPs"}, f.moves, n, func(m move) []string {
-		return []string{"`" + cell(m.service) + "`", cell(m.typ), cell(m.old), cell(m.new)}
-	})
+	for _, group := range byOwner(f.moves, func(m move) string { return m.owner }) {
+		table(b, "Service moves", group[0].owner, []string{"Service", "Type", "Old IPs", "New IPs"}, group, n,
+			func(m move) string { return m.service }, func(m move) []string {
+				return []string{"`" + cell(m.service) + "`", cell(m.typ), cell(m.old), cell(m.new)}
+			})
+	}
 }
 
 func (f *facts) renderRestarts(b *strings.Builder, n int) {
-	table(b, "Workload restarts", []string{"Workload", "Pods matching now"}, f.restarts, n, func(r restart) []string {
-		return []string{"`" + cell(r.workload) + "`", fmt.Sprint(r.pods)}
-	})
+	for _, group := range byOwner(f.restarts, func(r restart) string { return r.owner }) {
+		table(b, "Workload restarts", group[0].owner, []string{"Workload", "Pods matching now"}, group, n,
+			func(r restart) string { return r.workload }, func(r restart) []string {
+				return []string{"`" + cell(r.workload) + "`", fmt.Sprint(r.pods)}
+			})
+	}
 }
 
 func (f *facts) renderChanges(b *strings.Builder, n int) {
-	table(b, "Resource changes", []string{"Resource", "Action", "What"}, f.changes, n, func(c change) []string {
+	table(b, "Resource changes", "", []string{"Resource", "Action", "What"}, f.changes, n, nil, func(c change) []string {
 		return []string{"`" + cell(c.address) + "`", c.action, cell(c.detail)}
 	})
 }
 
-// table is a Markdown table of the first n rows, under a heading that counts them all.
-func table[T any](b *strings.Builder, heading string, columns []string, rows []T, n int, cells func(T) []string) {
+// byOwner splits rows by owner, keeping the order in which owners first appear.
+func byOwner[T any](rows []T, owner func(T) string) [][]T {
+	var out [][]T
+	index := map[string]int{}
+	for _, r := range rows {
+		i, ok := index[owner(r)]
+		if !ok {
+			i = len(out)
+			index[owner(r)] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// foldAt is how many rows a table shows open; a longer one is folded into <details>, so that
+// a comment of 10,000 moves still opens on its counts.
+const foldAt = 10
+
+// table is a Markdown table of the first n rows, under a heading that counts them all and names
+// the resource they belong to (owner, when given). A table cut short gets a rollup by namespace
+// (the part of key before "/") first, and a long one is folded.
+func table[T any](b *strings.Builder, heading, owner string, columns []string, rows []T, n int, key func(T) string, cells func(T) []string) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "### %s (%d)\n\n| %s |\n|%s\n", heading, len(rows), strings.Join(columns, " | "), strings.Repeat("---|", len(columns)))
-	for _, r := range rows[:min(n, len(rows))] {
+	fmt.Fprintf(b, "### %s (%d)", heading, len(rows))
+	if owner != "" {
+		fmt.Fprintf(b, " · %s", owner)
+	}
+	b.WriteString("\n\n")
+	if key != nil && len(rows) > n {
+		b.WriteString(rollup(rows, key) + "\n\n")
+	}
+	shown := rows[:min(n, len(rows))]
+	folded := len(shown) > foldAt
+	if folded {
+		fmt.Fprintf(b, "<details><summary>The first %d of %d</summary>\n\n", len(shown), len(rows))
+	}
+	fmt.Fprintf(b, "| %s |\n|%s\n", strings.Join(columns, " | "), strings.Repeat("---|", len(columns)))
+	for _, r := range shown {
 		fmt.Fprintf(b, "| %s |\n", strings.Join(cells(r), " | "))
 	}
+	if folded {
+		b.WriteString("\n</details>\n")
+	}
 	more(b, len(rows), n)
+}
+
+// rollupShown is how many namespaces a rollup names.
+const rollupShown = 10
+
+// rollup counts rows per namespace, the largest first: "By namespace (500): `a` 20 · `b` 20 · …".
+func rollup[T any](rows []T, key func(T) string) string {
+	per := map[string]int{}
+	for _, r := range rows {
+		ns, _, _ := strings.Cut(key(r), "/")
+		per[ns]++
+	}
+	names := slices.SortedFunc(maps.Keys(per), func(a, b string) int {
+		if d := per[b] - per[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, ns := range names[:min(rollupShown, len(names))] {
+		parts = append(parts, fmt.Sprintf("`%s` %d", clip(ns, 80), per[ns]))
+	}
+	if k := len(names) - rollupShown; k > 0 {
+		parts = append(parts, fmt.Sprintf("… and %d more namespaces", k))
+	}
+	return fmt.Sprintf("By namespace (%d): %s", len(names), strings.Join(parts, " · "))
 }
 
 // renderSkipped lists what is left alone by reason, the largest group first.

@@ -133,11 +133,13 @@ type facts struct {
 	diags    []Diagnostic
 }
 
-type move struct{ service, typ, old, new string }
+// move is one Service move of the recreation owner (its resource address, with the cluster
+// where the provider configuration says which).
+type move struct{ owner, service, typ, old, new string }
 
 type restart struct {
-	workload string
-	pods     int64
+	owner, workload string
+	pods            int64
 }
 
 type change struct{ address, action, detail string }
@@ -151,8 +153,9 @@ func collect(plan *tfjson.Plan, diags []Diagnostic) *facts {
 	if plan.PriorState != nil && plan.PriorState.Values != nil {
 		eachDataSource(plan.PriorState.Values.RootModule, func(r *tfjson.StateResource) { f.readData(r, pods) })
 	}
+	clusters := providerClusters(plan)
 	for _, rc := range plan.ResourceChanges {
-		f.readChange(rc, pods)
+		f.readChange(rc, pods, clusters)
 	}
 	if len(diags) == 0 {
 		f.diags = failedChecks(plan.Checks)
@@ -198,7 +201,44 @@ func (f *facts) readData(r *tfjson.StateResource, pods map[string]int64) {
 	}
 }
 
-func (f *facts) readChange(rc *tfjson.ResourceChange, pods map[string]int64) {
+// providerClusters names, by resource address (without instance keys), the cluster of each
+// resource whose provider configuration is not the default one: the provider's alias, and its
+// config_context where that is a constant.
+func providerClusters(plan *tfjson.Plan) map[string]string {
+	out := map[string]string{}
+	if plan.Config == nil || plan.Config.RootModule == nil {
+		return out
+	}
+	for _, r := range plan.Config.RootModule.Resources {
+		key := r.ProviderConfigKey
+		if !strings.Contains(key, ".") {
+			continue // the default configuration: one cluster, nothing to tell apart
+		}
+		name := "provider `" + key + "`"
+		if pc := plan.Config.ProviderConfigs[key]; pc != nil {
+			if e := pc.Expressions["config_context"]; e != nil && e.ConstantValue != nil {
+				name += fmt.Sprintf(", context `%v`", e.ConstantValue)
+			}
+		}
+		out[r.Address] = name
+	}
+	return out
+}
+
+// ownerOf is how a table names the resource it belongs to: its address, with its cluster.
+func ownerOf(rc *tfjson.ResourceChange, clusters map[string]string) string {
+	owner := "`" + rc.Address + "`"
+	base := rc.Address
+	if i := strings.IndexByte(base, '['); i >= 0 {
+		base = base[:i]
+	}
+	if c := clusters[base]; c != "" {
+		owner += " (" + c + ")"
+	}
+	return owner
+}
+
+func (f *facts) readChange(rc *tfjson.ResourceChange, pods map[string]int64, clusters map[string]string) {
 	a := rc.Change.Actions
 	if rc.Mode == tfjson.DataResourceMode {
 		if a.Read() {
@@ -214,10 +254,11 @@ func (f *facts) readChange(rc *tfjson.ResourceChange, pods map[string]int64) {
 	after := mapOf(rc.Change.After)
 	switch {
 	case rc.Type == "k8scidr_service_recreation" && !a.Delete():
-		f.addMoves(after)
+		f.addMoves(ownerOf(rc, clusters), after)
 	case rc.Type == "k8scidr_workload_roll" && !a.Delete():
+		owner := ownerOf(rc, clusters)
 		for _, w := range listOf(mapOf(after["plan"])["workloads"]) {
-			f.restarts = append(f.restarts, restart{workload: str(w), pods: pods[str(w)]})
+			f.restarts = append(f.restarts, restart{owner: owner, workload: str(w), pods: pods[str(w)]})
 		}
 	}
 	f.changes = append(f.changes, change{address: rc.Address, action: action, detail: changeDetail(rc)})
@@ -246,7 +287,7 @@ func actionName(c *tfjson.Change) string {
 
 // addMoves lists a recreation's moves (its plan's), the plan's `first_moves` Services in their
 // order, then the others by name, and the Services it restores from the journal.
-func (f *facts) addMoves(after map[string]any) {
+func (f *facts) addMoves(owner string, after map[string]any) {
 	plan := mapOf(after["plan"])
 	moves := mapOf(plan["moves"])
 	order := []string{}
@@ -262,11 +303,11 @@ func (f *facts) addMoves(after map[string]any) {
 	}
 	for _, k := range order {
 		m := mapOf(moves[k])
-		f.moves = append(f.moves, move{service: k, typ: str(m["type"]), old: join(m["old_ips"]), new: join(m["new_ips"])})
+		f.moves = append(f.moves, move{owner: owner, service: k, typ: str(m["type"]), old: join(m["old_ips"]), new: join(m["new_ips"])})
 	}
 	restore := mapOf(plan["restore"])
 	for _, k := range slices.Sorted(maps.Keys(restore)) {
-		f.moves = append(f.moves, move{service: k, typ: "restored from the journal", old: "", new: join(mapOf(restore[k])["new_ips"])})
+		f.moves = append(f.moves, move{owner: owner, service: k, typ: "restored from the journal", old: "", new: join(mapOf(restore[k])["new_ips"])})
 	}
 }
 

@@ -202,3 +202,52 @@ func TestReadPlan_notAPlan(t *testing.T) {
 		t.Error("text was read as a plan")
 	}
 }
+
+// TestSummarize_twoClusters: two recreations, one through an aliased provider whose
+// configuration names its context, get a table each, named by address and cluster; a table cut
+// short opens with a rollup by namespace, and a long one is folded.
+func TestSummarize_twoClusters(t *testing.T) {
+	var plan map[string]any
+	if err := json.Unmarshal(planJSON(t, 120, 0, 0), &plan); err != nil {
+		t.Fatal(err)
+	}
+	prod := map[string]any{}
+	for i := range 3 {
+		prod[fmt.Sprintf("team-a/svc-%d", i)] = map[string]any{"uid": fmt.Sprint(i), "type": "ClusterIP",
+			"old_ips": []string{fmt.Sprintf("100.64.9.%d", i)}, "new_ips": []string{fmt.Sprintf("172.24.9.%d", i)}}
+	}
+	plan["resource_changes"] = append(plan["resource_changes"].([]any), map[string]any{
+		"address": "k8scidr_service_recreation.prod", "mode": "managed", "type": "k8scidr_service_recreation", "name": "prod",
+		"change": map[string]any{"actions": []string{"update"}, "before": map[string]any{},
+			"after": map[string]any{"plan": map[string]any{"moves": prod, "first_moves": []string{}, "restore": map[string]any{}}}}})
+	plan["configuration"] = map[string]any{
+		"provider_config": map[string]any{
+			"k8scidr":      map[string]any{"name": "k8scidr", "full_name": "registry.terraform.io/k8scidr/k8scidr"},
+			"k8scidr.prod": map[string]any{"name": "k8scidr", "alias": "prod", "expressions": map[string]any{"config_context": map[string]any{"constant_value": "prod-eu"}}},
+		},
+		"root_module": map[string]any{"resources": []map[string]any{
+			{"address": "k8scidr_service_recreation.services", "mode": "managed", "type": "k8scidr_service_recreation", "name": "services", "provider_config_key": "k8scidr"},
+			{"address": "k8scidr_service_recreation.prod", "mode": "managed", "type": "k8scidr_service_recreation", "name": "prod", "provider_config_key": "k8scidr.prod"},
+		}},
+	}
+	b, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := summarize(t, b, "", Options{})
+	t.Log("\n" + s)
+	for _, want := range []string{
+		"### Service moves (120) · `k8scidr_service_recreation.services`\n\nBy namespace (120): `ns-000` 1 · ",
+		"… and 110 more namespaces\n\n<details><summary>The first 50 of 120</summary>\n\n| Service | Type | Old IPs | New IPs |",
+		"| `ns-049/svc-00049` | ClusterIP | 100.64.0.49 | 172.24.0.49 |\n\n</details>",
+		"\n</details>\n\n… and 70 more\n",
+		"### Service moves (3) · `k8scidr_service_recreation.prod` (provider `k8scidr.prod`, context `prod-eu`)\n\n| Service |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the summary lacks %q", want)
+		}
+	}
+	if strings.Count(s, "<details>") != 1 || strings.Count(s, "By namespace") != 1 {
+		t.Error("a short table is folded or rolled up")
+	}
+}

@@ -84,7 +84,7 @@ func TestAccCIKit(t *testing.T) {
 	}
 	t.Logf("the pull-request comment of examples/migration, stage 1 (%d characters):\n%s", len(out), out)
 	moves := len(seeded.ServiceIPs) - len(seeded.LoadBalancers)
-	if !strings.Contains(out, fmt.Sprintf("### Service moves (%d)\n", moves)) || !strings.Contains(out, "|---|---|---|---|\n| `kube-system/kube-dns` | ClusterIP | 100.64.0.10 | 172.24.0.10 |") {
+	if !strings.Contains(out, fmt.Sprintf("### Service moves (%d) · `k8scidr_service_recreation.services`\n", moves)) || !strings.Contains(out, "|---|---|---|---|\n| `kube-system/kube-dns` | ClusterIP | 100.64.0.10 | 172.24.0.10 |") {
 		t.Errorf("the summary does not list %d moves, kube-dns first to 172.24.0.10", moves)
 	}
 	for _, lb := range seeded.LoadBalancers {
@@ -125,12 +125,12 @@ func checkStageSummary(t *testing.T, n int, w *cliWorkspace) {
 	case 2:
 		want = append(want, "| `k8scidr_apiserver_service.this[0]` | create | `172.24.0.0/15` `172.24.0.1` |")
 	case 3:
-		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.moved[0]", "plan.workloads")))))
+		want = append(want, fmt.Sprintf("### Workload restarts (%d) · `k8scidr_workload_roll.moved[0]`\n", len(list(w.planned("k8scidr_workload_roll.moved[0]", "plan.workloads")))))
 	case 4:
 		want = append(want, "| `k8scidr_service_recreation.services` | update | plan.dns_bridge: `true` → `false`",
 			"| `k8scidr_apiserver_service.this[0]` | update | `172.24.0.0/15` `172.24.0.1` bridge: `true` → `false`")
 	case 5:
-		want = append(want, fmt.Sprintf("### Workload restarts (%d)\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "plan.workloads")))),
+		want = append(want, fmt.Sprintf("### Workload restarts (%d) · `k8scidr_workload_roll.pods[0]`\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "plan.workloads")))),
 			"| `k8scidr_calico_ippool.new[0]` | create | `pods-172-16` `172.16.0.0/13` |",
 			"| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | import update | `default-ipv4-ippool` `100.96.0.0/11` ",
 			"disabled: `false` → `true`",
