@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -168,6 +169,10 @@ func TestCIKitFiles(t *testing.T) {
 	if !strings.Contains(runs("apply"), "terraform apply -input=false -no-color tfplan") || gh.Jobs["apply"].Environment != "k8scidr-apply" {
 		t.Error("the GitHub apply job does not apply the saved plan with the apply role's environment")
 	}
+	if !strings.Contains(runs("plan"), "examples/ci/comment.sh\" plan") || !strings.Contains(runs("apply"), "examples/ci/comment.sh\" apply") ||
+		strings.Contains(runs("plan")+runs("apply"), "--edit-last") {
+		t.Error("the GitHub jobs do not post through comment.sh (the plan comment edited in place, apply logs new)")
+	}
 	var atlantis struct {
 		Repos []struct {
 			ApplyRequirements []string `json:"apply_requirements"`
@@ -202,5 +207,70 @@ func read(t *testing.T, file string, v any) {
 	}
 	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+// TestCIKitComments runs examples/ci/comment.sh as the GitHub workflow does, against a fake gh
+// (internal/testcluster/cmd/k8scidr-fakegh: the GitHub API's comment calls, with gh's --jq): the
+// first plan creates the plan comment, an apply adds a comment of its own, and the next plan
+// edits the plan comment in place, never the apply's log nor a person's comment quoting the
+// marker.
+func TestCIKitComments(t *testing.T) {
+	gh, err := buildBinary("gh", "../testcluster/cmd/k8scidr-fakegh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store.json")
+	person := `{"next_id":1,"comments":[{"id":1,"body":"why is <!-- k8scidr-plan --> here?","user":{"login":"alice","type":"User"}}]}`
+	if err := os.WriteFile(store, []byte(person), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	post := func(kind, text string) {
+		t.Helper()
+		file := filepath.Join(dir, kind+".md")
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "../../examples/ci/comment.sh", kind, file)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(gh)+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"FAKEGH_STORE="+store, "PR=7", "GITHUB_REPOSITORY=octo/infra")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("comment.sh %s: %v\n%s", kind, err, out)
+		}
+	}
+	post("plan", "## stage 1\n\n**3** Service moves")
+	post("apply", "## k8scidr apply: success")
+	post("plan", "## stage 2\n\n**0** Service moves")
+	var got struct {
+		Comments []struct {
+			ID   int64
+			Body string
+		}
+	}
+	b, err := os.ReadFile(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"why is <!-- k8scidr-plan --> here?", "## stage 2\n\n**0** Service moves\n<!-- k8scidr-plan -->\n", "## k8scidr apply: success"}
+	if len(got.Comments) != len(want) {
+		t.Fatalf("comments %+v, want %q", got.Comments, want)
+	}
+	for i, c := range got.Comments {
+		if c.Body != want[i] {
+			t.Errorf("comment %d: %q, want %q", c.ID, c.Body, want[i])
+		}
+	}
+	calls, err := os.ReadFile(store + ".log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCalls := "GET repos/octo/infra/issues/7/comments\nPOST repos/octo/infra/issues/7/comments\n" +
+		"POST repos/octo/infra/issues/7/comments\nGET repos/octo/infra/issues/7/comments\nPATCH repos/octo/infra/issues/comments/2\n"
+	if string(calls) != wantCalls {
+		t.Errorf("gh calls:\n%s\nwant:\n%s", calls, wantCalls)
 	}
 }
