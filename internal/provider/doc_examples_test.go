@@ -18,6 +18,7 @@ var docExampleStubs = map[string]string{
 	"data.k8scidr_service_moves.this":     "data \"k8scidr_service_moves\" \"this\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n}\n",
 	"data.k8scidr_cluster_info.this":      "data \"k8scidr_cluster_info\" \"this\" {}\n",
 	"data.k8scidr_service_moves.services": "data \"k8scidr_service_moves\" \"services\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n}\n",
+	"data.k8scidr_workload_restarts.pods": "data \"k8scidr_workload_restarts\" \"pods\" {\n  pod_cidrs = [\"100.96.0.0/11\"]\n}\n",
 	"k8scidr_service_cidr.new":            "resource \"k8scidr_service_cidr\" \"new\" {\n  name  = \"services-172-24\"\n  cidrs = [\"172.24.0.0/15\"]\n}\n",
 	"k8scidr_service_cidr.keep": "resource \"k8scidr_service_cidr\" \"keep\" {\n  for_each = toset(data.k8scidr_service_moves.this.keep_cidrs)\n" +
 		"  name     = \"keep-${replace(each.value, \"/\", \"-\")}\"\n  cidrs    = [each.value]\n}\n",

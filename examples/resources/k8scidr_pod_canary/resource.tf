@@ -1,3 +1,9 @@
+# The kubelet's sandbox image, from the registry or mirror your nodes pull from.
+variable "pause_image" {
+  type    = string
+  default = "registry.example.com/pause:3.10" # replace with your own
+}
+
 # Stage 5 of a pod range move: after the old pool is disabled, one pod must get its address from
 # the new pool before every workload restarts. If it does not (the old pool re-enabled by the
 # Tigera operator, a node the new pool's node_selector misses, a namespace pinned to the old
