@@ -8,14 +8,22 @@
 # Environment:
 #   PLANFILE              the saved plan to write (default tfplan; Atlantis sets it)
 #   TERRAFORM             the CLI (default terraform; tofu works the same)
-#   K8SCIDR_PLAN_SUMMARY  the summary program (default: go run of cmd/k8scidr-plan-summary at
-#                         K8SCIDR_VERSION, the provider version the configuration pins)
+#   K8SCIDR_PLAN_SUMMARY  the summary program: install-summary.sh fetches the release's, checked
+#                         against its SHA256SUMS (default: k8scidr-plan-summary on PATH, else
+#                         go run of cmd/k8scidr-plan-summary at K8SCIDR_VERSION)
 #   KUBE_CONFIG_PATH etc. the read-only credentials (examples/rbac/k8scidr-plan.yaml), never
 #                         variables: variables are stored in the saved plan.
 set -uo pipefail
 planfile=${PLANFILE:-tfplan}
 terraform=${TERRAFORM:-terraform}
-summary=${K8SCIDR_PLAN_SUMMARY:-go run github.com/k8scidr/terraform-provider-k8scidr/cmd/k8scidr-plan-summary@${K8SCIDR_VERSION:-latest}}
+summary=${K8SCIDR_PLAN_SUMMARY:-}
+if [ -z "$summary" ]; then
+	if command -v k8scidr-plan-summary >/dev/null; then
+		summary=k8scidr-plan-summary
+	else
+		summary="go run github.com/k8scidr/terraform-provider-k8scidr/cmd/k8scidr-plan-summary@${K8SCIDR_VERSION:-latest}"
+	fi
+fi
 
 # -json: every warning and error as a record the summary can list (the human-readable plan is
 # `terraform show tfplan`).

@@ -3,12 +3,17 @@ package provider
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -163,7 +168,8 @@ func TestCIKitFiles(t *testing.T) {
 		}
 		return strings.Join(all, "\n")
 	}
-	if !strings.Contains(runs("plan"), "examples/ci/plan.sh") || gh.Jobs["plan"].Environment != "k8scidr-plan" {
+	if !strings.Contains(runs("plan"), "examples/ci/plan.sh") || !strings.Contains(runs("plan"), "examples/ci/install-summary.sh") ||
+		gh.Jobs["plan"].Environment != "k8scidr-plan" {
 		t.Error("the GitHub plan job does not run plan.sh with the plan role's environment")
 	}
 	if !strings.Contains(runs("apply"), "terraform apply -input=false -no-color tfplan") || gh.Jobs["apply"].Environment != "k8scidr-apply" {
@@ -181,7 +187,8 @@ func TestCIKitFiles(t *testing.T) {
 	}
 	read(t, "../../examples/ci/atlantis/repos.yaml", &atlantis)
 	wf := atlantis.Workflows["k8scidr"]
-	if plan := fmt.Sprint(wf.Plan.Steps); !strings.Contains(plan, "examples/ci/plan.sh") || !strings.Contains(plan, "/etc/k8scidr/plan/kubeconfig") {
+	if plan := fmt.Sprint(wf.Plan.Steps); !strings.Contains(plan, "/plan.sh") || !strings.Contains(plan, "/etc/k8scidr/plan/kubeconfig") ||
+		!strings.Contains(plan, "install-summary.sh") {
 		t.Errorf("the Atlantis plan steps do not run plan.sh with the plan role: %s", plan)
 	}
 	if apply := fmt.Sprint(wf.Apply.Steps); !strings.Contains(apply, "apply]") || !strings.Contains(apply, "/etc/k8scidr/apply/kubeconfig") {
@@ -272,5 +279,65 @@ func TestCIKitComments(t *testing.T) {
 		"POST repos/octo/infra/issues/7/comments\nGET repos/octo/infra/issues/7/comments\nPATCH repos/octo/infra/issues/comments/2\n"
 	if string(calls) != wantCalls {
 		t.Errorf("gh calls:\n%s\nwant:\n%s", calls, wantCalls)
+	}
+}
+
+// TestCIKitInstallSummary runs examples/ci/install-summary.sh against a release laid out as
+// .goreleaser.yml lays it out, served on loopback: it installs the program of this machine's
+// platform after checking it against SHA256SUMS, and refuses an archive that does not match or
+// that SHA256SUMS does not list.
+func TestCIKitInstallSummary(t *testing.T) {
+	bin, err := planSummaryBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const version = "9.8.7"
+	archive := fmt.Sprintf("k8scidr-plan-summary_%s_%s_%s.tar.gz", version, runtime.GOOS, runtime.GOARCH)
+	release := filepath.Join(t.TempDir(), "v"+version)
+	if err := os.MkdirAll(release, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("tar", "-czf", filepath.Join(release, archive), "-C", filepath.Dir(bin), filepath.Base(bin)).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	sums := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(release, "terraform-provider-k8scidr_"+version+"_SHA256SUMS"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(release, archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	other := "0000000000000000000000000000000000000000000000000000000000000000  terraform-provider-k8scidr_" + version + "_linux_amd64.zip\n"
+	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(release))))
+	defer srv.Close()
+	install := func() (string, error) {
+		dir := t.TempDir()
+		cmd := exec.Command("bash", "../../examples/ci/install-summary.sh", "v"+version, dir)
+		cmd.Env = append(os.Environ(), "K8SCIDR_RELEASES="+srv.URL)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return strings.TrimSpace(stdout.String()) + stderr.String(), err
+	}
+
+	sums(other + hex.EncodeToString(sum[:]) + "  " + archive + "\n")
+	out, err := install()
+	if err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	if help, err := exec.Command(out, "-h").CombinedOutput(); !strings.Contains(string(help), "-plan") {
+		t.Errorf("the installed %s does not run as the summary program: %v\n%s", out, err, help)
+	}
+	sums(other + strings.Repeat("f", 64) + "  " + archive + "\n")
+	if out, err := install(); err == nil || !strings.Contains(out, "does not match") {
+		t.Errorf("an archive that does not match SHA256SUMS was installed: %v\n%s", err, out)
+	}
+	sums(other)
+	if out, err := install(); err == nil || !strings.Contains(out, "is not in") {
+		t.Errorf("an archive SHA256SUMS does not list was installed: %v\n%s", err, out)
 	}
 }
