@@ -19,6 +19,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rhysd/actionlint"
 	"sigs.k8s.io/yaml"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/plansummary"
@@ -339,5 +340,22 @@ func TestCIKitInstallSummary(t *testing.T) {
 	sums(other)
 	if out, err := install(); err == nil || !strings.Contains(out, "is not in") {
 		t.Errorf("an archive SHA256SUMS does not list was installed: %v\n%s", err, out)
+	}
+}
+
+// TestCIKitActionlint lints the GitHub workflow with actionlint, as its users' CI would: its
+// expressions, the actions' inputs, the jobs' needs and the event filters.
+func TestCIKitActionlint(t *testing.T) {
+	var out bytes.Buffer
+	l, err := actionlint.NewLinter(&out, &actionlint.LinterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, err := l.LintFile("../../examples/ci/github/k8scidr.yml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs {
+		t.Errorf("actionlint: %s", e.Error())
 	}
 }
