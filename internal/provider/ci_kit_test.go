@@ -359,3 +359,156 @@ func TestCIKitActionlint(t *testing.T) {
 		t.Errorf("actionlint: %s", e.Error())
 	}
 }
+
+// atlantisStepNames are the step types Atlantis accepts (runatlantis/atlantis@0222a70,
+// server/core/config/raw/step.go, validStepName), and atlantisRunOutputs a run step's outputs
+// (server/core/config/valid, PostProcessRunOutputOptions).
+var (
+	atlantisStepNames  = []string{"init", "plan", "apply", "env", "multienv", "show", "policy_check", "import", "state_rm"}
+	atlantisRunOutputs = []string{"show", "hide", "strip_refreshing", "custom_regex", "strip_refreshing_with_custom_regex"}
+)
+
+// atlantisStepProblem restates Atlantis' Step.Validate for one step as YAML decodes it: a
+// built-in step's name; an env step's name with exactly one of command or value; a run step's
+// command with an optional output; one key per step. It returns "" for a valid step.
+func atlantisStepProblem(step any) string {
+	switch s := step.(type) {
+	case string:
+		if !slices.Contains(atlantisStepNames, s) {
+			return fmt.Sprintf("%q is not a valid step type", s)
+		}
+		return ""
+	case map[string]any:
+		if len(s) != 1 {
+			return fmt.Sprintf("a step has one key, not %d", len(s))
+		}
+		for name, args := range s {
+			if name == "run" || name == "multienv" {
+				if _, ok := args.(string); ok {
+					return ""
+				}
+			}
+			m, ok := args.(map[string]any)
+			if !ok {
+				return fmt.Sprintf("step %s: %v is neither a command nor a map", name, args)
+			}
+			switch name {
+			case "env":
+				_, cmd := m["command"]
+				_, val := m["value"]
+				if _, ok := m["name"]; !ok || cmd == val || len(m) != 2 {
+					return fmt.Sprintf("env step %v: name and exactly one of command or value", m)
+				}
+			case "run":
+				if _, ok := m["command"]; !ok {
+					return "run step without command"
+				}
+				for k, v := range m {
+					if k == "output" && !slices.Contains(atlantisRunOutputs, fmt.Sprint(v)) {
+						return fmt.Sprintf("run step output %v", v)
+					}
+					if k != "command" && k != "output" {
+						return fmt.Sprintf("run step key %q", k)
+					}
+				}
+			default:
+				if _, ok := m["extra_args"]; !ok || len(m) != 1 || !slices.Contains(atlantisStepNames, name) {
+					return fmt.Sprintf("built-in step %s takes only extra_args: %v", name, m)
+				}
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("step %v (%T)", step, step)
+}
+
+// TestCIKitAtlantisConfig checks examples/ci/atlantis as Atlantis' config parser would (its
+// module is not served here, so its rules are restated, with their source above): every step of
+// the k8scidr workflow, the apply requirements, the workflows the repos allow, and the project
+// file's version; and every shell command the kit runs, Atlantis' and GitHub's, parses in bash.
+func TestCIKitAtlantisConfig(t *testing.T) {
+	var repos struct {
+		Repos []struct {
+			ID                string   `json:"id"`
+			ApplyRequirements []string `json:"apply_requirements"`
+			AllowedWorkflows  []string `json:"allowed_workflows"`
+			AllowedOverrides  []string `json:"allowed_overrides"`
+		} `json:"repos"`
+		Workflows map[string]map[string]struct {
+			Steps []any `json:"steps"`
+		} `json:"workflows"`
+	}
+	b, err := os.ReadFile("../../examples/ci/atlantis/repos.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, &repos); err != nil {
+		t.Fatalf("repos.yaml: %v", err)
+	}
+	var scripts []string
+	for name, stages := range repos.Workflows {
+		for stage, s := range stages {
+			if !slices.Contains([]string{"plan", "apply", "policy_check", "import", "state_rm"}, stage) {
+				t.Errorf("workflow %s: %q is not a stage", name, stage)
+			}
+			for i, step := range s.Steps {
+				if p := atlantisStepProblem(step); p != "" {
+					t.Errorf("workflow %s, %s step %d: %s", name, stage, i, p)
+				}
+				if m, ok := step.(map[string]any); ok {
+					if run, ok := m["run"].(map[string]any); ok {
+						scripts = append(scripts, fmt.Sprint(run["command"]))
+					}
+				}
+			}
+		}
+	}
+	for _, r := range repos.Repos {
+		for _, req := range r.ApplyRequirements {
+			if !slices.Contains([]string{"approved", "mergeable", "undiverged", "policies_passed"}, req) {
+				t.Errorf("repo %s: apply requirement %q", r.ID, req)
+			}
+		}
+		for _, w := range r.AllowedWorkflows {
+			if _, ok := repos.Workflows[w]; !ok {
+				t.Errorf("repo %s allows workflow %q, which repos.yaml does not define", r.ID, w)
+			}
+		}
+	}
+	var project struct {
+		Version  int `json:"version"`
+		Projects []struct {
+			Name     string `json:"name"`
+			Dir      string `json:"dir"`
+			Workflow string `json:"workflow"`
+			Autoplan struct {
+				WhenModified []string `json:"when_modified"`
+			} `json:"autoplan"`
+		} `json:"projects"`
+	}
+	if b, err = os.ReadFile("../../examples/ci/atlantis/atlantis.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, &project); err != nil || project.Version != 3 {
+		t.Errorf("atlantis.yaml: version %d, %v; want version 3 and only the keys Atlantis reads", project.Version, err)
+	}
+	var gh struct {
+		Jobs map[string]struct{ Steps []struct{ Run string } }
+	}
+	read(t, "../../examples/ci/github/k8scidr.yml", &gh)
+	for _, j := range gh.Jobs {
+		for _, s := range j.Steps {
+			if s.Run != "" {
+				scripts = append(scripts, strings.NewReplacer("${{", "$(echo ", "}}", ")").Replace(s.Run))
+			}
+		}
+	}
+	if len(scripts) < 5 {
+		t.Fatalf("found %d shell commands in the kit", len(scripts))
+	}
+	for _, s := range scripts {
+		if out, err := exec.Command("bash", "-n", "-c", s).CombinedOutput(); err != nil {
+			t.Errorf("bash cannot parse %q: %v\n%s", s, err, out)
+		}
+	}
+}
