@@ -173,7 +173,7 @@ func TestCIKitFiles(t *testing.T) {
 		gh.Jobs["plan"].Environment != "k8scidr-plan" {
 		t.Error("the GitHub plan job does not run plan.sh with the plan role's environment")
 	}
-	if !strings.Contains(runs("apply"), "terraform apply -input=false -no-color tfplan") || gh.Jobs["apply"].Environment != "k8scidr-apply" {
+	if !strings.Contains(runs("apply"), "$TERRAFORM apply -input=false -no-color tfplan") || gh.Jobs["apply"].Environment != "k8scidr-apply" {
 		t.Error("the GitHub apply job does not apply the saved plan with the apply role's environment")
 	}
 	if !strings.Contains(runs("plan"), "examples/ci/comment.sh\" plan") || !strings.Contains(runs("apply"), "examples/ci/comment.sh\" apply") ||
