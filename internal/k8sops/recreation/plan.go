@@ -302,17 +302,17 @@ func (p *RecreationPlan) previousIPs(snap Snapshot, cands []candidate, targets [
 		}
 	}
 	if len(takeovers) > 0 {
-		p.WayBack = append(p.WayBack, fmt.Sprintf("%d Services go back to IPs their own bridges hold now: %s. Each move deletes "+
+		p.WayBack = append(p.WayBack, fmt.Sprintf("Going back to IPs their own bridges hold now (%d): %s. Each move deletes "+
 			"its bridge right before it creates the Service there.", len(takeovers), k8sops.FirstOf(takeovers)))
 	}
 	if len(unrecorded) > 0 {
-		p.WayBack = append(p.WayBack, fmt.Sprintf("%d Services have no earlier IP inside %v recorded (annotation %s): they "+
-			"are placed as preserve_offset places them: %s.", len(unrecorded), targets, k8sops.PreviousClusterIPsAnnotation,
+		p.WayBack = append(p.WayBack, fmt.Sprintf("No earlier IP inside %v recorded (annotation %s), so placed as "+
+			"preserve_offset places them (%d): %s.", targets, k8sops.PreviousClusterIPsAnnotation, len(unrecorded),
 			k8sops.FirstOf(unrecorded)))
 	}
 	if len(blocked) > 0 {
-		p.WayBack = append(p.WayBack, fmt.Sprintf("%d Services cannot go back to their earlier IPs, which other Services hold "+
-			"now or no Service may have: they are placed as preserve_offset places them: %s.", len(blocked), k8sops.FirstOf(blocked)))
+		p.WayBack = append(p.WayBack, fmt.Sprintf("Not going back: the earlier IP is held by another Service now, or no "+
+			"Service may have it, so placed as preserve_offset places them (%d): %s.", len(blocked), k8sops.FirstOf(blocked)))
 	}
 	return out
 }

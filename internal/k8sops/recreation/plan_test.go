@@ -715,9 +715,9 @@ func TestPlanRecreation_previous(t *testing.T) {
 		t.Errorf("moves %v\nwant %v", got, want)
 	}
 	notes := strings.Join(p.WayBack, "\n")
-	for _, s := range []string{"2 Services go back to IPs their own bridges hold now: app/b on 100.70.3.4 (bridge app/b-old-1234567890), " +
-		"kube-system/kube-dns on 100.64.0.10 (bridge kube-system/kube-dns-legacy)", "1 Services cannot go back", "app/c (100.65.0.30)",
-		"1 Services have no earlier IP", "app/fresh (172.24.9.9)"} {
+	for _, s := range []string{"Going back to IPs their own bridges hold now (2): app/b on 100.70.3.4 (bridge app/b-old-1234567890), " +
+		"kube-system/kube-dns on 100.64.0.10 (bridge kube-system/kube-dns-legacy)", "Not going back", "(1): app/c (100.65.0.30)",
+		"No earlier IP inside", "(1): app/fresh (172.24.9.9)"} {
 		if !strings.Contains(notes, s) {
 			t.Errorf("notes lack %q:\n%s", s, notes)
 		}
