@@ -99,7 +99,7 @@ func (r RecreationResult) FollowUps(steps RecreationSteps) []string {
 }
 
 // ExecuteRecreation carries out the steps PrepareRecreation made from snap.
-func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, plan RecreationSteps, o ExecOptions) (_ RecreationResult, err error) {
+func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, plan RecreationSteps, o ExecOptions) (res RecreationResult, err error) {
 	if o.Parallelism < 1 {
 		o.Parallelism = DefaultParallelism
 	}
@@ -132,7 +132,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	defer release() // after everything below, the deferred clean-up of a failed run included
 	if total := len(plan.Moves) + len(plan.Restore); total > 0 {
 		done := x.reportProgress(ctx, total, o.ProgressEvery)
-		defer func() { done(err) }() // before release: the Lease is the Events' object
+		defer func() { res.Summary = done(err) }() // before release: the Lease is the Events' object
 	}
 	for _, s := range snap.Slices {
 		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]

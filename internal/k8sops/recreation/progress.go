@@ -59,9 +59,10 @@ func (x *executor) counts(total int, start time.Time) progressCounts {
 }
 
 // reportProgress posts a progress Event every `every` until the returned function is called
-// with the apply's outcome, which posts the last one (finished, or failed with the error). An
-// Event that cannot be written is noted once and never fails the apply.
-func (x *executor) reportProgress(ctx context.Context, total int, every time.Duration) func(error) {
+// with the apply's outcome, which posts the last one (finished, or failed with the error) and
+// returns the finished line of a run longer than one interval ("" otherwise). An Event that
+// cannot be written is noted once and never fails the apply.
+func (x *executor) reportProgress(ctx context.Context, total int, every time.Duration) func(error) string {
 	if every <= 0 {
 		every = DefaultProgressEvery
 	}
@@ -101,7 +102,7 @@ func (x *executor) reportProgress(ctx context.Context, total int, every time.Dur
 			}
 		}
 	})
-	return func(err error) {
+	return func(err error) string {
 		close(stop)
 		wg.Wait()
 		c := x.counts(total, start)
@@ -115,13 +116,12 @@ func (x *executor) reportProgress(ctx context.Context, total int, every time.Dur
 				msg = msg[:512] + "…"
 			}
 			post(pctx, corev1.EventTypeWarning, FailedReason, "Stopped: "+c.text()+": "+msg)
-			return
+			return ""
 		}
 		post(pctx, corev1.EventTypeNormal, FinishedReason, "Finished: "+c.text())
-		if c.elapsed >= every { // a long apply: its outcome in one line at the end, too
-			x.mu.Lock()
-			x.res.Summary = "Finished: " + c.text()
-			x.mu.Unlock()
+		if c.elapsed < every {
+			return ""
 		}
+		return "Finished: " + c.text() // a long apply: its outcome in one line at the end, too
 	}
 }
