@@ -190,14 +190,14 @@ func TestAccKill_underQuota(t *testing.T) {
 	}
 }
 
-// TestAccKill_roll SIGKILLs terraform and the provider in the middle of a roll of 40
+// TestAccKill_roll SIGKILLs terraform and the provider in the middle of a roll of 24
 // Deployments; the next apply finishes it, and no Deployment is left paused, unrestarted or
 // half rolled out.
 func TestAccKill_roll(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	c := startCluster(t, testcluster.Options{})
-	const n = 40
+	const n = 24
 	startedBefore := rollingDeployments(t, c, "rollkill", n)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, seed))

@@ -5,7 +5,7 @@
 //
 //	k8scidr-bench [-quick] [-rounds 3] [-root .]
 //
-// BENCH_QUICK=1 (or -quick) is the smoke mode `make test` runs: 100 Services, 20 Deployments,
+// BENCH_QUICK=1 (or -quick) is the smoke mode `make test` runs: 40 Services, 10 Deployments,
 // one round.
 package main
 
@@ -33,7 +33,7 @@ func main() {
 		os.Exit(rssWrap(os.Args[2], os.Args[3], os.Args[4:]))
 	}
 	o := options{}
-	flag.BoolVar(&o.quick, "quick", os.Getenv("BENCH_QUICK") == "1", "smoke mode: 100 Services, 20 Deployments, 1 round")
+	flag.BoolVar(&o.quick, "quick", os.Getenv("BENCH_QUICK") == "1", "smoke mode: 40 Services, 10 Deployments, 1 round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of each scenario (contenders alternate within a round)")
 	flag.StringVar(&o.root, "root", ".", "repository root (bin/ holds the binaries)")
 	flag.StringVar(&o.scenarios, "scenarios", "", "scenarios to run, comma-separated: recreation, roll, plan, scale, drain (default all; quick mode the first three)")
@@ -87,8 +87,10 @@ func run(ctx context.Context, o options) error {
 	o.services, o.rollDep, o.planSizes, o.settle = 1000, 200, [][2]int{{1000, 2000}, {10000, 20000}}, 30*time.Second
 	o.scaleServices, o.scaleRoll, o.drainPods = 10000, 1000, 5000
 	if o.quick {
-		o.settle = 10 * time.Second
-		o.rounds, o.services, o.rollDep, o.planSizes = 1, 100, 20, [][2]int{{100, 200}, {200, 400}}
+		// Small enough that the smoke run costs make test about two minutes: it proves the
+		// bench runs, every contender and table included; the numbers mean nothing.
+		o.settle = 5 * time.Second
+		o.rounds, o.services, o.rollDep, o.planSizes = 1, 40, 10, [][2]int{{40, 80}, {80, 160}}
 		o.scaleServices, o.scaleRoll, o.drainPods = 200, 30, 200
 	}
 	if o.scenarios == "" {

@@ -161,7 +161,7 @@ func report(in io.Reader, out io.Writer, rules []rule, step string, each bool) e
 	for _, a := range allowed {
 		say("  allowed skip: %s\n", a)
 	}
-	say("%s", slowest(took, 12))
+	say("%s", slowest(took, 30))
 	errs := []error{werr}
 	if len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("failed: %s", strings.Join(failed, ", ")))
