@@ -7,7 +7,17 @@ terraform {
   required_providers {
     k8scidr = {
       source = "k8scidr/k8scidr"
+      # One version for the plan and the apply: commit .terraform.lock.hcl beside this file
+      # (`terraform providers lock`), and the pipelines' `init -lockfile=readonly` use it.
+      version = "~> 0.1.0"
     }
+  }
+  # The state outlives the pipeline's runner: a Secret in the cluster, locked by a Lease, with the
+  # credentials of KUBE_CONFIG_PATH, as the provider's (examples/rbac/k8scidr-state.yaml grants
+  # them). S3, GCS or azurerm do the same (see README.md).
+  backend "kubernetes" {
+    namespace     = "k8scidr-state"
+    secret_suffix = "k8scidr-migration"
   }
 }
 

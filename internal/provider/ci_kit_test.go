@@ -20,9 +20,11 @@ import (
 	"testing"
 
 	"github.com/rhysd/actionlint"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/plansummary"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
 // planSummaryBinary is cmd/k8scidr-plan-summary, built once per test run.
@@ -54,9 +56,16 @@ func (w *cliWorkspace) planScript(kubeconfig string, args ...string) (string, er
 	return stdout.String(), err
 }
 
-// TestAccCIKit is the pull-request flow of examples/ci on examples/migration: plan.sh as the
-// read-only role (a failed plan gives a summary of its errors), the summary comment, then the
-// saved plan applied as the apply role, after which nothing is left to do.
+// TestAccCIKit is examples/ci's pull-request flow on examples/migration, each job on a fresh
+// runner as in CI: the repository (main.tf and its committed lock file) copied into a new
+// directory, the provider installed from a mirror as from the registry with `init
+// -lockfile=readonly`, the state in the cluster through the example's kubernetes backend.
+// A failed plan (a preflight blocker) posts a summary of its errors; the next plan job, as the
+// read-only role, posts the summary in the same comment; the apply job, as the apply role with
+// only the saved plan of the plan job, applies it and posts its log as a new comment; the next
+// plan job finds nothing to do and edits the plan comment, never the apply's. A provider build
+// the lock file does not list is refused by init. Under OpenTofu the saved plan is encrypted
+// (TF_ENCRYPTION, as the workflow sets it), and the apply job cannot read it without the key.
 func TestAccCIKit(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -70,13 +79,45 @@ func TestAccCIKit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := migrationWorkspace(t, e.c.Kubeconfig)
-
-	unpin := pinToOldPool(t, e.c.Kube)
-	out, err := w.planScript(planKC)
-	if err == nil {
-		t.Fatalf("plan.sh passed with a preflight blocker:\n%s", out)
+	if err := e.c.NamespacedRoles(ctx, stateRoles,
+		map[string]string{"k8scidr-state-plan": "k8scidr-plan", "k8scidr-state-apply": "k8scidr-apply"}); err != nil {
+		t.Fatal(err)
 	}
+	release := providerMirror(t, false)
+	var encryption []string
+	if strings.HasPrefix(filepath.Base(terraformPath()), "tofu") {
+		encryption = []string{"TF_ENCRYPTION=" + planEncryption}
+	}
+	pr := newFakePR(t)
+
+	// Once, before the first pull request: the lock file committed beside main.tf (here init's,
+	// as `terraform providers lock` writes it), and the apply role's first init, which creates
+	// the state Secret and its lock Lease (the plan role creates nothing).
+	repo := t.TempDir()
+	copyInto(t, repo, "../../examples/migration/main.tf")
+	bootstrap := ciRunner(t, release, applyKC, repo)
+	bootstrap.must("init", "-input=false")
+	copyInto(t, repo, filepath.Join(bootstrap.dir, ".terraform.lock.hcl"))
+	if _, err := e.c.Kube.CoreV1().Secrets("k8scidr-state").Get(ctx, "tfstate-default-k8scidr-migration", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the apply role's first init made no state Secret: %v", err)
+	}
+
+	// planJob is the workflow's plan job on a fresh runner: init with the lock file, plan.sh as
+	// the read-only role, the summary posted; it returns the runner and the summary.
+	planJob := func(wantOK bool) (*cliWorkspace, string) {
+		t.Helper()
+		w := ciRunner(t, release, planKC, repo)
+		w.env = append(w.env, encryption...)
+		w.must("init", "-input=false", "-lockfile=readonly")
+		out, err := w.planScript(planKC)
+		if (err == nil) != wantOK {
+			t.Fatalf("plan.sh: %v\n%s", err, out)
+		}
+		pr.post("plan", out)
+		return w, out
+	}
+	unpin := pinToOldPool(t, e.c.Kube)
+	_, out := planJob(false)
 	for _, want := range []string{"**The plan failed.**", "**Error: Resource precondition failed**",
 		"pods_pinned_to_old_pool on Deployment app-0/pinned"} {
 		if !strings.Contains(out, want) {
@@ -85,10 +126,7 @@ func TestAccCIKit(t *testing.T) {
 	}
 	unpin()
 
-	out, err = w.planScript(planKC)
-	if err != nil {
-		t.Fatalf("plan.sh: %v\n%s", err, out)
-	}
+	plan, out := planJob(true)
 	t.Logf("the pull-request comment of examples/migration, stage 1 (%d characters):\n%s", len(out), out)
 	moves := len(seeded.ServiceIPs) - len(seeded.LoadBalancers)
 	if !strings.Contains(out, fmt.Sprintf("### Service moves (%d) · `k8scidr_service_recreation.services`\n", moves)) || !strings.Contains(out, "|---|---|---|---|\n| `kube-system/kube-dns` | ClusterIP | 100.64.0.10 | 172.24.0.10 |") {
@@ -108,13 +146,104 @@ func TestAccCIKit(t *testing.T) {
 	if len(out) > plansummary.DefaultLimit {
 		t.Errorf("summary of %d characters", len(out))
 	}
-
-	// The apply job: the same saved plan, with the apply role's credentials only.
-	cmd := w.command([]string{"KUBE_CONFIG_PATH=" + applyKC}, "apply", "-input=false", "-no-color", "tfplan")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("terraform apply tfplan as the apply role: %v\n%s", err, b)
+	saved, err := os.ReadFile(filepath.Join(plan.dir, "tfplan"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	w.converged("-input=false")
+	if isZip := bytes.HasPrefix(saved, []byte("PK\x03\x04")); isZip == (encryption != nil) {
+		t.Errorf("the saved plan is a plain zip file: %t, want %t (encrypted under OpenTofu)", isZip, encryption == nil)
+	}
+
+	// The apply job: a fresh runner with the repository and the plan job's artifact, the apply
+	// role's credentials, the same lock file.
+	apply := ciRunner(t, release, applyKC, repo, filepath.Join(plan.dir, "tfplan"))
+	apply.must("init", "-input=false", "-lockfile=readonly")
+	if encryption != nil {
+		if out, err := apply.run("apply", "-input=false", "tfplan"); err == nil || !strings.Contains(out, "encrypt") {
+			t.Errorf("the encrypted plan was applied without its key (%v):\n%s", err, out)
+		}
+		apply.env = append(apply.env, encryption...)
+	}
+	log := apply.must("apply", "-input=false", "tfplan")
+	if !strings.Contains(log, "Apply complete!") {
+		t.Errorf("the apply job's log:\n%s", log)
+	}
+	pr.post("apply", "## k8scidr apply: success\n\n```\n"+log+"```")
+
+	// The next pull request's plan: nothing left, and the plan comment edited in place.
+	next, out := planJob(true)
+	if !strings.Contains(out, "Plan: no changes.") {
+		t.Errorf("the plan after the apply is not empty:\n%s", out)
+	}
+	next.converged("-input=false")
+	comments := pr.comments()
+	if len(comments) != 2 || comments[0] != out+"\n"+planMarker+"\n" || !strings.HasPrefix(comments[1], "## k8scidr apply: success") {
+		t.Errorf("the pull request's comments: %q\nwant the last plan's summary, then the apply's log", comments)
+	}
+	t.Logf("the pull request's comments, in order:\n%s", strings.Join(comments, "\n\n----\n\n"))
+
+	// Another build of the provider than the lock file's: init refuses it.
+	other := ciRunner(t, providerMirror(t, true), planKC, repo)
+	if out, err := other.run("init", "-input=false", "-lockfile=readonly"); err == nil || !strings.Contains(out, "checksums") {
+		t.Errorf("init installed a provider the lock file does not list (%v):\n%s", err, out)
+	}
+}
+
+// planEncryption is the OpenTofu plan encryption the GitHub workflow configures (a passphrase
+// from the secrets), with a fixed test passphrase.
+const planEncryption = `key_provider "pbkdf2" "plan" { passphrase = "k8scidr-test-passphrase" }
+method "aes_gcm" "plan" { keys = key_provider.pbkdf2.plan }
+plan {
+  method   = method.aes_gcm.plan
+  enforced = true
+}`
+
+// providerMirror is a filesystem mirror holding the built provider as version 0.1.0, installed
+// as a release is (testcluster.ProviderMirror), and returns a CLI configuration file that
+// installs from it alone. altered mirrors another build.
+func providerMirror(t *testing.T, altered bool) string {
+	t.Helper()
+	binDir, err := providerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := testcluster.ProviderMirror(terraformPath(), filepath.Join(binDir, "terraform-provider-k8scidr"), t.TempDir(), "0.1.0", altered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// ciRunner is a CI job's fresh runner: a new directory holding the repository's files and the
+// job's artifacts, the provider installed as rc says, the job's credentials in KUBE_CONFIG_PATH.
+func ciRunner(t *testing.T, rc, kubeconfig, repo string, artifacts ...string) *cliWorkspace {
+	t.Helper()
+	w := &cliWorkspace{t: t, dir: t.TempDir(), env: append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0",
+		"CHECKPOINT_DISABLE=1", "KUBE_CONFIG_PATH="+kubeconfig, "TF_VAR_canary_image=pause:canary")}
+	files, err := filepath.Glob(filepath.Join(repo, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(repo, ".terraform.lock.hcl")
+	if _, err := os.Stat(lock); err == nil {
+		files = append(files, lock)
+	}
+	copyInto(t, w.dir, append(files, artifacts...)...)
+	return w
+}
+
+// copyInto copies files into dir, under their own names.
+func copyInto(t *testing.T, dir string, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // checkStageSummary checks the pull-request summary of examples/migration's plan of stage n
@@ -224,55 +353,18 @@ func read(t *testing.T, file string, v any) {
 // edits the plan comment in place, never the apply's log nor a person's comment quoting the
 // marker.
 func TestCIKitComments(t *testing.T) {
-	gh, err := buildBinary("gh", "../testcluster/cmd/k8scidr-fakegh")
-	if err != nil {
+	pr := newFakePR(t)
+	if err := os.WriteFile(pr.store, []byte(`{"next_id":1,"comments":[{"id":1,"body":"why is <!-- k8scidr-plan --> here?","user":{"login":"alice","type":"User"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	store := filepath.Join(dir, "store.json")
-	person := `{"next_id":1,"comments":[{"id":1,"body":"why is <!-- k8scidr-plan --> here?","user":{"login":"alice","type":"User"}}]}`
-	if err := os.WriteFile(store, []byte(person), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	post := func(kind, text string) {
-		t.Helper()
-		file := filepath.Join(dir, kind+".md")
-		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("bash", "../../examples/ci/comment.sh", kind, file)
-		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(gh)+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"FAKEGH_STORE="+store, "PR=7", "GITHUB_REPOSITORY=octo/infra")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("comment.sh %s: %v\n%s", kind, err, out)
-		}
-	}
-	post("plan", "## stage 1\n\n**3** Service moves")
-	post("apply", "## k8scidr apply: success")
-	post("plan", "## stage 2\n\n**0** Service moves")
-	var got struct {
-		Comments []struct {
-			ID   int64
-			Body string
-		}
-	}
-	b, err := os.ReadFile(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
+	pr.post("plan", "## stage 1\n\n**3** Service moves")
+	pr.post("apply", "## k8scidr apply: success")
+	pr.post("plan", "## stage 2\n\n**0** Service moves")
 	want := []string{"why is <!-- k8scidr-plan --> here?", "## stage 2\n\n**0** Service moves\n<!-- k8scidr-plan -->\n", "## k8scidr apply: success"}
-	if len(got.Comments) != len(want) {
-		t.Fatalf("comments %+v, want %q", got.Comments, want)
+	if got := pr.comments(); !slices.Equal(got, want) {
+		t.Errorf("comments %q, want %q", got, want)
 	}
-	for i, c := range got.Comments {
-		if c.Body != want[i] {
-			t.Errorf("comment %d: %q, want %q", c.ID, c.Body, want[i])
-		}
-	}
-	calls, err := os.ReadFile(store + ".log")
+	calls, err := os.ReadFile(pr.store + ".log")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +373,67 @@ func TestCIKitComments(t *testing.T) {
 	if string(calls) != wantCalls {
 		t.Errorf("gh calls:\n%s\nwant:\n%s", calls, wantCalls)
 	}
+}
+
+// planMarker is the marker comment.sh puts in the plan comment it edits.
+const planMarker = "<!-- k8scidr-plan -->"
+
+// fakePR is pull request 7 of octo/infra behind a fake gh (internal/testcluster/cmd/k8scidr-fakegh:
+// the GitHub API's comment calls, with gh's --jq), posted to by examples/ci/comment.sh as the
+// GitHub workflow runs it. Its comments are kept in store, each gh call logged in store.log.
+type fakePR struct {
+	t         *testing.T
+	gh, store string
+	dir       string
+	posts     int
+}
+
+func newFakePR(t *testing.T) *fakePR {
+	t.Helper()
+	gh, err := buildBinary("gh", "../testcluster/cmd/k8scidr-fakegh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	return &fakePR{t: t, gh: gh, dir: dir, store: filepath.Join(dir, "store.json")}
+}
+
+// post runs comment.sh kind with text as the comment body.
+func (p *fakePR) post(kind, text string) {
+	p.t.Helper()
+	p.posts++
+	file := filepath.Join(p.dir, fmt.Sprintf("%s-%d.md", kind, p.posts))
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+	script, err := filepath.Abs("../../examples/ci/comment.sh")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command("bash", script, kind, file)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(p.gh)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"FAKEGH_STORE="+p.store, "PR=7", "GITHUB_REPOSITORY=octo/infra")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		p.t.Fatalf("comment.sh %s: %v\n%s", kind, err, out)
+	}
+}
+
+// comments are the pull request's comment bodies, oldest first.
+func (p *fakePR) comments() []string {
+	p.t.Helper()
+	var got struct{ Comments []struct{ Body string } }
+	b, err := os.ReadFile(p.store)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		p.t.Fatal(err)
+	}
+	var bodies []string
+	for _, c := range got.Comments {
+		bodies = append(bodies, c.Body)
+	}
+	return bodies
 }
 
 // TestCIKitInstallSummary runs examples/ci/install-summary.sh against a release laid out as

@@ -85,6 +85,16 @@ func (w *cliWorkspace) run(args ...string) (string, error) {
 	return out.String(), err
 }
 
+// must runs terraform to completion and returns its combined output; a failure fails the test.
+func (w *cliWorkspace) must(args ...string) string {
+	w.t.Helper()
+	out, err := w.run(args...)
+	if err != nil {
+		w.t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
 // start runs terraform with args in the background, with extraEnv; its combined output
 // collects in the buffer returned, to read once the command has ended.
 func (w *cliWorkspace) start(extraEnv []string, args ...string) (*exec.Cmd, *bytes.Buffer) {

@@ -95,10 +95,20 @@ func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time
 	}
 }
 
+// stateRoles is examples/rbac's grant of the kubernetes backend's state (examples/migration's).
+const stateRoles = "../../examples/rbac/k8scidr-state.yaml"
+
 // migrationWorkspace is a CLI workspace holding examples/migration/main.tf itself (linked, not
-// copied), connected through kubeconfig.
-func migrationWorkspace(t *testing.T, kubeconfig string) *cliWorkspace {
+// copied), connected through kubeconfig, initialised with the provider from a mirror
+// (providerMirror): its state in the cluster, through
+// examples/migration's kubernetes backend, with examples/rbac's state roles bound to the plan
+// and apply ServiceAccounts.
+func migrationWorkspace(t *testing.T, c *testcluster.Cluster, kubeconfig string) *cliWorkspace {
 	t.Helper()
+	if err := c.NamespacedRoles(context.Background(), stateRoles,
+		map[string]string{"k8scidr-state-plan": "k8scidr-plan", "k8scidr-state-apply": "k8scidr-apply"}); err != nil {
+		t.Fatal(err)
+	}
 	w := newCLIWorkspace(t, "")
 	example, err := filepath.Abs("../../examples/migration/main.tf")
 	if err != nil {
@@ -111,7 +121,12 @@ func migrationWorkspace(t *testing.T, kubeconfig string) *cliWorkspace {
 		t.Fatal(err)
 	}
 	// Stage 5's canary image: kwok's pods run no image.
-	w.env = append(w.env, "KUBE_CONFIG_PATH="+kubeconfig, "TF_VAR_canary_image=pause:canary")
+	// The provider installed as a release is: init honours the example's version constraint,
+	// which a dev override would make it look up in the registry.
+	w.env = append(w.env, "TF_CLI_CONFIG_FILE="+providerMirror(t, false), "KUBE_CONFIG_PATH="+kubeconfig, "TF_VAR_canary_image=pause:canary")
+	if out, err := w.run("init", "-input=false"); err != nil {
+		t.Fatalf("terraform init: %v\n%s", err, out)
+	}
 	return w
 }
 
@@ -151,7 +166,7 @@ func TestAccMigrationExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := migrationWorkspace(t, applyOnly)
+	w := migrationWorkspace(t, e.c, applyOnly)
 	churn := newClusterChurn(t, kube)
 	// stage plans stage n to a file, lets the cluster change (between), applies the saved plan,
 	// and checks that a refreshing plan is then empty.

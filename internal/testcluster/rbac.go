@@ -91,3 +91,65 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, roleFile string,
 	}
 	return path, os.Chmod(path, 0o600)
 }
+
+// NamespacedRoles creates what a multi-document YAML file of Namespaces and Roles holds (Roles
+// replaced, Namespaces kept), and binds each Role named in bind to the kube-system
+// ServiceAccount it maps to (created when missing), as a RoleBinding of the Role's name: the
+// per-namespace grants of examples/rbac, given to the identities of ServiceAccountKubeconfig.
+func (c *Cluster) NamespacedRoles(ctx context.Context, file string, bind map[string]string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	rbac := c.Kube.RbacV1()
+	bound := 0
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		switch kind.Kind {
+		case "":
+		case "Namespace":
+			var ns corev1.Namespace
+			if err := yaml.UnmarshalStrict([]byte(doc), &ns); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		case "Role":
+			var role rbacv1.Role
+			if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			_ = rbac.Roles(role.Namespace).Delete(ctx, role.Name, metav1.DeleteOptions{})
+			if _, err := rbac.Roles(role.Namespace).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			sa, ok := bind[role.Name]
+			if !ok {
+				continue
+			}
+			bound++
+			account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: "kube-system"}}
+			if _, err := c.Kube.CoreV1().ServiceAccounts("kube-system").Create(ctx, account, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			binding := &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: "kube-system"}},
+			}
+			if _, err := rbac.RoleBindings(role.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: a %s: only Namespaces and Roles are expected", file, kind.Kind)
+		}
+	}
+	if bound != len(bind) {
+		return fmt.Errorf("%s: %d of the Roles to bind (%v) are in it", file, bound, bind)
+	}
+	return nil
+}

@@ -107,6 +107,14 @@ func run(root string, groups int) error {
 	defer func() { _ = os.RemoveAll(w.dir) }()
 	defer w.log.Close()
 	fmt.Printf("terraform's full output goes to %s\n", w.logPath)
+	// examples/migration keeps its state in the cluster (the kubernetes backend), in the
+	// namespace examples/rbac/k8scidr-state.yaml makes.
+	if err := c.NamespacedRoles(ctx, filepath.Join(root, "examples", "rbac", "k8scidr-state.yaml"), nil); err != nil {
+		return err
+	}
+	if err := w.tf(nil, "init", "-input=false", "-no-color"); err != nil {
+		return err
+	}
 	stages := []struct {
 		n      int
 		title  string
@@ -273,7 +281,7 @@ func keepRange(r preflight.NamedRange) bool {
 }
 
 // workspace runs the built terraform on examples/migration/main.tf (linked, not copied) with
-// the locally built provider through a dev override; terraform's output goes to log.
+// the locally built provider from a filesystem mirror; terraform's output goes to log.
 type workspace struct {
 	dir, terraform, logPath string
 	env                     []string
@@ -288,9 +296,11 @@ func newWorkspace(root, bin, kubeconfig string) (*workspace, error) {
 	if err := os.Symlink(filepath.Join(root, "examples", "migration", "main.tf"), filepath.Join(dir, "main.tf")); err != nil {
 		return nil, err
 	}
-	rc := filepath.Join(dir, ".terraformrc")
-	text := fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"k8scidr/k8scidr\" = %q\n  }\n  direct {}\n}\n", bin)
-	if err := os.WriteFile(rc, []byte(text), 0o600); err != nil {
+	// The built provider installed as a release is, from a mirror: init then honours the
+	// example's version constraint and writes the lock file, as it does for users.
+	rc, err := testcluster.ProviderMirror(filepath.Join(bin, "terraform"), filepath.Join(bin, "terraform-provider-k8scidr"),
+		filepath.Join(dir, "mirror"), "0.1.0", false)
+	if err != nil {
 		return nil, err
 	}
 	logPath := filepath.Join(bin, "demo.log")

@@ -103,6 +103,9 @@ func run(args []string) error {
 	switch {
 	case method == "GET" && listPath.MatchString(path):
 		out = s.Comments
+		if s.Comments == nil { // a pull request without comments: GitHub answers [], as gh --jq expects
+			out = []Comment{}
+		}
 	case method == "POST" && listPath.MatchString(path):
 		s.NextID++
 		c := Comment{ID: s.NextID, Body: body}
