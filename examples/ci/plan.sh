@@ -11,6 +11,7 @@
 #   K8SCIDR_PLAN_SUMMARY  the summary program: install-summary.sh fetches the release's, checked
 #                         against its SHA256SUMS (default: k8scidr-plan-summary on PATH, else
 #                         go run of cmd/k8scidr-plan-summary at K8SCIDR_VERSION)
+#   K8SCIDR_PLAN_TITLE    the summary's heading (default "k8scidr plan")
 #   KUBE_CONFIG_PATH etc. the read-only credentials (examples/rbac/k8scidr-plan.yaml), never
 #                         variables: variables are stored in the saved plan.
 set -uo pipefail
@@ -28,8 +29,8 @@ fi
 # -json: every warning and error as a record the summary can list (the human-readable plan is
 # `terraform show tfplan`).
 if ! $terraform plan -input=false -lock-timeout=5m -out="$planfile" -json "$@" >plan.log; then
-	$summary -log plan.log
+	$summary -title "${K8SCIDR_PLAN_TITLE:-k8scidr plan}" -log plan.log
 	exit 1
 fi
 $terraform show -json "$planfile" >plan.json || exit 1
-$summary -plan plan.json -log plan.log
+$summary -title "${K8SCIDR_PLAN_TITLE:-k8scidr plan}" -plan plan.json -log plan.log

@@ -12,14 +12,10 @@ terraform {
       version = "~> 0.1.0"
     }
   }
-  # The state outlives the pipeline's runner: a Secret in the cluster, locked by a Lease, with the
-  # credentials of KUBE_CONFIG_PATH, as the provider's (examples/rbac/k8scidr-state.yaml grants
-  # them). S3, GCS or azurerm do the same (see README.md).
-  backend "kubernetes" {
-    namespace     = "k8scidr-state"
-    secret_suffix = "k8scidr-migration"
-  }
 }
+
+# The backend and the provider configuration are in stack.tf: this file is also the module of
+# examples/fleet, one instance per cluster.
 
 variable "stage" {
   description = <<-EOT
@@ -89,9 +85,6 @@ variable "roll_include" {
   type        = list(string)
   default     = []
 }
-
-# The cluster: KUBE_CONFIG_PATH (or the same settings as the hashicorp/kubernetes provider).
-provider "k8scidr" {}
 
 locals {
   # What every later plan is checked against.
@@ -231,14 +224,9 @@ resource "k8scidr_calico_ippool" "new" {
   nat_outgoing = true
 }
 
-# The installer's pool, imported and disabled: no new pod gets an address from it. Nothing else
-# about it changes. At stage 6 it is destroyed, which waits until no live pod holds an address.
-import {
-  for_each = var.stage == 5 ? toset([var.old_pool_name]) : toset([])
-  to       = k8scidr_calico_ippool.old[each.key]
-  id       = each.key
-}
-
+# The installer's pool, imported (stack.tf: import blocks belong to the root module) and
+# disabled: no new pod gets an address from it. Nothing else about it changes. At stage 6 it is
+# destroyed, which waits until no live pod holds an address.
 resource "k8scidr_calico_ippool" "old" {
   for_each        = var.stage == 5 ? toset([var.old_pool_name]) : toset([])
   name            = each.key

@@ -138,7 +138,7 @@ func TestSummarize_10000Moves(t *testing.T) {
 	if len(s) > DefaultLimit {
 		t.Fatalf("summary of %d characters, over %d", len(s), DefaultLimit)
 	}
-	t.Logf("plan JSON %d bytes, summary %d characters", len(plan), len(s))
+	t.Logf("plan JSON %d bytes, summary %d characters; its first screen:\n%s", len(plan), len(s), strings.Join(strings.SplitN(s, "\n", 41)[:40], "\n"))
 	shown := rows(s, "### Service moves (10000)")
 	if shown < 10 {
 		t.Fatalf("only %d of 10,000 moves shown in %d characters", shown, len(s))

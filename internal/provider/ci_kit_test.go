@@ -94,7 +94,7 @@ func TestAccCIKit(t *testing.T) {
 	// as `terraform providers lock` writes it), and the apply role's first init, which creates
 	// the state Secret and its lock Lease (the plan role creates nothing).
 	repo := t.TempDir()
-	copyInto(t, repo, "../../examples/migration/main.tf")
+	copyInto(t, repo, "../../examples/migration/main.tf", "../../examples/migration/stack.tf")
 	bootstrap := ciRunner(t, release, applyKC, repo)
 	bootstrap.must("init", "-input=false")
 	copyInto(t, repo, filepath.Join(bootstrap.dir, ".terraform.lock.hcl"))

@@ -98,11 +98,10 @@ func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time
 // stateRoles is examples/rbac's grant of the kubernetes backend's state (examples/migration's).
 const stateRoles = "../../examples/rbac/k8scidr-state.yaml"
 
-// migrationWorkspace is a CLI workspace holding examples/migration/main.tf itself (linked, not
-// copied), connected through kubeconfig, initialised with the provider from a mirror
-// (providerMirror): its state in the cluster, through
-// examples/migration's kubernetes backend, with examples/rbac's state roles bound to the plan
-// and apply ServiceAccounts.
+// migrationWorkspace is a CLI workspace holding examples/migration (main.tf and stack.tf, linked,
+// not copied), connected through kubeconfig and initialised with the provider from a mirror
+// (providerMirror): its state in the cluster through examples/migration's kubernetes backend,
+// with examples/rbac's state Roles bound to the plan and apply ServiceAccounts.
 func migrationWorkspace(t *testing.T, c *testcluster.Cluster, kubeconfig string) *cliWorkspace {
 	t.Helper()
 	if err := c.NamespacedRoles(context.Background(), stateRoles,
@@ -110,19 +109,21 @@ func migrationWorkspace(t *testing.T, c *testcluster.Cluster, kubeconfig string)
 		t.Fatal(err)
 	}
 	w := newCLIWorkspace(t, "")
-	example, err := filepath.Abs("../../examples/migration/main.tf")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Remove(filepath.Join(w.dir, "main.tf")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(example, filepath.Join(w.dir, "main.tf")); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"main.tf", "stack.tf"} {
+		example, err := filepath.Abs("../../examples/migration/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(example, filepath.Join(w.dir, f)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// Stage 5's canary image: kwok's pods run no image.
 	// The provider installed as a release is: init honours the example's version constraint,
-	// which a dev override would make it look up in the registry.
+	// which a dev override would make it look up in the registry. Stage 5's canary image: kwok's
+	// pods run no image.
 	w.env = append(w.env, "TF_CLI_CONFIG_FILE="+providerMirror(t, false), "KUBE_CONFIG_PATH="+kubeconfig, "TF_VAR_canary_image=pause:canary")
 	if out, err := w.run("init", "-input=false"); err != nil {
 		t.Fatalf("terraform init: %v\n%s", err, out)
@@ -148,7 +149,7 @@ func pinToOldPool(t *testing.T, kube kubernetes.Interface) func() {
 	}
 }
 
-// TestAccMigrationExample runs examples/migration/main.tf itself (linked, not copied) stage by
+// TestAccMigrationExample runs examples/migration itself (linked, not copied) stage by
 // stage under the real terraform CLI and the built provider, with the steps outside the
 // Kubernetes API done between the stages as an operator does them, and checks the end state.
 // Each stage is planned to a file and that saved plan applied after the cluster changed (other

@@ -21,7 +21,7 @@ func ProviderMirror(terraform, binary, dir, version string, altered bool) (strin
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(probe)
+	defer func() { _ = os.RemoveAll(probe) }()
 	req := "terraform {\n  required_providers {\n    k8scidr = { source = \"k8scidr/k8scidr\" }\n  }\n}\n"
 	if err := os.WriteFile(filepath.Join(probe, "main.tf"), []byte(req), 0o600); err != nil {
 		return "", err

@@ -280,7 +280,7 @@ func keepRange(r preflight.NamedRange) bool {
 	return r.Kind == preflight.RangeServiceCIDR && strings.HasPrefix(r.Name, "keep-")
 }
 
-// workspace runs the built terraform on examples/migration/main.tf (linked, not copied) with
+// workspace runs the built terraform on examples/migration (its .tf files linked, not copied) with
 // the locally built provider from a filesystem mirror; terraform's output goes to log.
 type workspace struct {
 	dir, terraform, logPath string
@@ -293,8 +293,10 @@ func newWorkspace(root, bin, kubeconfig string) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Symlink(filepath.Join(root, "examples", "migration", "main.tf"), filepath.Join(dir, "main.tf")); err != nil {
-		return nil, err
+	for _, f := range []string{"main.tf", "stack.tf"} {
+		if err := os.Symlink(filepath.Join(root, "examples", "migration", f), filepath.Join(dir, f)); err != nil {
+			return nil, err
+		}
 	}
 	// The built provider installed as a release is, from a mirror: init then honours the
 	// example's version constraint and writes the lock file, as it does for users.

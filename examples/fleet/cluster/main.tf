@@ -1,0 +1,1 @@
+../../migration/main.tf
