@@ -146,8 +146,8 @@ func (t *table) markdown(o options, took time.Duration) string {
 		"cached the IP sees. Lost counts Services without a ready endpoint once the run settles: the floor and the kubectl "+
 		"loops do not carry a selector-less Service's Endpoints over (5 of every 100 Services here), so the endpoints controller "+
 		"may delete them with the old Service, a race each run wins or loses.\n\n", mode, took.Round(time.Second), clientQPS, clientBurst)
-	b.WriteString("| Scenario | Setting | Contender | Wall s | API requests | Unavailable ms p50 / p99 / max | Old IP unavailable ms p50 / p99 / max | Provider peak RSS MiB | Lost / not moved |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| Scenario | Setting | Contender | Wall s | API requests | Request bound s | Unavailable ms p50 / p99 / max | Old IP unavailable ms p50 / p99 / max | Provider peak RSS MiB | Lost / not moved |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range t.rows {
 		wm, wl, wh := r.stat(func(m measure) float64 { return m.wall.Seconds() })
 		rm, _, _ := r.stat(func(m measure) float64 { return float64(m.requests) })
@@ -172,11 +172,12 @@ func (t *table) markdown(o options, took time.Duration) string {
 			lost += len(m.lostKeys)
 			moved += m.notMoved
 		}
-		lm := "–"
+		lm, rb := "–", "–"
 		if strings.HasPrefix(r.scenario, "1.") || strings.HasPrefix(r.scenario, "4.") {
 			lm = fmt.Sprintf("%d / %d", lost, moved)
+			rb = fmt.Sprintf("%.1f", requestBound(rm))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f [%.1f–%.1f] | %s | %s | %s | %s | %s |\n", r.scenario, r.setting, r.who, wm, wl, wh, requests, un, r.oldIPColumn(), rss, lm)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f [%.1f–%.1f] | %s | %s | %s | %s | %s | %s |\n", r.scenario, r.setting, r.who, wm, wl, wh, requests, rb, un, r.oldIPColumn(), rss, lm)
 	}
 	b.WriteString(t.rollBreakdown())
 	b.WriteString("\n## Targets\n\n")
@@ -203,7 +204,7 @@ func (t *table) targets(o options) []string {
 				check(l.wall() >= 5*k.wall(), "kcm raised: recreation %.1fx faster than the %s (target ≥ 5x)", l.wall()/k.wall(), loop)
 			}
 		}
-		check(k.wall() <= 1.3*f.wall(), "kcm raised: recreation at %.2fx the floor (target ≤ 1.3x)", k.wall()/f.wall())
+		check(k.wall() <= 1.3*f.wall(), "kcm raised: recreation at %.2fx the floor (target ≤ 1.3x); %s", k.wall()/f.wall(), binds(k, f, 1.3))
 		check(pct(k.windows(), 0.99) <= 150*time.Millisecond, "kcm raised: unavailability p99 %s ms (target ≤ 150)", ms(pct(k.windows(), 0.99)))
 	}
 	for _, setting := range []string{defaults, raised} {
@@ -235,7 +236,7 @@ func (t *table) targets(o options) []string {
 			// The controller's QPS is not always what binds: the floor shows what any client
 			// reached on the same cluster, the reader's measure of the gap that is the provider's.
 			if f := t.find("4.", setting, "floor (client-go)"); f != nil {
-				floor = fmt.Sprintf("; the client-go floor took %.1f s (k8scidr at %.2fx it)", f.wall(), k.wall()/f.wall())
+				floor = fmt.Sprintf("; the client-go floor took %.1f s (k8scidr at %.2fx it; %s)", f.wall(), k.wall()/f.wall(), binds(k, f, 1.15))
 			}
 			check(k.wall() <= 1.2*bound && rss <= 300, "%s: %d-Service recreation %.1f s vs the EndpointSlice controller's bound %.1f s (%.2fx, "+
 				"target ≤ 1.2x), provider peak RSS %.0f MiB (target ≤ 300)%s", setting, o.scaleServices, k.wall(), bound, k.wall()/bound, rss, floor)
@@ -269,6 +270,26 @@ func (t *table) targets(o options) []string {
 		out = append(out, "(quick mode: sizes are too small for these targets to mean anything)")
 	}
 	return out
+}
+
+// requestBound is how long the client budget every contender shares (clientQPS, burst
+// clientBurst, a token bucket that starts full) needs to admit n requests: no contender can be
+// faster than the bound of its own request count.
+func requestBound(n float64) float64 { return max(0, n-clientBurst) / clientQPS }
+
+// binds says which bound keeps the provider's row k from `target` times the floor's wall time:
+// its own requests, when even at the full client budget they take longer than the target
+// allows, or else its pacing (the requests would fit; the time goes between them).
+func binds(k, floor *row, target float64) string {
+	km, _, _ := k.stat(func(m measure) float64 { return float64(m.requests) })
+	fm, _, _ := floor.stat(func(m measure) float64 { return float64(m.requests) })
+	kb, fb, allowed := requestBound(km), requestBound(fm), target*floor.wall()
+	verdict := "pacing binds: its requests would fit"
+	if kb > allowed {
+		verdict = "requests bind: at the full client budget alone they take longer than the target allows"
+	}
+	return fmt.Sprintf("k8scidr's %.0f requests need %.1f s at %d QPS (the floor's %.0f need %.1f s; %.1fx the floor allows %.1f s): %s",
+		km, kb, clientQPS, fm, fb, target, allowed, verdict)
 }
 
 // sliceBound is how long kube-controller-manager needs, at qps, to write one EndpointSlice for

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,6 +25,30 @@ func TestOldIPColumn(t *testing.T) {
 		r := &row{runs: c.runs}
 		if got := r.oldIPColumn(); got != c.want {
 			t.Errorf("%s: oldIPColumn() = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestBinds: the request bound counts the full bucket's burst, and the verdict names the
+// requests only when they alone exceed what the target allows.
+func TestBinds(t *testing.T) {
+	if got := requestBound(150); got != 0 {
+		t.Errorf("requestBound(150) = %v, want 0 (within the burst of %d)", got, clientBurst)
+	}
+	if got := requestBound(3454); got != float64(3454-clientBurst)/clientQPS {
+		t.Errorf("requestBound(3454) = %v", got)
+	}
+	floor := &row{runs: []measure{{wall: 18200 * time.Millisecond, requests: 2010}}}
+	for _, c := range []struct {
+		requests int64
+		want     string
+	}{
+		{3454, "requests bind"}, // 32.5 s of requests against the 23.7 s that 1.3x the floor allows
+		{2300, "pacing binds"},  // 21.0 s: it would fit
+	} {
+		k := &row{runs: []measure{{wall: 39400 * time.Millisecond, requests: c.requests}}}
+		if got := binds(k, floor, 1.3); !strings.Contains(got, c.want) {
+			t.Errorf("%d requests: %q, want %q", c.requests, got, c.want)
 		}
 	}
 }
