@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +28,13 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 	contenders := []string{"k8scidr", withBridges, "floor (client-go)"}
 	if withLoops {
 		contenders = append(contenders, "kubectl replace --force loop", replaceParallel, "kubectl delete + apply loop")
+	}
+	if b.o.only != "" {
+		only, err := regexp.Compile(b.o.only)
+		if err != nil {
+			return fmt.Errorf("-only: %w", err)
+		}
+		contenders = slices.DeleteFunc(contenders, func(who string) bool { return !only.MatchString(who) })
 	}
 	n := b.o.services
 	scenario := fmt.Sprintf("1. recreate %d Services", n)
