@@ -51,9 +51,8 @@ step "unit tests and the acceptance suite on the newest Kubernetes"
 # tests (the fault proxy failing 10 % of requests, 175 s; kube-apiserver and etcd restarted
 # mid-apply, 101 s) run in make test-faults only, with the full kill trials; here each kill test
 # runs one trial, and the outage through the fault proxy stays. The TestAccScale_ tests (1,000
-# Services) run in make test-scale only. TestAccFleet runs in step 4
-# only: examples/fleet's OpenTofu configuration under OpenTofu, its terraform.sh under terraform
-# 1.8.5.
+# Services) run in make test-scale only. TestAccFleet runs in step 4 only: examples/fleet's
+# OpenTofu configuration under OpenTofu, its terraform.sh under terraform 1.8.5.
 TF_ACC=1 K8SCIDR_REQUIRE_CLUSTER=1 K8SCIDR_MATRIX= K8SCIDR_KILL_TRIALS=1 gotest "the suite on the newest Kubernetes" \
 	./... -count=1 -timeout "$TEST_TIMEOUT" -skip '^TestAccMatrix_|^TestAccFaults_tenPercent$|^TestAccRestart_midApply$|^TestAccFleet$|^TestAccScale_'
 
