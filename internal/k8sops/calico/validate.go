@@ -118,7 +118,9 @@ func ValidateIPPool(pool IPPoolSpec, others []IPPoolSpec) []k8sops.Finding {
 		if o.Name == pool.Name {
 			continue
 		}
-		if q, err := netip.ParsePrefix(o.CIDR); err == nil && q.Overlaps(p) {
+		// Another pool's CIDR is read as leniently as k8sops.ParseCIDR reads any: an overlap
+		// hidden by stray spaces or host bits is still an overlap.
+		if q, err := netip.ParsePrefix(strings.TrimSpace(o.CIDR)); err == nil && q.Masked().Overlaps(p) {
 			add("cidr", "CIDR Overlaps Another Pool", "%s overlaps IPPool %s (%s). Pools must not overlap: choose another range.", p, o.Name, q)
 		}
 	}
