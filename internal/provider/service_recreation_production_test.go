@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -817,7 +818,10 @@ func TestAccServiceRecreation_splitJournalNoOrphan(t *testing.T) {
 
 // TestAccServiceRecreation_formerOwnersKeep: a Service a GitOps tool owns by server-side apply
 // (and another manager annotated) is moved; afterwards the tool applies a change to the fields
-// it owns without --force-conflicts, and the mover owns only the IPs.
+// it owns without --force-conflicts, and the mover owns only the IPs. A Service an operator's
+// client created is moved under the operator's name (no second write): the operator still owns
+// its fields, so another manager's server-side apply of one conflicts with it. A Service Helm
+// created is given its fields back, so that Helm's entry does not claim spec.clusterIP.
 func TestAccServiceRecreation_formerOwnersKeep(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -840,10 +844,43 @@ func TestAccServiceRecreation_formerOwnersKeep(t *testing.T) {
 		metav1.PatchOptions{FieldManager: "argocd-controller"}); err != nil {
 		t.Fatal(err)
 	}
+	for name, manager := range map[string]string{"metrics": "prometheus-operator", "chart": "helm"} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": "v1"}},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Port: 80}}}}
+		if _, err := api.Create(ctx, svc, metav1.CreateOptions{FieldManager: manager}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 	w.planFile()
 	if out := w.applyFile(); strings.Contains(out, "former managers") {
 		t.Errorf("the apply could not give the fields back:\n%s", out)
+	}
+	ownersOf := func(name string) map[string]string {
+		svc, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ip, err := netip.ParseAddr(svc.Spec.ClusterIP); err != nil || !netip.MustParsePrefix("172.24.0.0/15").Contains(ip) {
+			t.Fatalf("app/%s at %s, want it moved into 172.24.0.0/15", name, svc.Spec.ClusterIP)
+		}
+		out := map[string]string{}
+		for _, e := range svc.ManagedFields {
+			out[e.Manager+"/"+string(e.Operation)+"/"+e.Subresource] = e.FieldsV1.GetRawString()
+		}
+		return out
+	}
+	if o := ownersOf("metrics"); len(o) != 1 || !strings.Contains(o["prometheus-operator/Update/"], `"f:tier"`) {
+		t.Errorf("app/metrics owners %v; want the operator alone, holding its fields", o)
+	}
+	_, err := api.Patch(ctx, "metrics", types.ApplyPatchType, []byte(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"metrics","labels":{"tier":"v2"}}}`),
+		metav1.PatchOptions{FieldManager: "someone-else", Force: ptr.To(false)})
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "prometheus-operator") {
+		t.Errorf("a server-side apply of the operator's label after the move: %v; want a conflict with prometheus-operator", err)
+	}
+	if o := ownersOf("chart"); o["k8scidr/Update/"] != `{"f:spec":{"f:clusterIP":{},"f:clusterIPs":{}}}` ||
+		!strings.Contains(o["helm/Update/"], `"f:tier"`) || strings.Contains(o["helm/Update/"], "clusterIP") {
+		t.Errorf("app/chart owners %v; want helm's fields back without the IPs, the mover holding the IPs", o)
 	}
 	web, err := api.Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {

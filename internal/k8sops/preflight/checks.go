@@ -52,11 +52,6 @@ func oldIPs(svc *corev1.Service, r PreflightRanges) []string {
 	return out
 }
 
-// Tools that apply a Service's spec again and again, by their field manager's name (prefix,
-// lower case). Any manager of a server-side apply is one too.
-var reapplyingManagers = []string{"helm", "argocd", "kustomize-controller", "helm-controller", "flux", "terraform",
-	"hashicorp", "kubectl-client-side-apply", "pulumi", "kapp", "fleet", "rancher", "spinnaker"}
-
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Labels of addon managers that reconcile a Service from a template of their own.
@@ -73,10 +68,7 @@ func clusterIPPinners(svc *corev1.Service, own string) []string {
 		if e.Manager == own || e.FieldsV1 == nil {
 			continue
 		}
-		reapplies := e.Operation == "Apply" || slices.ContainsFunc(reapplyingManagers, func(p string) bool {
-			return strings.HasPrefix(strings.ToLower(e.Manager), p)
-		})
-		if !reapplies {
+		if !k8sops.Reapplies(e) {
 			continue // set once, by hand or by a controller that created it: nothing puts it back
 		}
 		var f struct {

@@ -20,17 +20,17 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
-// create creates svc; when another client took a planned IP mid-apply it takes the next free
+// create creates svc under field manager manager; when another client took a planned IP mid-apply it takes the next free
 // address of the same target range and says so, since the old Service is already gone. A full
 // quota is waited for (quotaExceeded).
-func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) (*corev1.Service, error) {
+func (x *executor) create(ctx context.Context, svc *corev1.Service, key, manager string) (*corev1.Service, error) {
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)
 	planned := slices.Clone(svc.Spec.ClusterIPs)
 	for attempt := 0; ; attempt++ {
 		var created *corev1.Service
 		err := k8sops.RetryWrite(ctx, func(again bool) error {
 			var err error
-			created, err = api.Create(ctx, svc, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			created, err = api.Create(ctx, svc, metav1.CreateOptions{FieldManager: manager})
 			if again && (apierrors.IsAlreadyExists(err) || takenIP(err, svc.Spec.ClusterIPs) >= 0) {
 				// The earlier attempt may have created it: then it has this name and these IPs.
 				cur, getErr := api.Get(ctx, svc.Name, metav1.GetOptions{})
@@ -73,10 +73,10 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key string) 
 // is deleted already, so a bridge's IP is without a Service only from the bridge's delete to
 // this create; a create the allocator still refuses for that IP is tried again for 10 seconds
 // (asked by a dry run) before create's replacement by the next free address applies.
-func (x *executor) createTakingOver(ctx context.Context, svc *corev1.Service, key string) (*corev1.Service, error) {
+func (x *executor) createTakingOver(ctx context.Context, svc *corev1.Service, key, manager string) (*corev1.Service, error) {
 	bridges := x.takeOver[key]
 	if len(bridges) == 0 {
-		return x.create(ctx, svc, key)
+		return x.create(ctx, svc, key, manager)
 	}
 	var freed []string
 	for _, b := range bridges {
@@ -98,7 +98,7 @@ func (x *executor) createTakingOver(ctx context.Context, svc *corev1.Service, ke
 		i := takenIP(err, svc.Spec.ClusterIPs)
 		return i < 0 || !slices.Contains(freed, svc.Spec.ClusterIPs[i]), nil // else: not released yet
 	})
-	return x.create(ctx, svc, key)
+	return x.create(ctx, svc, key, manager)
 }
 
 // nextFree is the next address after ip inside ip's target range, wrapping at its end, that a

@@ -1,7 +1,8 @@
 // Field ownership across a Service move. A create makes its field manager the owner of every
 // field, also when the request carries managedFields, so the Service's former owners (Helm,
 // Argo CD, Flux, server-side apply users) would meet conflicts on their next apply. After the
-// create, one update of metadata.managedFields gives their fields back.
+// create, one update of metadata.managedFields gives their fields back, unless the create was
+// made under the name of the Service's only former owner (creator).
 package recreation
 
 import (
@@ -101,9 +102,39 @@ func restoredOwnership(former, live []metav1.ManagedFieldsEntry, manager string,
 	return out
 }
 
-// restoreOwners gives the fields of svc, just created, back to its former owners. It changes
-// nothing else.
-func (x *executor) restoreOwners(ctx context.Context, svc *corev1.Service, former []metav1.ManagedFieldsEntry) {
+// creator is the field manager to create a moved Service under, given its former owners
+// (formerOwners): the mover, unless one manager's updates wrote every field it had (kubectl
+// create or edit, an operator's client) and that manager is no tool that applies its fields
+// again (k8sops.Reapplies). A create gives its manager every field (the apiserver's field
+// manager compares the object against an empty one, and a manager in the request's
+// managedFields loses each field the create adds): made under that manager's name, it leaves
+// the ownership the move should leave, and no update is needed to give the fields back
+// (restoreOwners). The one difference is the moved fields, which that manager then owns
+// beside the rest; to an update ownership is never a conflict, and a server-side applier
+// taking the IPs later meets that manager, as it would have before the move. A reapplying
+// tool's ownership of spec.clusterIP would read as a pinned IP (preflight's clusterip_pinned),
+// so Helm, Argo CD, kubectl apply and the like, server-side appliers, a subresource's entry
+// (status) and several managers are given their fields back by restoreOwners.
+func creator(former []metav1.ManagedFieldsEntry, mover string) string {
+	if len(former) != 1 {
+		return mover
+	}
+	e := former[0]
+	if e.Operation != metav1.ManagedFieldsOperationUpdate || e.Subresource != "" || e.Manager == "" || e.APIVersion != "v1" || k8sops.Reapplies(e) {
+		return mover
+	}
+	if _, ok := decodeFields(e); !ok {
+		return mover
+	}
+	return e.Manager
+}
+
+// restoreOwners gives the fields of svc, just created by manager, back to its former owners. It
+// changes nothing else. Created by the former owner itself (creator), it has nothing to do.
+func (x *executor) restoreOwners(ctx context.Context, svc *corev1.Service, manager string, former []metav1.ManagedFieldsEntry) {
+	if manager != x.c.FieldManager {
+		return
+	}
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)
 	giveFieldsBack(ctx, x, k8sops.SvcKey(svc), svc, former, movedFields, api.Get, api.Update)
 }

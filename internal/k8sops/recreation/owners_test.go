@@ -72,3 +72,33 @@ func TestFormerOwnersAndRestoredOwnership(t *testing.T) {
 		t.Fatalf("restoredOwnership with our own former entry = %v; want one entry: annotations and the IPs", out)
 	}
 }
+
+func TestCreator(t *testing.T) {
+	spec := `{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:selector":{}}}`
+	update := func(manager string) metav1.ManagedFieldsEntry {
+		return fieldsEntry(manager, metav1.ManagedFieldsOperationUpdate, "", spec)
+	}
+	for _, tc := range []struct {
+		name   string
+		former []metav1.ManagedFieldsEntry
+		want   string
+	}{
+		{"no former owner", nil, "k8scidr"},
+		{"one operator's updates", []metav1.ManagedFieldsEntry{update("prometheus-operator")}, "prometheus-operator"},
+		{"kubectl create", []metav1.ManagedFieldsEntry{update("kubectl-create")}, "kubectl-create"},
+		// Their ownership of clusterIP would read as a pinned IP: the fields are given back.
+		{"helm", []metav1.ManagedFieldsEntry{update("helm")}, "k8scidr"},
+		{"kubectl apply", []metav1.ManagedFieldsEntry{update("kubectl-client-side-apply")}, "k8scidr"},
+		{"server-side apply", []metav1.ManagedFieldsEntry{fieldsEntry("ops", metav1.ManagedFieldsOperationApply, "", spec)}, "k8scidr"},
+		{"status subresource", []metav1.ManagedFieldsEntry{fieldsEntry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", spec)}, "k8scidr"},
+		{"two managers", []metav1.ManagedFieldsEntry{update("kubectl-create"), update("kubectl-edit")}, "k8scidr"},
+		{"undecodable", []metav1.ManagedFieldsEntry{{Manager: "odd", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV2"}}, "k8scidr"},
+		{"another API version", []metav1.ManagedFieldsEntry{{Manager: "old", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1beta1",
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(spec)}}, "k8scidr"},
+		{"our own former move", []metav1.ManagedFieldsEntry{update("k8scidr")}, "k8scidr"},
+	} {
+		if got := creator(tc.former, "k8scidr"); got != tc.want {
+			t.Errorf("%s: creator = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
