@@ -43,19 +43,25 @@ func ListAdmissionPolicies(ctx context.Context, c *Client) ([]admissionv1.Valida
 		return out, err
 	}
 	err = EachItem(ctx, ListPages(c.Kube.AdmissionregistrationV1beta1().ValidatingAdmissionPolicies().List), func(p *admissionv1beta1.ValidatingAdmissionPolicy) error {
-		v1 := admissionv1.ValidatingAdmissionPolicy{ObjectMeta: p.ObjectMeta}
-		if m := p.Spec.MatchConstraints; m != nil {
-			v1.Spec.MatchConstraints = &admissionv1.MatchResources{NamespaceSelector: m.NamespaceSelector, ObjectSelector: m.ObjectSelector}
-			for _, r := range m.ResourceRules {
-				v1.Spec.MatchConstraints.ResourceRules = append(v1.Spec.MatchConstraints.ResourceRules,
-					admissionv1.NamedRuleWithOperations{ResourceNames: r.ResourceNames, RuleWithOperations: r.RuleWithOperations})
-			}
-		}
-		out = append(out, v1)
+		out = append(out, AdmissionPolicyV1(p))
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	return out, err
+}
+
+// AdmissionPolicyV1 carries a v1beta1 ValidatingAdmissionPolicy over to v1: the parts every
+// reader uses (metadata and match rules).
+func AdmissionPolicyV1(p *admissionv1beta1.ValidatingAdmissionPolicy) admissionv1.ValidatingAdmissionPolicy {
+	v1 := admissionv1.ValidatingAdmissionPolicy{ObjectMeta: p.ObjectMeta}
+	if m := p.Spec.MatchConstraints; m != nil {
+		v1.Spec.MatchConstraints = &admissionv1.MatchResources{NamespaceSelector: m.NamespaceSelector, ObjectSelector: m.ObjectSelector}
+		for _, r := range m.ResourceRules {
+			v1.Spec.MatchConstraints.ResourceRules = append(v1.Spec.MatchConstraints.ResourceRules,
+				admissionv1.NamedRuleWithOperations{ResourceNames: r.ResourceNames, RuleWithOperations: r.RuleWithOperations})
+		}
+	}
+	return v1
 }

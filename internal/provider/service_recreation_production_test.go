@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -851,10 +852,43 @@ func TestAccServiceRecreation_formerOwnersKeep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Selector-less Services whose Endpoints a script wrote (updates) or a pipeline applies.
+	for name, manager := range map[string]string{"ext": "ops-script", "ext-ssa": "flux"} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+		if _, err := api.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Endpoints","metadata":{"name":%q},"subsets":[{"addresses":[{"ip":"10.1.2.3"}],"ports":[{"port":80}]}]}`, name)
+		var err error
+		if manager == "flux" {
+			_, err = c.Kube.CoreV1().Endpoints("app").Patch(ctx, name, types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: manager, Force: ptr.To(true)})
+		} else {
+			ep := &corev1.Endpoints{} //nolint:staticcheck // selector-less Services are served from hand-made Endpoints
+			if err = json.Unmarshal([]byte(body), ep); err == nil {
+				_, err = c.Kube.CoreV1().Endpoints("app").Create(ctx, ep, metav1.CreateOptions{FieldManager: manager})
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
 	w.planFile()
 	if out := w.applyFile(); strings.Contains(out, "former managers") {
 		t.Errorf("the apply could not give the fields back:\n%s", out)
+	}
+	for name, want := range map[string]string{"ext": "ops-script/Update/", "ext-ssa": "flux/Apply/"} {
+		ep, err := c.Kube.CoreV1().Endpoints("app").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("app/%s's Endpoints after the move: %v", name, err)
+		}
+		var got []string
+		for _, e := range ep.ManagedFields {
+			got = append(got, e.Manager+"/"+string(e.Operation)+"/"+e.Subresource)
+		}
+		if !slices.Equal(got, []string{want}) {
+			t.Errorf("app/%s's Endpoints owned by %v after the move; want %s alone, as before", name, got, want)
+		}
 	}
 	ownersOf := func(name string) map[string]string {
 		svc, err := api.Get(ctx, name, metav1.GetOptions{})

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -133,41 +132,6 @@ func (x *executor) admitted(ctx context.Context, old *corev1.Service, e JournalE
 	return "", nil
 }
 
-// admissionGuards is what may refuse a Service create beyond the built-in plugins (policies and
-// webhooks matching it: admissionConfigs) and the namespaces whose ResourceQuota counts
-// Services, listed again at most every admissionRelist: a policy rolled out during a long apply
-// is known within that time. The dry run before a delete is asked only where one of them could
-// refuse, or the built-in DenyServiceExternalIPs plugin (a Service with externalIPs), which no
-// API lists: elsewhere nothing can, and each dry run costs requests (the dry run's range pick
-// takes 8 on average: dryRunTries). The zero value is ready; a failed listing asks everywhere.
-type admissionGuards struct {
-	mu       sync.Mutex
-	listedAt time.Time
-	configs  []string
-	quotas   map[string]bool
-	err      error
-}
-
-const admissionRelist = 2 * time.Second
-
-// current returns whether admission may refuse svc (isNew: a Service more, which a full quota
-// refuses), by the listing of at most admissionRelist ago.
-func (g *admissionGuards) current(ctx context.Context, c *k8sops.Client) func(svc *corev1.Service, isNew bool) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.listedAt.IsZero() || time.Since(g.listedAt) >= admissionRelist {
-		g.configs, g.err = admissionConfigs(ctx, c)
-		if g.err == nil {
-			g.quotas, g.err = serviceQuotaNamespaces(ctx, c)
-		}
-		g.listedAt = time.Now()
-	}
-	everywhere, quotas := g.err != nil || len(g.configs) > 0, g.quotas
-	return func(svc *corev1.Service, isNew bool) bool {
-		return everywhere || len(svc.Spec.ExternalIPs) > 0 || (isNew && quotas[svc.Namespace])
-	}
-}
-
 // admissionReason says what admission refused, and how to move on: atApply, nothing was deleted.
 func admissionReason(what, refusal string, atApply bool) string {
 	if refusal == "" {
@@ -183,47 +147,43 @@ func admissionReason(what, refusal string, atApply bool) string {
 
 // admissionConfigs lists what may refuse a Service create beyond the built-in plugins:
 // ValidatingAdmissionPolicies and webhooks whose rules match it (the provider's own policies
-// left out; servicePolicies says which API versions).
+// left out; k8sops.ListAdmissionPolicies says which API versions).
 func admissionConfigs(ctx context.Context, c *k8sops.Client) ([]string, error) {
-	var found []string
 	k := c.Kube.AdmissionregistrationV1()
 	vwc, err := k.ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing ValidatingWebhookConfigurations: %w", err)
 	}
-	for _, cfg := range vwc.Items {
+	mwc, err := k.MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing MutatingWebhookConfigurations: %w", err)
+	}
+	policies, err := k8sops.ListAdmissionPolicies(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("listing ValidatingAdmissionPolicies: %w", err)
+	}
+	return matchingConfigs(vwc.Items, mwc.Items, policies), nil
+}
+
+// matchingConfigs names the webhook configurations and ValidatingAdmissionPolicies with a rule
+// that matches Service creates (the provider's own policies left out).
+func matchingConfigs(vwc []admissionv1.ValidatingWebhookConfiguration, mwc []admissionv1.MutatingWebhookConfiguration,
+	policies []admissionv1.ValidatingAdmissionPolicy) []string {
+	var found []string
+	for _, cfg := range vwc {
 		for _, w := range cfg.Webhooks {
 			if len(k8sops.MatchesCreate(w.Rules, "services")) > 0 {
 				found = append(found, "ValidatingWebhookConfiguration "+cfg.Name)
 			}
 		}
 	}
-	mwc, err := k.MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing MutatingWebhookConfigurations: %w", err)
-	}
-	for _, cfg := range mwc.Items {
+	for _, cfg := range mwc {
 		for _, w := range cfg.Webhooks {
 			if len(k8sops.MatchesCreate(w.Rules, "services")) > 0 {
 				found = append(found, "MutatingWebhookConfiguration "+cfg.Name)
 			}
 		}
 	}
-	policies, err := servicePolicies(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Compact(append(found, policies...)), nil
-}
-
-// servicePolicies names the ValidatingAdmissionPolicies whose rules match Service creates (the
-// provider's own left out).
-func servicePolicies(ctx context.Context, c *k8sops.Client) ([]string, error) {
-	policies, err := k8sops.ListAdmissionPolicies(ctx, c)
-	if err != nil {
-		return nil, fmt.Errorf("listing ValidatingAdmissionPolicies: %w", err)
-	}
-	var found []string
 	for _, p := range policies {
 		if p.Labels["app.kubernetes.io/managed-by"] == "k8scidr" || p.Spec.MatchConstraints == nil {
 			continue
@@ -235,7 +195,7 @@ func servicePolicies(ctx context.Context, c *k8sops.Client) ([]string, error) {
 			}
 		}
 	}
-	return found, nil
+	return slices.Compact(found)
 }
 
 // PlanAdmission asks admission, at plan, about each move of p: where a ValidatingAdmissionPolicy

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -23,8 +26,14 @@ import (
 // TestAdmissionGuards: the dry run before a delete is asked only where something can refuse the
 // copy: a policy or webhook matching Service creates, a ResourceQuota counting Services (for a
 // Service more: a bridge), externalIPs (the built-in DenyServiceExternalIPs), or a listing that
-// failed.
+// failed. The same from listings and from watches.
 func TestAdmissionGuards(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "listed", true: "watched"}[watched], func(t *testing.T) { testAdmissionGuards(t, watched) })
+	}
+}
+
+func testAdmissionGuards(t *testing.T, watched bool) {
 	svc := func(ns string, externalIPs ...string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"}, Spec: corev1.ServiceSpec{ExternalIPs: externalIPs}}
 	}
@@ -37,9 +46,18 @@ func TestAdmissionGuards(t *testing.T) {
 			RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Create},
 				Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}}}}}}}}
 	ctx := context.Background()
-
 	var g admissionGuards
-	may := g.current(ctx, &k8sops.Client{Kube: fake.NewClientset(quota, cpuQuota)})
+	current := func(c *k8sops.Client) func(*corev1.Service, bool) bool {
+		g = admissionGuards{}
+		if watched {
+			t.Cleanup(g.watch(ctx, c, testLog(t)))
+			if g.w == nil {
+				t.Fatal("the watches did not start")
+			}
+		}
+		return g.current(ctx, c)
+	}
+	may := current(&k8sops.Client{Kube: fake.NewClientset(quota, cpuQuota)})
 	for _, c := range []struct {
 		svc   *corev1.Service
 		isNew bool
@@ -57,8 +75,7 @@ func TestAdmissionGuards(t *testing.T) {
 		}
 	}
 
-	g = admissionGuards{}
-	if may := g.current(ctx, &k8sops.Client{Kube: fake.NewClientset(policy)}); !may(svc("app"), false) {
+	if may := current(&k8sops.Client{Kube: fake.NewClientset(policy)}); !may(svc("app"), false) {
 		t.Error("a ValidatingAdmissionPolicy matching Service creates: the dry run is not asked")
 	}
 
@@ -73,8 +90,7 @@ func TestAdmissionGuards(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	g = admissionGuards{}
-	if may := g.current(ctx, &k8sops.Client{Kube: onlyBeta}); !may(svc("app"), false) {
+	if may := current(&k8sops.Client{Kube: onlyBeta}); !may(svc("app"), false) {
 		t.Error("a v1beta1 ValidatingAdmissionPolicy (Kubernetes 1.29) matching Service creates: the dry run is not asked")
 	}
 
@@ -82,9 +98,81 @@ func TestAdmissionGuards(t *testing.T) {
 	failing.PrependReactor("list", "resourcequotas", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "resourcequotas"}, "", errors.New("no"))
 	})
-	g = admissionGuards{}
-	if may := g.current(ctx, &k8sops.Client{Kube: failing}); !may(svc("app"), false) {
+	if watched {
+		return // a failed listing: the watches do not sync (TestAdmissionGuardsWatchFails)
+	}
+	if may := current(&k8sops.Client{Kube: failing}); !may(svc("app"), false) {
 		t.Error("a failed listing: the dry run is not asked")
+	}
+}
+
+// TestAdmissionGuardsWatched: a webhook configuration created during the run is known at the
+// next delete, without waiting for a relisting, and its removal as well; a watch that fails
+// hands over to relisting.
+func TestAdmissionGuardsWatched(t *testing.T) {
+	ctx := context.Background()
+	kube := fake.NewClientset()
+	c := &k8sops.Client{Kube: kube}
+	var g admissionGuards
+	t.Cleanup(g.watch(ctx, c, testLog(t)))
+	if g.w == nil {
+		t.Fatal("the watches did not start")
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "s"}}
+	if g.current(ctx, c)(svc, false) {
+		t.Fatal("nothing can refuse, yet the dry run is asked")
+	}
+	lists := func() int {
+		n := 0
+		for _, a := range kube.Actions() {
+			if a.GetVerb() == "list" {
+				n++
+			}
+		}
+		return n
+	}
+	listed := lists()
+	webhook := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "opa"},
+		Webhooks: []admissionv1.ValidatingWebhook{{Name: "opa.example.com", Rules: []admissionv1.RuleWithOperations{{
+			Operations: []admissionv1.OperationType{admissionv1.OperationAll},
+			Rule:       admissionv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}}}}}}}
+	webhooks := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	if _, err := webhooks.Create(ctx, webhook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until := func(want bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return g.current(ctx, c)(svc, false) == want, nil
+		})
+		if err != nil {
+			t.Fatalf("the dry run is still asked = %t after the webhook configuration changed", !want)
+		}
+	}
+	until(true)
+	if err := webhooks.Delete(ctx, "opa", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(false)
+	if n := lists(); n != listed {
+		t.Errorf("%d lists while watched; want none", n-listed)
+	}
+
+	// The watch fails (a role without the watch verb): relisting takes over.
+	failing := fake.NewClientset(webhook)
+	failing.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "validatingwebhookconfigurations"}, "", errors.New("no watch"))
+	})
+	c = &k8sops.Client{Kube: failing}
+	g = admissionGuards{}
+	t.Cleanup(g.watch(ctx, c, testLog(t)))
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return !g.w.ready(), nil
+	}); err != nil {
+		t.Error("watches that cannot watch are used")
+	}
+	if !g.current(ctx, c)(svc, false) {
+		t.Error("a failed watch: the webhook configuration is not found by relisting")
 	}
 }
 
@@ -109,4 +197,8 @@ func TestDryRunMiss(t *testing.T) {
 			t.Errorf("dryRunMiss(%v) = %t, want %t", c.err, got, c.want)
 		}
 	}
+}
+
+func testLog(t *testing.T) func(string, map[string]any) {
+	return func(msg string, f map[string]any) { t.Logf("%s %v", msg, f) }
 }

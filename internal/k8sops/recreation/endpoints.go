@@ -136,7 +136,7 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.U
 		cur, err = api.Get(ctx, want.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
+			cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: endpointsCreator(e.Endpoints.ManagedFields, x.c.FieldManager)})
 			created = err == nil
 		case err != nil:
 		case !endpointsEqual(cur, want):

@@ -155,6 +155,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 			return x.res, err
 		}
 		defer stop()
+		defer x.guards.watch(ctx, x.c, x.log)()
 	}
 	x.syncBridgeEndpoints(ctx, snap)
 	if err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled); err != nil {

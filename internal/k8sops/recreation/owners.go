@@ -116,17 +116,35 @@ func restoredOwnership(former, live []metav1.ManagedFieldsEntry, manager string,
 // so Helm, Argo CD, kubectl apply and the like, server-side appliers, a subresource's entry
 // (status) and several managers are given their fields back by restoreOwners.
 func creator(former []metav1.ManagedFieldsEntry, mover string) string {
+	if m, ok := soleUpdater(former); ok && !k8sops.Reapplies(former[0]) {
+		return m
+	}
+	return mover
+}
+
+// soleUpdater is the manager of former's only entry, if its updates of the main resource
+// (no subresource, v1, fields decodable) are all of former.
+func soleUpdater(former []metav1.ManagedFieldsEntry) (string, bool) {
 	if len(former) != 1 {
-		return mover
+		return "", false
 	}
 	e := former[0]
-	if e.Operation != metav1.ManagedFieldsOperationUpdate || e.Subresource != "" || e.Manager == "" || e.APIVersion != "v1" || k8sops.Reapplies(e) {
-		return mover
+	if e.Operation != metav1.ManagedFieldsOperationUpdate || e.Subresource != "" || e.Manager == "" || e.APIVersion != "v1" {
+		return "", false
 	}
-	if _, ok := decodeFields(e); !ok {
-		return mover
+	_, ok := decodeFields(e)
+	return e.Manager, ok
+}
+
+// endpointsCreator is the field manager to restore hand-made Endpoints under: their sole
+// former updater, which a create under its name leaves owning every field, as before the
+// delete (none of their fields is ours); else the mover, whose restoreEndpointsOwners gives
+// the fields back.
+func endpointsCreator(former []metav1.ManagedFieldsEntry, mover string) string {
+	if m, ok := soleUpdater(former); ok {
+		return m
 	}
-	return e.Manager
+	return mover
 }
 
 // restoreOwners gives the fields of svc, just created by manager, back to its former owners. It
@@ -142,6 +160,9 @@ func (x *executor) restoreOwners(ctx context.Context, svc *corev1.Service, manag
 // restoreEndpointsOwners gives the fields of Endpoints the move restored back to their former
 // owners (a server-side apply pipeline that deploys them): restored as they were, none is ours.
 func (x *executor) restoreEndpointsOwners(ctx context.Context, key string, ep *corev1.Endpoints, former []metav1.ManagedFieldsEntry) {
+	if endpointsCreator(former, x.c.FieldManager) != x.c.FieldManager {
+		return // created under the former owner's name
+	}
 	api := x.c.Kube.CoreV1().Endpoints(ep.Namespace)
 	giveFieldsBack(ctx, x, key+"'s Endpoints", ep, former, &fieldpath.Set{}, api.Get, api.Update)
 }

@@ -102,3 +102,23 @@ func TestCreator(t *testing.T) {
 		}
 	}
 }
+
+func TestEndpointsCreator(t *testing.T) {
+	fields := `{"f:subsets":{}}`
+	for _, tc := range []struct {
+		name   string
+		former []metav1.ManagedFieldsEntry
+		want   string
+	}{
+		{"none", nil, "k8scidr"},
+		// None of the Endpoints' fields is the mover's: even a reapplying tool is given all of them.
+		{"helm", []metav1.ManagedFieldsEntry{fieldsEntry("helm", metav1.ManagedFieldsOperationUpdate, "", fields)}, "helm"},
+		{"server-side apply", []metav1.ManagedFieldsEntry{fieldsEntry("flux", metav1.ManagedFieldsOperationApply, "", fields)}, "k8scidr"},
+		{"two", []metav1.ManagedFieldsEntry{fieldsEntry("a", metav1.ManagedFieldsOperationUpdate, "", fields),
+			fieldsEntry("b", metav1.ManagedFieldsOperationUpdate, "", fields)}, "k8scidr"},
+	} {
+		if got := endpointsCreator(tc.former, "k8scidr"); got != tc.want {
+			t.Errorf("%s: endpointsCreator = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -71,17 +71,26 @@ func serviceHard(q *corev1.ResourceQuota, res corev1.ResourceName) (hard resourc
 
 // serviceQuotaNamespaces are the namespaces with a ResourceQuota that counts Services (one list).
 func serviceQuotaNamespaces(ctx context.Context, c *k8sops.Client) (map[string]bool, error) {
-	out := map[string]bool{}
+	var quotas []*corev1.ResourceQuota
 	err := k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().ResourceQuotas("").List), func(q *corev1.ResourceQuota) error {
-		for _, res := range serviceCounts {
-			if _, ok := serviceHard(q, res); ok {
-				out[q.Namespace] = true
-			}
-		}
+		quotas = append(quotas, q)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing ResourceQuotas: %w", err)
 	}
-	return out, nil
+	return quotaNamespaces(quotas), nil
+}
+
+// quotaNamespaces are the namespaces of the quotas that count Services.
+func quotaNamespaces(quotas []*corev1.ResourceQuota) map[string]bool {
+	out := map[string]bool{}
+	for _, q := range quotas {
+		for _, res := range serviceCounts {
+			if _, ok := serviceHard(q, res); ok {
+				out[q.Namespace] = true
+			}
+		}
+	}
+	return out
 }
