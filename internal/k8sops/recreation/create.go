@@ -20,9 +20,9 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
-// create creates svc under field manager manager; when another client took a planned IP mid-apply it takes the next free
-// address of the same target range and says so, since the old Service is already gone. A full
-// quota is waited for (quotaExceeded).
+// create creates svc under field manager manager; when another client took a planned IP
+// mid-apply it takes the next free address of the same target range and says so, since the old
+// Service is already gone. A full quota is waited for (quotaExceeded).
 func (x *executor) create(ctx context.Context, svc *corev1.Service, key, manager string) (*corev1.Service, error) {
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)
 	planned := slices.Clone(svc.Spec.ClusterIPs)

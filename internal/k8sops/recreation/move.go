@@ -364,8 +364,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	}
 	// An old-IP bridge takes the freed IPs while the new Service is created.
 	oldIPBridge := x.startOldIPBridge(fctx, e, bridgeSlices)
-	manager := creator(e.Owners, x.c.FieldManager)
-	created, err := x.createTakingOver(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key, manager)
+	created, err := x.createTakingOver(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key, creator(e.Owners, x.c.FieldManager))
 	ob := oldIPBridge()
 	if err != nil {
 		return 0, errors.Join(bridgeErr, ob.err, err)
@@ -380,7 +379,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	if err := x.restoreDependents(fctx, e, created); err != nil {
 		return 0, err
 	}
-	x.restoreOwners(fctx, created, manager, e.Owners)
+	x.restoreOwners(fctx, created, e.Owners)
 	// restoreDependents waited for the mirrored slices; without them the copies stay until the
 	// sweep at the end of the run.
 	if len(copies) > 0 && slices.ContainsFunc(x.currentSlices(e.Key), func(s discoveryv1.EndpointSlice) bool {

@@ -147,10 +147,10 @@ func endpointsCreator(former []metav1.ManagedFieldsEntry, mover string) string {
 	return mover
 }
 
-// restoreOwners gives the fields of svc, just created by manager, back to its former owners. It
-// changes nothing else. Created by the former owner itself (creator), it has nothing to do.
-func (x *executor) restoreOwners(ctx context.Context, svc *corev1.Service, manager string, former []metav1.ManagedFieldsEntry) {
-	if manager != x.c.FieldManager {
+// restoreOwners gives the fields of svc, just created, back to its former owners. It changes
+// nothing else. Created under the former owner's own name (creator), it has nothing to do.
+func (x *executor) restoreOwners(ctx context.Context, svc *corev1.Service, former []metav1.ManagedFieldsEntry) {
+	if creator(former, x.c.FieldManager) != x.c.FieldManager {
 		return
 	}
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)

@@ -94,12 +94,11 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 	case apierrors.IsNotFound(err):
 		// The Service first, then the bridge: a refused bridge must not keep the cluster DNS
 		// Service deleted. The entry then stays, and the next apply creates the bridge.
-		manager := creator(e.Owners, x.c.FieldManager)
-		cur, err = x.createTakingOver(ctx, recreationCopy(&e.Service, ips), e.Key, manager)
+		cur, err = x.createTakingOver(ctx, recreationCopy(&e.Service, ips), e.Key, creator(e.Owners, x.c.FieldManager))
 		if err != nil {
 			return fmt.Errorf("restoring %s from journal %s: %w", e.Key, e.Object, err)
 		}
-		x.restoreOwners(ctx, cur, manager, e.Owners)
+		x.restoreOwners(ctx, cur, e.Owners)
 		x.mu.Lock()
 		x.res.Restored = append(x.res.Restored, e.Key)
 		x.res.Recreated = append(x.res.Recreated, Move{Key: e.Key, UID: string(cur.UID), Type: serviceType(cur), OldIPs: e.OldIPs, NewIPs: cur.Spec.ClusterIPs})
