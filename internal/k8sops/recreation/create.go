@@ -22,27 +22,34 @@ import (
 
 // create creates svc under field manager manager; when another client took a planned IP
 // mid-apply it takes the next free address of the same target range and says so, since the old
-// Service is already gone. A full quota is waited for (quotaExceeded).
+// Service is already gone. A full quota is waited for (quotaExceeded), and a stale one until
+// it is recounted (awaitQuotaRecount).
 func (x *executor) create(ctx context.Context, svc *corev1.Service, key, manager string) (*corev1.Service, error) {
 	api := x.c.Kube.CoreV1().Services(svc.Namespace)
 	planned := slices.Clone(svc.Spec.ClusterIPs)
 	for attempt := 0; ; attempt++ {
 		var created *corev1.Service
-		err := k8sops.RetryWrite(ctx, func(again bool) error {
-			var err error
-			created, err = api.Create(ctx, svc, metav1.CreateOptions{FieldManager: manager})
-			if again && (apierrors.IsAlreadyExists(err) || takenIP(err, svc.Spec.ClusterIPs) >= 0) {
-				// The earlier attempt may have created it: then it has this name and these IPs.
-				cur, getErr := api.Get(ctx, svc.Name, metav1.GetOptions{})
-				switch {
-				case getErr == nil && slices.Equal(cur.Spec.ClusterIPs, svc.Spec.ClusterIPs):
-					created, err = cur, nil
-				case getErr != nil && !apierrors.IsNotFound(getErr):
-					err = getErr
+		try := func() error {
+			return k8sops.RetryWrite(ctx, func(again bool) error {
+				var err error
+				created, err = api.Create(ctx, svc, metav1.CreateOptions{FieldManager: manager})
+				if again && (apierrors.IsAlreadyExists(err) || takenIP(err, svc.Spec.ClusterIPs) >= 0) {
+					// The earlier attempt may have created it: then it has this name and these IPs.
+					cur, getErr := api.Get(ctx, svc.Name, metav1.GetOptions{})
+					switch {
+					case getErr == nil && slices.Equal(cur.Spec.ClusterIPs, svc.Spec.ClusterIPs):
+						created, err = cur, nil
+					case getErr != nil && !apierrors.IsNotFound(getErr):
+						err = getErr
+					}
 				}
-			}
-			return err
-		}, rangeNotLoaded, quotaExceeded)
+				return err
+			}, rangeNotLoaded, quotaExceeded)
+		}
+		err := try()
+		for err != nil && quotaExceeded(err) && x.awaitQuotaRecount(ctx, svc.Namespace, key) {
+			err = try()
+		}
 		if err == nil {
 			if !slices.Equal(created.Spec.ClusterIPs, planned) {
 				x.note("%s got %v instead of the planned %v: another client took a planned IP during the apply.",

@@ -158,7 +158,8 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		defer x.guards.watch(ctx, x.c, x.log)()
 	}
 	x.syncBridgeEndpoints(ctx, snap)
-	if err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled); err != nil {
+	restoreLater, err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled)
+	if err != nil {
 		return x.res, err
 	}
 	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
@@ -166,6 +167,9 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		if err := x.moveAll(ctx, part); err != nil {
 			return x.res, err
 		}
+	}
+	if err := restoreLater(ctx); err != nil {
+		return x.res, err
 	}
 	if err := x.settleEndpoints(ctx); err != nil {
 		return x.res, err

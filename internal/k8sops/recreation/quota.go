@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -32,20 +35,8 @@ func ServiceQuotaShortfalls(ctx context.Context, c *k8sops.Client, need map[stri
 	}
 	var out []QuotaShortfall
 	err := k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().ResourceQuotas("").List), func(q *corev1.ResourceQuota) error {
-		n := int64(need[q.Namespace])
-		if n == 0 {
-			return nil
-		}
-		for _, res := range serviceCounts {
-			hard, ok := serviceHard(q, res)
-			if !ok {
-				continue
-			}
-			used := q.Status.Used[res]
-			s := QuotaShortfall{Namespace: q.Namespace, Quota: q.Name, Resource: string(res), Hard: hard.Value(), Used: used.Value(), Need: n}
-			if s.Free() < n {
-				out = append(out, s)
-			}
+		if n := int64(need[q.Namespace]); n > 0 {
+			out = append(out, shortfalls(q, n)...)
 		}
 		return nil
 	})
@@ -90,6 +81,76 @@ func quotaNamespaces(quotas []*corev1.ResourceQuota) map[string]bool {
 			if _, ok := serviceHard(q, res); ok {
 				out[q.Namespace] = true
 			}
+		}
+	}
+	return out
+}
+
+// quotaRecountEvery is how often a create refused by a stale quota looks for the recount.
+var quotaRecountEvery = 2 * time.Second
+
+// awaitQuotaRecount is asked when a ResourceQuota keeps refusing a Service create in ns (after
+// create's retries). A quota's usage is raised by admission and lowered only by
+// kube-controller-manager's recount, which a Service delete in the namespace or the full resync
+// (--resource-quota-sync-period, 5 minutes by default) brings: a create admitted but never
+// stored (its client killed mid-request, as an interrupted apply's in-flight create is, or
+// refused as already existing) stays counted until then. When the namespace holds fewer Services
+// than a quota at its limit counts, the usage is stale: it waits, until ctx ends, for the recount
+// and reports true, so that the create is tried again. A quota the namespace's Services do fill
+// (another client took the room) reports false at once: the caller fails, and the journal keeps
+// the Service.
+func (x *executor) awaitQuotaRecount(ctx context.Context, ns, key string) bool {
+	full, err := quotasAtLimit(ctx, x.c, ns)
+	if err != nil || len(full) == 0 {
+		return false // not a Services count that refused (services.loadbalancers, say): not ours to wait for
+	}
+	var n int64
+	err = k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().Services(ns).List), func(*corev1.Service) error { n++; return nil })
+	if err != nil {
+		return false
+	}
+	for _, q := range full {
+		if n >= q.Hard {
+			return false // full for real
+		}
+	}
+	q := full[0]
+	x.noteOnce("stale quota "+ns, "ResourceQuota %s/%s counted %d Services (limit %d) while %s held %d, so it refused %s: a create admitted "+
+		"but never stored (an interrupted apply's, or another client's) stays counted until kube-controller-manager recounts, after a "+
+		"Service delete there or at its full resync (--resource-quota-sync-period, 5m by default). The apply waited for the recount; "+
+		"raising the quota's spec.hard makes it recount at once.", ns, q.Quota, q.Used, q.Hard, ns, n, key)
+	x.log("waiting for a stale ResourceQuota to be recounted", map[string]any{"namespace": ns, "quota": q.Quota, "used": q.Used, "hard": q.Hard, "services": n})
+	err = wait.PollUntilContextCancel(ctx, quotaRecountEvery, false, func(ctx context.Context) (bool, error) {
+		full, err := quotasAtLimit(ctx, x.c, ns)
+		return err == nil && len(full) == 0, nil
+	})
+	return err == nil
+}
+
+// quotasAtLimit are ns's ResourceQuotas whose Services count is at or over its limit.
+func quotasAtLimit(ctx context.Context, c *k8sops.Client, ns string) ([]QuotaShortfall, error) {
+	list, err := c.Kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing ResourceQuotas of %s: %w", ns, err)
+	}
+	var out []QuotaShortfall
+	for i := range list.Items {
+		out = append(out, shortfalls(&list.Items[i], 1)...)
+	}
+	return out, nil
+}
+
+// shortfalls are q's Services counts that leave fewer than need free.
+func shortfalls(q *corev1.ResourceQuota, need int64) []QuotaShortfall {
+	var out []QuotaShortfall
+	for _, res := range serviceCounts {
+		hard, ok := serviceHard(q, res)
+		if !ok {
+			continue
+		}
+		used := q.Status.Used[res]
+		if s := (QuotaShortfall{Namespace: q.Namespace, Quota: q.Name, Resource: string(res), Hard: hard.Value(), Used: used.Value(), Need: need}); s.Free() < need {
+			out = append(out, s)
 		}
 	}
 	return out

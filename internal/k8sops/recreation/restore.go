@@ -22,7 +22,12 @@ import (
 // recreated at its planned IPs, the Endpoints and owned slices of each are made to exist, and
 // journal objects whose every entry is restored or settled already are removed. Other entries
 // (the plan did not show them) are left for the next plan, and so are their journal objects.
-func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, restore []Restore, settledAlready map[string]bool) error {
+//
+// Restores into a namespace whose ResourceQuota shows no room for them are left to after, which
+// the caller runs once the moves are done: a quota's usage counts a create admitted but never
+// stored (the killed apply's in-flight create) until kube-controller-manager recounts, and the
+// moves' deletes there bring the recount; without them create waits for it (awaitQuotaRecount).
+func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, restore []Restore, settledAlready map[string]bool) (after func(context.Context) error, err error) {
 	planned := map[string][]string{} // journal object and key → planned IPs
 	for _, r := range restore {
 		planned[r.Journal+" "+r.Key] = r.NewIPs
@@ -31,7 +36,9 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 	for _, r := range restore {
 		plannedKey[r.Key] = true
 	}
+	later := x.quotaBound(ctx, restore)
 	settled := map[string]bool{}
+	var deferred []JournalEntry
 	for _, e := range journal {
 		ips, ok := planned[e.Object+" "+e.Key]
 		// An older entry of a Service whose newer one is restored is settled with it.
@@ -39,35 +46,73 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 		if _, seen := settled[e.Object]; !seen || !done {
 			settled[e.Object] = done
 		}
-		if !ok {
-			continue
-		}
-		// No entry may fail every later apply: one that cannot be restored stays, with a warning,
-		// and the next plan shows it again.
-		switch err := x.restoreEntry(ctx, e, ips); {
-		case err == nil:
-		case ctx.Err() != nil:
-			return err
-		case namespaceGoingErr(err):
-			x.note("%s was not restored: its namespace is being deleted or gone; its journal entry is dropped.", e.Key)
+		switch {
+		case !ok:
+		case later[e.Service.Namespace]:
+			deferred = append(deferred, e)
 		default:
-			x.note("%s could not be restored from journal %s/%s: %v. The entry stays, and the next plan shows it under restore again.",
-				e.Key, x.o.Journal.Namespace, e.Object, err)
-			settled[e.Object] = false
+			if err := x.settleEntry(ctx, e, ips, settled); err != nil {
+				return nil, err
+			}
 		}
 	}
-	var done []string
-	for obj, ok := range settled {
-		if ok {
-			done = append(done, obj)
+	return func(ctx context.Context) error {
+		for _, e := range deferred {
+			if err := x.settleEntry(ctx, e, planned[e.Object+" "+e.Key], settled); err != nil {
+				return err
+			}
 		}
+		var done []string
+		for obj, ok := range settled {
+			if ok {
+				done = append(done, obj)
+			}
+		}
+		slices.Sort(done)
+		if len(done) > 0 {
+			x.log("restored interrupted Service moves", map[string]any{"restored": len(x.res.Restored), "journals": len(done)})
+		}
+		x.heldJournals = append(x.heldJournals, done...) // removed after settleEndpoints
+		return nil
+	}, nil
+}
+
+// settleEntry restores one entry. No entry may fail every later apply: one that cannot be
+// restored stays, with a warning, and the next plan shows it again. Only an ended ctx is an error.
+func (x *executor) settleEntry(ctx context.Context, e JournalEntry, ips []string, settled map[string]bool) error {
+	switch err := x.restoreEntry(ctx, e, ips); {
+	case err == nil:
+	case ctx.Err() != nil:
+		return err
+	case namespaceGoingErr(err):
+		x.note("%s was not restored: its namespace is being deleted or gone; its journal entry is dropped.", e.Key)
+	default:
+		x.note("%s could not be restored from journal %s/%s: %v. The entry stays, and the next plan shows it under restore again.",
+			e.Key, x.o.Journal.Namespace, e.Object, err)
+		settled[e.Object] = false
 	}
-	slices.Sort(done)
-	if len(done) > 0 {
-		x.log("restored interrupted Service moves", map[string]any{"restored": len(x.res.Restored), "journals": len(done)})
-	}
-	x.heldJournals = append(x.heldJournals, done...) // removed after settleEndpoints
 	return nil
+}
+
+// quotaBound are the namespaces whose ResourceQuota, as last counted, has no room for the
+// restores of Services that are gone there (one list of ResourceQuotas, only when there are).
+func (x *executor) quotaBound(ctx context.Context, restore []Restore) map[string]bool {
+	need := map[string]int{}
+	for _, r := range restore {
+		if x.services[r.Key] == nil {
+			ns, _, _ := strings.Cut(r.Key, "/")
+			need[ns]++
+		}
+	}
+	short, err := ServiceQuotaShortfalls(ctx, x.c, need)
+	if err != nil {
+		x.log("restoring without knowing the quotas", map[string]any{"error": err.Error()})
+	}
+	out := map[string]bool{}
+	for _, s := range short {
+		out[s.Namespace] = true
+	}
+	return out
 }
 
 // namespaceGoingErr reports a create refused because the namespace is being deleted or gone.

@@ -1,0 +1,80 @@
+package recreation
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+// TestAwaitQuotaRecount: a quota at its limit with fewer Services in the namespace than it
+// counts (a create admitted and never stored) is waited for until recounted, with a note saying
+// why and how to hurry it; a quota the Services do fill, or a refusal that is not a Services
+// count's, is not waited for; an ended context ends the wait.
+func TestAwaitQuotaRecount(t *testing.T) {
+	defer func(d time.Duration) { quotaRecountEvery = d }(quotaRecountEvery)
+	quotaRecountEvery = 10 * time.Millisecond
+	quota := func(res corev1.ResourceName, hard, used int64) *corev1.ResourceQuota {
+		return &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "q"},
+			Spec:   corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{res: *resource.NewQuantity(hard, resource.DecimalSI)}},
+			Status: corev1.ResourceQuotaStatus{Hard: corev1.ResourceList{res: *resource.NewQuantity(hard, resource.DecimalSI)}, Used: corev1.ResourceList{res: *resource.NewQuantity(used, resource.DecimalSI)}}}
+	}
+	services := func(n int) []runtime.Object {
+		var out []runtime.Object
+		for i := range n {
+			out = append(out, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: string(rune('a' + i))}})
+		}
+		return out
+	}
+	ctx := context.Background()
+
+	t.Run("stale", func(t *testing.T) {
+		kube := fake.NewClientset(append(services(1), quota("count/services", 2, 2))...)
+		x := &executor{c: &k8sops.Client{Kube: kube}}
+		go func() { // the recount
+			time.Sleep(50 * time.Millisecond)
+			if _, err := kube.CoreV1().ResourceQuotas("app").UpdateStatus(ctx, quota("count/services", 2, 1), metav1.UpdateOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		start := time.Now()
+		if !x.awaitQuotaRecount(ctx, "app", "app/b") {
+			t.Fatal("a stale quota was not waited for")
+		}
+		if time.Since(start) < 50*time.Millisecond {
+			t.Error("returned before the recount")
+		}
+		if len(x.res.Notes) != 1 || !strings.Contains(x.res.Notes[0], "ResourceQuota app/q counted 2 Services (limit 2) while app held 1") ||
+			!strings.Contains(x.res.Notes[0], "spec.hard") {
+			t.Errorf("notes %q", x.res.Notes)
+		}
+	})
+	t.Run("full", func(t *testing.T) {
+		x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(append(services(2), quota(corev1.ResourceServices, 2, 2))...)}}
+		if x.awaitQuotaRecount(ctx, "app", "app/c") || len(x.res.Notes) > 0 {
+			t.Errorf("waited for a quota its Services fill (notes %q)", x.res.Notes)
+		}
+	})
+	t.Run("not a Services count", func(t *testing.T) {
+		x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(append(services(1), quota(corev1.ResourceServicesLoadBalancers, 1, 1))...)}}
+		if x.awaitQuotaRecount(ctx, "app", "app/b") {
+			t.Error("waited on a services.loadbalancers quota")
+		}
+	})
+	t.Run("ended", func(t *testing.T) {
+		x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(append(services(1), quota(corev1.ResourceServices, 2, 2))...)}}
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if x.awaitQuotaRecount(cctx, "app", "app/b") {
+			t.Error("the wait outlived its context")
+		}
+	})
+}
