@@ -3,6 +3,7 @@
 package recreation
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -163,13 +164,16 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		return x.res, err
 	}
 	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
+	var moveErr error
 	for _, part := range [][]Move{plan.Moves[:plan.First], plan.Moves[plan.First:]} {
-		if err := x.moveAll(ctx, part); err != nil {
-			return x.res, err
+		if moveErr = x.moveAll(ctx, part); moveErr != nil {
+			break
 		}
 	}
-	if err := restoreLater(ctx); err != nil {
-		return x.res, err
+	// After a failed move too: what an interrupted apply deleted is not left deleted for a
+	// failure elsewhere. Its only error is an ended ctx, which a failed move reports already.
+	if err := restoreLater(ctx); moveErr != nil || err != nil {
+		return x.res, cmp.Or(moveErr, err)
 	}
 	if err := x.settleEndpoints(ctx); err != nil {
 		return x.res, err
