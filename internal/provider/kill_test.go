@@ -337,3 +337,55 @@ func staleQuota(t *testing.T, kube kubernetes.Interface, ns string, n int64) {
 		t.Fatalf("the quota is not stale: it counts %d (limit %d) for %d Services", used.Value(), n, len(now.Items))
 	}
 }
+
+// TestAccKill_staleQuotaResync is TestAccKill_underQuota where nothing else moves in the
+// namespace after the kill (it is excluded from the next apply's moves): no delete brings the
+// quota controller's recount, so the restore waits for its full resync and says why, instead of
+// leaving the Services deleted until another apply. The resync runs when kube-controller-manager
+// starts and then every period (2 minutes here, 5 by default): the stale usage comes about
+// 30 s after the start, and create's own retries end about 45 s later, so the wait is certain.
+// In make test-faults (about two and a half minutes).
+func TestAccKill_staleQuotaResync(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const n, ns = 4, "stale"
+	c := startCluster(t, testcluster.Options{ControllerManagerFlags: []string{"--resource-quota-sync-period=2m"}})
+	if _, err := servicecidr.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
+		t.Fatal(err)
+	}
+	before := movingServices(t, c.Kube, ns, n)
+	fullQuota(t, c.Kube, ns, n)
+	config := func(extra string) string {
+		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n%s", faultTarget, extra), "")
+	}
+	w := newCLIWorkspace(t, config(""))
+	gate, _ := faultGate(t, "AFTER_DELETE") // never opened: the kill comes while a move is held there
+	killed, out, _ := interruptWhen(t, w, []string{gate}, func() bool {
+		_, missing := movedCount(t, c.Kube, ns, faultTarget, n)
+		return missing > 0
+	}, sigkill, "apply", "-auto-approve")
+	if !killed {
+		t.Fatalf("the apply finished before the kill:\n%s", out)
+	}
+	staleQuota(t, c.Kube, ns, n)
+	w.write(config(fmt.Sprintf("  exclude_namespaces = [%q]", ns)))
+	start := time.Now()
+	out, err := w.run("apply", "-auto-approve")
+	if err != nil {
+		t.Fatalf("the restoring apply failed: %v\n%s", err, out)
+	}
+	t.Logf("the restoring apply took %s", time.Since(start).Round(time.Millisecond))
+	if got := len(servicesIn(t, c.Kube, ns)); got != n {
+		t.Fatalf("%d Services after the restoring apply, want %d; its warnings: %q", got, n, cliWarnings(out))
+	}
+	if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, fmt.Sprintf("ResourceQuota %s/services counted %d Services (limit %d)", ns, n, n)) {
+		t.Errorf("the apply does not say it waited for the quota's recount:\n%s", out)
+	}
+	w.write(config(""))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the apply moving the rest failed: %v\n%s", err, out)
+	}
+	if err := checkNothingLostIn(c.Kube, ns, before, faultTarget); err != nil {
+		t.Fatal(err)
+	}
+}
