@@ -155,6 +155,13 @@ func guardInformer[L runtime.Object](w *guardWatch, kube any, obj runtime.Object
 	return inf
 }
 
+// watched is the run's watch, nil before it is up.
+func (g *admissionGuards) watched() *guardWatch {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.w
+}
+
 // ready says whether the watches are synced and none has failed.
 func (w *guardWatch) ready() bool {
 	return w != nil && !w.failed.Load()

@@ -100,7 +100,7 @@ var quotaRecountEvery = 2 * time.Second
 // (another client took the room) reports false at once: the caller fails, and the journal keeps
 // the Service.
 func (x *executor) awaitQuotaRecount(ctx context.Context, ns, key string) bool {
-	full, err := quotasAtLimit(ctx, x.c, ns)
+	full, err := x.quotasAtLimit(ctx, ns)
 	if err != nil || len(full) == 0 {
 		return false // not a Services count that refused (services.loadbalancers, say): not ours to wait for
 	}
@@ -121,19 +121,28 @@ func (x *executor) awaitQuotaRecount(ctx context.Context, ns, key string) bool {
 		"raising the quota's spec.hard makes it recount at once.", ns, q.Quota, q.Used, q.Hard, ns, n, key)
 	x.log("waiting for a stale ResourceQuota to be recounted", map[string]any{"namespace": ns, "quota": q.Quota, "used": q.Used, "hard": q.Hard, "services": n})
 	err = wait.PollUntilContextCancel(ctx, quotaRecountEvery, false, func(ctx context.Context) (bool, error) {
-		full, err := quotasAtLimit(ctx, x.c, ns)
+		full, err := x.quotasAtLimit(ctx, ns)
 		return err == nil && len(full) == 0, nil
 	})
 	return err == nil
 }
 
-// quotasAtLimit are ns's ResourceQuotas whose Services count is at or over its limit.
-func quotasAtLimit(ctx context.Context, c *k8sops.Client, ns string) ([]QuotaShortfall, error) {
-	list, err := c.Kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
+// quotasAtLimit are ns's ResourceQuotas whose Services count is at or over its limit, from the
+// run's watch of them when it is up (no request), else listed.
+func (x *executor) quotasAtLimit(ctx context.Context, ns string) ([]QuotaShortfall, error) {
+	var out []QuotaShortfall
+	if w := x.guards.watched(); w.ready() {
+		for _, o := range w.quotas.GetStore().List() {
+			if q, ok := o.(*corev1.ResourceQuota); ok && q.Namespace == ns {
+				out = append(out, shortfalls(q, 1)...)
+			}
+		}
+		return out, nil
+	}
+	list, err := x.c.Kube.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing ResourceQuotas of %s: %w", ns, err)
 	}
-	var out []QuotaShortfall
 	for i := range list.Items {
 		out = append(out, shortfalls(&list.Items[i], 1)...)
 	}

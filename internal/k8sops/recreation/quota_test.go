@@ -34,29 +34,53 @@ func TestAwaitQuotaRecount(t *testing.T) {
 		}
 		return out
 	}
-	ctx := context.Background()
+	// Read by a listing every quotaRecountEvery, or from the run's watch of the quotas.
+	for _, watched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stale, listed", true: "stale, watched"}[watched], func(t *testing.T) { testStaleQuota(t, watched, quota, services) })
+	}
+	testOtherQuotas(t, quota, services)
+}
 
-	t.Run("stale", func(t *testing.T) {
-		kube := fake.NewClientset(append(services(1), quota("count/services", 2, 2))...)
-		x := &executor{c: &k8sops.Client{Kube: kube}}
-		go func() { // the recount
-			time.Sleep(50 * time.Millisecond)
-			if _, err := kube.CoreV1().ResourceQuotas("app").UpdateStatus(ctx, quota("count/services", 2, 1), metav1.UpdateOptions{}); err != nil {
-				t.Error(err)
-			}
-		}()
-		start := time.Now()
-		if !x.awaitQuotaRecount(ctx, "app", "app/b") {
-			t.Fatal("a stale quota was not waited for")
+func testStaleQuota(t *testing.T, watched bool, quota func(corev1.ResourceName, int64, int64) *corev1.ResourceQuota, services func(int) []runtime.Object) {
+	ctx := context.Background()
+	kube := fake.NewClientset(append(services(1), quota("count/services", 2, 2))...)
+	x := &executor{c: &k8sops.Client{Kube: kube}}
+	if watched {
+		t.Cleanup(x.guards.watch(ctx, x.c, testLog(t)))
+		if x.guards.watched() == nil {
+			t.Fatal("the watches did not start")
 		}
-		if time.Since(start) < 50*time.Millisecond {
-			t.Error("returned before the recount")
+	}
+	go func() { // the recount
+		time.Sleep(50 * time.Millisecond)
+		if _, err := kube.CoreV1().ResourceQuotas("app").UpdateStatus(ctx, quota("count/services", 2, 1), metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
 		}
-		if len(x.res.Notes) != 1 || !strings.Contains(x.res.Notes[0], "ResourceQuota app/q counted 2 Services (limit 2) while app held 1") ||
-			!strings.Contains(x.res.Notes[0], "spec.hard") {
-			t.Errorf("notes %q", x.res.Notes)
+	}()
+	start := time.Now()
+	if !x.awaitQuotaRecount(ctx, "app", "app/b") {
+		t.Fatal("a stale quota was not waited for")
+	}
+	if time.Since(start) < 50*time.Millisecond {
+		t.Error("returned before the recount")
+	}
+	if len(x.res.Notes) != 1 || !strings.Contains(x.res.Notes[0], "ResourceQuota app/q counted 2 Services (limit 2) while app held 1") ||
+		!strings.Contains(x.res.Notes[0], "spec.hard") {
+		t.Errorf("notes %q", x.res.Notes)
+	}
+	lists := 0
+	for _, a := range kube.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "resourcequotas" {
+			lists++
 		}
-	})
+	}
+	if watched && lists != 1 {
+		t.Errorf("%d lists of ResourceQuotas with the watch up; want only the watch's own", lists)
+	}
+}
+
+func testOtherQuotas(t *testing.T, quota func(corev1.ResourceName, int64, int64) *corev1.ResourceQuota, services func(int) []runtime.Object) {
+	ctx := context.Background()
 	t.Run("full", func(t *testing.T) {
 		x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(append(services(2), quota(corev1.ResourceServices, 2, 2))...)}}
 		if x.awaitQuotaRecount(ctx, "app", "app/c") || len(x.res.Notes) > 0 {
