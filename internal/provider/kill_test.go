@@ -160,8 +160,8 @@ func TestAccKill_recreation(t *testing.T) {
 // delete, not with it): the create waits for the room, and the restore after the kill finds it.
 // The kill leaves the quota's usage stale as well: a create admitted but never stored (the
 // killed apply's in-flight one; here, as CI once found by chance, made certain by creates of
-// a name that exists, which admission charges before the store refuses them) stays counted until
-// kube-controller-manager recounts. The apply after the kill converges with nothing lost and the
+// a name that exists, which admission charges before the store refuses them, whenever a Service
+// is missing after the kill) stays counted until kube-controller-manager recounts. The apply after the kill converges with nothing lost and the
 // quota still full.
 func TestAccKill_underQuota(t *testing.T) {
 	testAccPreCheck(t)
@@ -182,7 +182,14 @@ func TestAccKill_underQuota(t *testing.T) {
 	if !killed {
 		t.Fatalf("the apply finished before the kill, so the trial tested nothing:\n%s", out)
 	}
-	staleQuota(t, c.Kube, ns, n)
+	if missing > 0 {
+		staleQuota(t, c.Kube, ns, n)
+	} else {
+		// The create in flight at the kill was stored after all (found by CI): with every
+		// Service there, a create of an existing name is refused by the full quota, uncharged.
+		t.Log("no Service was missing after the kill: the quota cannot be made stale, so this trial checks convergence only " +
+			"(TestAccKill_staleQuotaResync, in make test-faults, always has one missing)")
+	}
 	start := time.Now()
 	out, err := w.run("apply", "-auto-approve")
 	if err != nil {
