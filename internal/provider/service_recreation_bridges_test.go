@@ -253,6 +253,69 @@ func checkBridged(t *testing.T, kube kubernetes.Interface, ns string, before map
 	}
 }
 
+// checkBridgeSlices waits until every old-IP bridge of a Service with a selector in ns is served
+// by the EndpointSlice controller alone, with exactly the ready pods of selector: one slice,
+// managed by the controller and owned by the bridge, and no copy left for k8scidr to delete. It
+// returns how many of those slices are the copies the apply wrote (named <bridge>-k8scidr-N),
+// which the controller adopted instead of writing its own.
+func checkBridgeSlices(t *testing.T, kube kubernetes.Interface, ns, selector string) (adopted, bridges int) {
+	t.Helper()
+	var problem string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		adopted, bridges, problem = 0, 0, ""
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		var want []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+				want = append(want, p.Status.PodIP)
+			}
+		}
+		slices.Sort(want)
+		all, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, b := range servicesIn(t, kube, ns) {
+			if b.Labels[k8sops.OldIPBridgeLabel] != "true" || len(b.Spec.Selector) == 0 {
+				continue
+			}
+			bridges++
+			var own []discoveryv1.EndpointSlice
+			for _, s := range all.Items {
+				if s.Labels[discoveryv1.LabelServiceName] == b.Name {
+					own = append(own, s)
+				}
+			}
+			if len(own) != 1 {
+				problem = fmt.Sprintf("bridge %s has %d EndpointSlices, want 1", b.Name, len(own))
+				return false, nil
+			}
+			s := own[0]
+			var got []string
+			for _, ep := range s.Endpoints {
+				got = append(got, ep.Addresses...)
+			}
+			slices.Sort(got)
+			if s.Labels[discoveryv1.LabelManagedBy] != "endpointslice-controller.k8s.io" || !ownedBySvc(&s, b.UID) || !slices.Equal(got, want) {
+				problem = fmt.Sprintf("bridge %s: slice %s managed by %s, owners %v, addresses %v; want the controller's, owned by "+
+					"the bridge, with the pods' %v", b.Name, s.Name, s.Labels[discoveryv1.LabelManagedBy], s.OwnerReferences, got, want)
+				return false, nil
+			}
+			if strings.HasPrefix(s.Name, b.Name+"-k8scidr-") {
+				adopted++
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("old-IP bridges not served by the EndpointSlice controller alone: %v (%s)", err, problem)
+	}
+	return adopted, bridges
+}
+
 // checkMovedKeepingSpecs: the same Services as before, each in faultTarget and equal but for its IPs.
 func checkMovedKeepingSpecs(now, before map[string]corev1.Service) error {
 	if len(now) != len(before) {
@@ -356,6 +419,13 @@ func TestAccServiceRecreation_oldIPBridges(t *testing.T) {
 	}
 	watch.atMostOneGap(t, "a move leaves one gap, from the delete to its bridge")
 	checkBridged(t, c.Kube, ns, before)
+	// The copies that served the bridges at once are the controller's slices now: it adopted
+	// them (unless it wrote its own before it saw one, and deleted the copy as a duplicate).
+	adopted, bridges := checkBridgeSlices(t, c.Kube, ns, "app=backend")
+	t.Logf("%d of %d bridges with a selector are served by the copy the apply wrote, adopted by the EndpointSlice controller", adopted, bridges)
+	if adopted < bridges/2 {
+		t.Errorf("the EndpointSlice controller adopted the copies of only %d of %d bridges", adopted, bridges)
+	}
 	w.converged()
 
 	// Lowering the setting while the backend pods that ran before the move still run: refused.
@@ -371,6 +441,7 @@ func TestAccServiceRecreation_oldIPBridges(t *testing.T) {
 	checkBridged(t, c.Kube, ns, before)
 
 	replacePods(t, c.Kube, ns, "app=backend")
+	checkBridgeSlices(t, c.Kube, ns, "app=backend") // adopted copies follow the pods
 	w.planFile()
 	w.applyFile()
 	if left := len(servicesIn(t, c.Kube, ns)) - len(before); left != 0 {

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -95,8 +96,16 @@ func holdsAll(svc *corev1.Service, ips []string) bool {
 // alone, and kube-proxy merges all slices of a Service.
 const copyManager = "k8scidr.io"
 
-func sliceCopy(s *discoveryv1.EndpointSlice, owner *corev1.Service, i int) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
+// sliceCopy is the i-th copy of s for owner. A copy of a slice the EndpointSlice controller
+// wrote, for an owner with a selector, is written as that controller writes its own (its
+// managed-by label, the owner's labels, a controller reference to the owner): the controller
+// lists it as one of the owner's slices, finds it up to date and keeps it in step with the pods
+// from then on, so the copy is never deleted and the controller writes none of its own
+// (k8s.io/endpointslice reconciler.go: existing slices owned by the Service, compared by
+// endpoints and labels). Other copies are managed by copyManager until a controller serves
+// the owner; adopted says which.
+func sliceCopy(s *discoveryv1.EndpointSlice, owner *corev1.Service, i int) (cp *discoveryv1.EndpointSlice, adopted bool) {
+	cp = &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("%s-k8scidr-%d", owner.Name, i), Namespace: owner.Namespace,
 			Labels:          map[string]string{discoveryv1.LabelServiceName: owner.Name, discoveryv1.LabelManagedBy: copyManager},
@@ -106,14 +115,26 @@ func sliceCopy(s *discoveryv1.EndpointSlice, owner *corev1.Service, i int) *disc
 		Endpoints:   slices.Clone(s.Endpoints),
 		Ports:       slices.Clone(s.Ports),
 	}
+	if len(owner.Spec.Selector) == 0 || s.Labels[discoveryv1.LabelManagedBy] != sliceControllerName || owner.Spec.ClusterIP == corev1.ClusterIPNone {
+		return cp, false
+	}
+	for k, v := range owner.Labels {
+		if k != discoveryv1.LabelServiceName && k != discoveryv1.LabelManagedBy && k != corev1.IsHeadlessService {
+			cp.Labels[k] = v
+		}
+	}
+	cp.Labels[discoveryv1.LabelManagedBy] = sliceControllerName
+	cp.OwnerReferences[0].Controller = ptr.To(true)
+	return cp, true
 }
 
 // copySlices gives svc copies of its previous incarnation's EndpointSlices, so kube-proxy can
-// route it before a controller has written its own; it returns the names created.
+// route it before a controller has written its own; it returns the names of the copies to
+// delete once a controller serves svc (those it does not adopt, sliceCopy).
 func (x *executor) copySlices(ctx context.Context, from []discoveryv1.EndpointSlice, svc *corev1.Service) ([]string, error) {
 	var names []string
 	for i := range from {
-		c := sliceCopy(&from[i], svc, i)
+		c, adopted := sliceCopy(&from[i], svc, i)
 		err := k8sops.RetryWrite(ctx, func(bool) error {
 			_, err := x.c.Kube.DiscoveryV1().EndpointSlices(c.Namespace).Create(ctx, c, metav1.CreateOptions{FieldManager: x.c.FieldManager})
 			return err
@@ -121,7 +142,9 @@ func (x *executor) copySlices(ctx context.Context, from []discoveryv1.EndpointSl
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return names, err
 		}
-		names = append(names, c.Name)
+		if !adopted {
+			names = append(names, c.Name)
+		}
 	}
 	return names, nil
 }

@@ -41,7 +41,7 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 	if e.Endpoints == nil {
 		return nil
 	}
-	ep, err := x.putEndpoints(ctx, e, svc.UID)
+	ep, err := x.putEndpoints(ctx, e, svc.UID, true)
 	if err != nil {
 		return err
 	}
@@ -50,11 +50,14 @@ func (x *executor) restoreDependents(ctx context.Context, e JournalEntry, svc *c
 	// it looks. A sync that looked in the gap can still delete what we wrote. The mirroring
 	// controller shares that cache: once it has mirrored the Endpoints, the new Service is in
 	// it and no new such sync starts; check once more, and once more at the end of the run.
+	// The watch usually holds what was just written by then; when it does not, the API is read.
 	if e.Endpoints.Labels[discoveryv1.LabelSkipMirror] != "true" && endpointsAddresses(e.Endpoints) > 0 {
 		x.waitSlice(ctx, e.Key, ep.UID, mirrorControllerName)
-	}
-	if _, err = x.putEndpoints(ctx, e, svc.UID); err != nil {
-		return err
+		if !x.endpointsHeld(e.Endpoints.Namespace+"/"+e.Endpoints.Name, ep.UID) {
+			if _, err = x.putEndpoints(ctx, e, svc.UID, false); err != nil {
+				return err
+			}
+		}
 	}
 	x.mu.Lock()
 	x.restoredEndpoints = append(x.restoredEndpoints, restoredEndpoints{e, svc.UID, time.Now()})
@@ -90,9 +93,12 @@ func (x *executor) settleEndpoints(ctx context.Context) error {
 			case <-ctx.Done():
 				return fmt.Errorf("re-checking restored Endpoints: %w", ctx.Err())
 			}
-			_, err := x.c.Kube.CoreV1().Endpoints(r.e.Endpoints.Namespace).Get(ctx, r.e.Endpoints.Name, metav1.GetOptions{})
+			var err error
+			if !x.endpointsHeld(r.e.Endpoints.Namespace+"/"+r.e.Endpoints.Name, "") {
+				_, err = x.c.Kube.CoreV1().Endpoints(r.e.Endpoints.Namespace).Get(ctx, r.e.Endpoints.Name, metav1.GetOptions{})
+			}
 			if apierrors.IsNotFound(err) {
-				if _, err = x.putEndpoints(ctx, r.e, r.uid); err == nil {
+				if _, err = x.putEndpoints(ctx, r.e, r.uid, true); err == nil {
 					again = append(again, restoredEndpoints{r.e, r.uid, time.Now()})
 				}
 			}
@@ -113,8 +119,9 @@ func (x *executor) settleEndpoints(ctx context.Context) error {
 // and gives their fields back to the managers that owned them.
 // Endpoints that exist with other addresses, ports or labels were written by another client
 // after the delete, and are newer than the journal: they are kept, and only owner references
-// to the old Service are rewritten.
-func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.UID) (*corev1.Endpoints, error) {
+// to the old Service are rewritten. With byWatch, Endpoints the run's watch does not hold are
+// created without a read first.
+func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.UID, byWatch bool) (*corev1.Endpoints, error) {
 	api := x.c.Kube.CoreV1().Endpoints(e.Endpoints.Namespace)
 	want := e.Endpoints.DeepCopy()
 	clearServerFields(&want.ObjectMeta)
@@ -130,10 +137,16 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.U
 	want.OwnerReferences = owners(want.OwnerReferences)
 	var cur *corev1.Endpoints
 	kept, created := false, false
-	// Read, then write what differs; a write that raced another (or our own lost attempt) reads again.
-	err := k8sops.RetryWrite(ctx, func(bool) error {
+	// Read, then write what differs; a write that raced another (or our own lost attempt) reads
+	// again. None in the run's watch: create at once, and read only if they exist after all.
+	key := e.Endpoints.Namespace + "/" + e.Endpoints.Name
+	err := k8sops.RetryWrite(ctx, func(again bool) error {
 		var err error
-		cur, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+		if w, watched := x.watchedEndpoints(key); byWatch && !again && watched && w == nil {
+			err = apierrors.NewNotFound(corev1.Resource("endpoints"), want.Name)
+		} else {
+			cur, err = api.Get(ctx, want.Name, metav1.GetOptions{})
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			cur, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: endpointsCreator(e.Endpoints.ManagedFields, x.c.FieldManager)})
@@ -164,6 +177,13 @@ func (x *executor) putEndpoints(ctx context.Context, e JournalEntry, uid types.U
 			"journaled copy; they are kept as they are.", e.Key)
 	}
 	return cur, nil
+}
+
+// endpointsHeld reports whether the run's watch holds key's Endpoints (with uid, unless "");
+// false when no watch runs, and the caller reads the API.
+func (x *executor) endpointsHeld(key string, uid types.UID) bool {
+	ep, watched := x.watchedEndpoints(key)
+	return watched && ep != nil && (uid == "" || ep.UID == uid)
 }
 
 func endpointsEqual(a, b *corev1.Endpoints) bool {

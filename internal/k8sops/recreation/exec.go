@@ -158,6 +158,14 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		defer stop()
 		defer x.guards.watch(ctx, x.c, x.log)()
 	}
+	if slices.ContainsFunc(plan.Moves, func(m Move) bool { _, ok := x.endpoints[m.Key]; return ok }) ||
+		slices.ContainsFunc(snap.Journal, func(e JournalEntry) bool { return e.Endpoints != nil }) {
+		stop, err := x.watchEndpoints(ctx)
+		if err != nil {
+			return x.res, err
+		}
+		defer stop()
+	}
 	x.syncBridgeEndpoints(ctx, snap)
 	restoreLater, err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled)
 	if err != nil {
@@ -205,7 +213,10 @@ type executor struct {
 
 	sliceIndex cache.Indexer
 	changed    *broadcast
-	guards     admissionGuards // who may refuse a copy, asked before each delete
+	// endpointsStore holds the Endpoints during a run that moves or restores selector-less
+	// Services (watchEndpoints); nil otherwise.
+	endpointsStore cache.Store
+	guards         admissionGuards // who may refuse a copy, asked before each delete
 
 	// restoredEndpoints are re-checked once quiet; heldJournals hold them until then.
 	restoredEndpoints []restoredEndpoints

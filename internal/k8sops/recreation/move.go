@@ -205,15 +205,22 @@ func ownedSlices(list []discoveryv1.EndpointSlice, uid types.UID) []discoveryv1.
 }
 
 // refreshDependents reads again, right before the delete, what the delete takes along: the
-// hand-made Endpoints of a selector-less Service (one GET) and its owned EndpointSlices (from
-// the watch). The Service's resourceVersion does not cover them, and a long apply journaled
+// hand-made Endpoints of a selector-less Service and its owned EndpointSlices (from
+// the watches). The Service's resourceVersion does not cover them, and a long apply journaled
 // them minutes ago; a copy another client changed since is journaled again, so that the
 // restore writes what was there at the delete.
 func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e JournalEntry) (JournalEntry, error) {
 	next := e
 	if len(svc.Spec.Selector) == 0 {
 		start := time.Now() // client-go retries a failed read itself (retryHints)
-		ep, err := x.c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		ep, watched := x.watchedEndpoints(e.Key)
+		var err error
+		switch {
+		case watched && ep == nil:
+			err = apierrors.NewNotFound(corev1.Resource("endpoints"), svc.Name)
+		case !watched:
+			ep, err = x.c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			next.Endpoints = nil

@@ -22,7 +22,7 @@ import (
 // oldIPBridgeRun is the old-IP bridge of one move, created beside the new Service.
 type oldIPBridgeRun struct {
 	svc    *corev1.Service
-	copies []string // EndpointSlice copies serving it until a controller writes its own
+	copies []string // EndpointSlice copies serving it until a controller writes its own (not adopted ones)
 	err    error
 }
 
@@ -77,8 +77,17 @@ func (x *executor) ensureOldIPBridge(ctx context.Context, e JournalEntry, from [
 func (x *executor) putBridgeEndpoints(ctx context.Context, ep *corev1.Endpoints, bridge string) error {
 	api := x.c.Kube.CoreV1().Endpoints(ep.Namespace)
 	want := bridgeEndpoints(ep, bridge)
-	return k8sops.RetryWrite(ctx, func(bool) error {
-		cur, err := api.Get(ctx, bridge, metav1.GetOptions{})
+	return k8sops.RetryWrite(ctx, func(again bool) error {
+		// As the run's watch holds them, if it does, unless an attempt failed: a create of
+		// Endpoints that exist, or an update of a stale copy, fails and reads the API again.
+		cur, watched := x.watchedEndpoints(ep.Namespace + "/" + bridge)
+		var err error
+		switch {
+		case !watched || again:
+			cur, err = api.Get(ctx, bridge, metav1.GetOptions{})
+		case cur == nil:
+			err = apierrors.NewNotFound(corev1.Resource("endpoints"), bridge)
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			_, err = api.Create(ctx, want, metav1.CreateOptions{FieldManager: x.c.FieldManager})
@@ -91,11 +100,12 @@ func (x *executor) putBridgeEndpoints(ctx context.Context, ep *corev1.Endpoints,
 	}, apierrors.IsAlreadyExists, apierrors.IsConflict)
 }
 
-// waitOldIPBridge waits, as for the moved Service, until kube-controller-manager serves the
-// bridge with its own EndpointSlice, and then deletes the copies. Waiting for both keeps the
-// run's pace to what the controller writes: every bridge is one more Service for it.
+// waitOldIPBridge waits until kube-controller-manager serves the bridge with its own
+// EndpointSlice, and then deletes the copies it did not adopt. The copies of its own slices it
+// adopts (sliceCopy): a bridge costs it no write, and the run waits only for the rest, copies
+// of slices another client made for the Service.
 func (x *executor) waitOldIPBridge(ctx context.Context, run oldIPBridgeRun) {
-	if run.svc == nil || len(run.svc.Spec.Selector) == 0 {
+	if run.svc == nil || len(run.svc.Spec.Selector) == 0 || len(run.copies) == 0 {
 		return
 	}
 	if x.waitSlice(ctx, k8sops.SvcKey(run.svc), run.svc.UID, sliceControllerName) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -166,4 +167,64 @@ func (b *broadcast) fire() {
 	defer b.mu.Unlock()
 	close(b.ch)
 	b.ch = make(chan struct{})
+}
+
+// watchEndpoints starts one Endpoints watch for the whole run, so that what a move reads of a
+// selector-less Service's Endpoints (before its delete, before the restore, once mirrored, and
+// at the end) costs no request. Only hand-made Endpoints are kept whole: those of Services
+// without a selector, or unknown to the snapshot (bridges, Services made since); the endpoints
+// controller's own, the bulk, are kept as their name alone.
+func (x *executor) watchEndpoints(ctx context.Context) (func(), error) {
+	api := x.c.Kube.CoreV1().Endpoints("")
+	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return api.Watch(ctx, o)
+		},
+	}, &corev1.Endpoints{}, cache.SharedIndexInformerOptions{})
+	err := inf.SetTransform(func(o any) (any, error) {
+		ep, ok := o.(*corev1.Endpoints)
+		if !ok {
+			return o, nil
+		}
+		if x.endpointsStripped(ep.Namespace + "/" + ep.Name) {
+			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, UID: ep.UID,
+				ResourceVersion: ep.ResourceVersion}}, nil
+		}
+		return ep, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	go inf.RunWithContext(wait.ContextForChannel(stop))
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		close(stop)
+		return nil, fmt.Errorf("watching Endpoints: %w", context.Cause(ctx))
+	}
+	x.endpointsStore = inf.GetStore()
+	return func() { close(stop) }, nil
+}
+
+// watchedEndpoints returns the Endpoints key (namespace/name) as the run's watch holds them:
+// watched is false when no watch runs (read them from the API), ep nil when it holds none.
+// The watch may lag the API by moments: callers that act on "none" write with a create, which
+// fails on Endpoints that exist.
+func (x *executor) watchedEndpoints(key string) (ep *corev1.Endpoints, watched bool) {
+	if x.endpointsStore == nil || x.endpointsStripped(key) {
+		return nil, false
+	}
+	o, ok, _ := x.endpointsStore.GetByKey(key)
+	if !ok {
+		return nil, true
+	}
+	ep, _ = o.(*corev1.Endpoints)
+	return ep.DeepCopy(), true
+}
+
+// endpointsStripped reports whether the Endpoints watch keeps only the name of key's Endpoints:
+// its Service had a selector when the run read it (one that lost it since is read from the API).
+func (x *executor) endpointsStripped(key string) bool {
+	svc := x.services[key]
+	return svc != nil && len(svc.Spec.Selector) > 0
 }
