@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -143,19 +146,8 @@ func TestAccRBAC_missingVerb(t *testing.T) {
 	if _, err := c.ServiceAccountKubeconfig(ctx, applyRole); err != nil {
 		t.Fatal(err)
 	}
-	sa, err := clientcmd.BuildConfigFromFlags("", lacking)
-	if err != nil {
+	if err := waitAllowed(lacking, "delete", "services", true); err != nil {
 		t.Fatal(err)
-	}
-	saKube := kubernetes.NewForConfigOrDie(sa)
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		r, err := saKube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: "rbac", Verb: "delete", Resource: "services"}}}, metav1.CreateOptions{})
-		return err == nil && r.Status.Allowed, nil
-	})
-	if err != nil {
-		t.Fatalf("the restored role never allowed deleting services: %v", err)
 	}
 	w.planFile()
 	if out := w.applyFile(); strings.Contains(out, "former managers") {
@@ -165,4 +157,65 @@ func TestAccRBAC_missingVerb(t *testing.T) {
 	if err := checkNothingLostIn(c.Kube, "rbac", before, faultTarget); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAccRBAC_endpointsWithoutWatch: with the apply role less watch on endpoints, a recreation
+// of Services among which selector-less ones still moves them all with their Endpoints: the run
+// says it reads Endpoints one by one instead of from its watch, and nothing is lost. With the
+// whole role the run watches them (the log says nothing of it).
+func TestAccRBAC_endpointsWithoutWatch(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c, before, _ := movingCluster(t, "nowatch", 20)
+	ctx := context.Background()
+	const oneByOne = "Endpoints are read one by one: watching them failed"
+	for _, role := range []struct {
+		lacking []string
+		target  netip.Prefix
+	}{{[]string{"endpoints:watch"}, faultTarget}, {nil, pingPong[1]}} {
+		kubeconfig, err := c.ServiceAccountKubeconfig(ctx, applyRole, role.lacking...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitAllowed(kubeconfig, "watch", "endpoints", len(role.lacking) == 0); err != nil {
+			t.Fatal(err)
+		}
+		w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", role.target), ""))
+		w.planFile()
+		logPath := filepath.Join(t.TempDir(), "apply.log")
+		if out, err := w.command([]string{"TF_LOG=INFO", "TF_LOG_PATH=" + logPath}, "apply", "-no-color", "tfplan").CombinedOutput(); err != nil {
+			t.Fatalf("apply with the role lacking %v: %v\n%s", role.lacking, err, out)
+		}
+		log, err := os.ReadFile(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if said := strings.Contains(string(log), oneByOne); said != (len(role.lacking) > 0) {
+			t.Errorf("role lacking %v: the apply log says %q: %v", role.lacking, oneByOne, said)
+		}
+		if err := checkNothingLostIn(c.Kube, "nowatch", before, role.target); err != nil {
+			t.Fatalf("role lacking %v: %v", role.lacking, err)
+		}
+		w.converged()
+	}
+}
+
+// waitAllowed waits until the authorizer allows (or, with allowed false, denies) the kubeconfig's
+// user verb on resource in every namespace: a role just changed takes a moment to apply.
+func waitAllowed(kubeconfig, verb, resource string, allowed bool) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Resource: resource}}}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed == allowed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the authorizer never said %v to %s %s: %w", allowed, verb, resource, err)
+	}
+	return nil
 }

@@ -160,11 +160,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	}
 	if slices.ContainsFunc(plan.Moves, func(m Move) bool { _, ok := x.endpoints[m.Key]; return ok }) ||
 		slices.ContainsFunc(snap.Journal, func(e JournalEntry) bool { return e.Endpoints != nil }) {
-		stop, err := x.watchEndpoints(ctx)
-		if err != nil {
-			return x.res, err
-		}
-		defer stop()
+		defer x.watchEndpoints(ctx)()
 	}
 	x.syncBridgeEndpoints(ctx, snap)
 	restoreLater, err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled)
@@ -213,9 +209,9 @@ type executor struct {
 
 	sliceIndex cache.Indexer
 	changed    *broadcast
-	// endpointsStore holds the Endpoints during a run that moves or restores selector-less
-	// Services (watchEndpoints); nil otherwise.
-	endpointsStore cache.Store
+	// endpointsWatch holds the Endpoints during a run that moves or restores selector-less
+	// Services (watchEndpoints); nil otherwise, or when watching them failed to start.
+	endpointsWatch *endpointsWatch
 	guards         admissionGuards // who may refuse a copy, asked before each delete
 
 	// restoredEndpoints are re-checked once quiet; heldJournals hold them until then.

@@ -72,20 +72,16 @@ func (g *admissionGuards) current(ctx context.Context, c *k8sops.Client) func(sv
 
 // guardWatch holds one informer per input of admissionGuards.
 type guardWatch struct {
+	runWatch
 	vwc, mwc, quotas cache.SharedInformer
 	policies         cache.SharedInformer // ValidatingAdmissionPolicies, v1 or v1beta1; nil where neither is served
 	gen              atomic.Int64         // bumped by every event
-	failed           atomic.Bool          // a list or watch failed: the stores may be stale for good
-	done             chan struct{}        // closed (once) to stop the informers
-	stopOnce         sync.Once
 }
-
-func (w *guardWatch) stop() { w.stopOnce.Do(func() { close(w.done) }) }
 
 // watch starts the watches for the run; stop ends them. Watches that cannot start or sync
 // within 10 seconds leave the guards relisting, and log says so: never an error.
 func (g *admissionGuards) watch(ctx context.Context, c *k8sops.Client, log func(string, map[string]any)) (stop func()) {
-	w := &guardWatch{done: make(chan struct{})}
+	w := &guardWatch{runWatch: newRunWatch()}
 	k := c.Kube.AdmissionregistrationV1()
 	w.vwc = guardInformer(w, c.Kube, &admissionv1.ValidatingWebhookConfiguration{}, k.ValidatingWebhookConfigurations().List, k.ValidatingWebhookConfigurations().Watch)
 	w.mwc = guardInformer(w, c.Kube, &admissionv1.MutatingWebhookConfiguration{}, k.MutatingWebhookConfigurations().List, k.MutatingWebhookConfigurations().Watch)
@@ -107,24 +103,7 @@ func (g *admissionGuards) watch(ctx context.Context, c *k8sops.Client, log func(
 		log("admission guards are listed every "+admissionRelist.String()+": the ValidatingAdmissionPolicy list failed", map[string]any{"error": err.Error()})
 		return func() {}
 	}
-	var synced []cache.InformerSynced
-	for _, inf := range []cache.SharedInformer{w.vwc, w.mwc, w.quotas, w.policies} {
-		if inf != nil {
-			go inf.Run(w.done)
-			synced = append(synced, inf.HasSynced)
-		}
-	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	go func() { // a failure stops the wait as well
-		select {
-		case <-w.done:
-			cancel()
-		case <-sctx.Done():
-		}
-	}()
-	if !cache.WaitForCacheSync(sctx.Done(), synced...) || w.failed.Load() {
-		w.stop()
+	if !w.start(ctx, w.vwc, w.mwc, w.quotas, w.policies) {
 		log("admission guards are listed every "+admissionRelist.String()+": watching them failed (the role needs watch on "+
 			"webhook configurations, ValidatingAdmissionPolicies and ResourceQuotas)", nil)
 		return func() {}
@@ -146,10 +125,7 @@ func guardInformer[L runtime.Object](w *guardWatch, kube any, obj runtime.Object
 		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) },
 		WatchFuncWithContext: watchFn,
 	}, kube), obj, 0)
-	_ = inf.SetWatchErrorHandler(func(*cache.Reflector, error) {
-		w.failed.Store(true)
-		w.stop()
-	})
+	_ = inf.SetWatchErrorHandler(w.fail)
 	bump := func(any) { w.gen.Add(1) }
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: bump, UpdateFunc: func(_, o any) { bump(o) }, DeleteFunc: bump})
 	return inf

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -15,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -173,48 +174,95 @@ func (b *broadcast) fire() {
 // selector-less Service's Endpoints (before its delete, before the restore, once mirrored, and
 // at the end) costs no request. Only hand-made Endpoints are kept whole: those of Services
 // without a selector, or unknown to the snapshot (bridges, Services made since); the endpoints
-// controller's own, the bulk, are kept as their name alone.
-func (x *executor) watchEndpoints(ctx context.Context) (func(), error) {
+// controller's own, the bulk, are kept as their name alone. A watch that cannot start or sync
+// within 10 seconds, or fails later (a role without the watch verb, a watch the apiserver ended
+// with an error), is stopped and the run reads the API instead: never an error.
+func (x *executor) watchEndpoints(ctx context.Context) (stop func()) {
 	api := x.c.Kube.CoreV1().Endpoints("")
-	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return api.Watch(ctx, o)
-		},
-	}, &corev1.Endpoints{}, cache.SharedIndexInformerOptions{})
-	err := inf.SetTransform(func(o any) (any, error) {
-		ep, ok := o.(*corev1.Endpoints)
-		if !ok {
-			return o, nil
-		}
-		if x.endpointsStripped(ep.Namespace + "/" + ep.Name) {
+	inf := cache.NewSharedInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
+		WatchFuncWithContext: api.Watch,
+	}, x.c.Kube), &corev1.Endpoints{}, 0)
+	w := &endpointsWatch{runWatch: newRunWatch(), store: inf.GetStore()}
+	_ = inf.SetWatchErrorHandler(w.fail)
+	_ = inf.SetTransform(func(o any) (any, error) {
+		if ep, ok := o.(*corev1.Endpoints); ok && x.endpointsStripped(ep.Namespace+"/"+ep.Name) {
 			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, UID: ep.UID,
 				ResourceVersion: ep.ResourceVersion}}, nil
 		}
-		return ep, nil
+		return o, nil
 	})
-	if err != nil {
-		return nil, err
+	if !w.start(ctx, inf) {
+		x.log("Endpoints are read one by one: watching them failed (the role needs watch on endpoints)", nil)
+		return func() {}
 	}
-	stop := make(chan struct{})
-	go inf.RunWithContext(wait.ContextForChannel(stop))
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		close(stop)
-		return nil, fmt.Errorf("watching Endpoints: %w", context.Cause(ctx))
+	x.endpointsWatch = w
+	return w.stop
+}
+
+// endpointsWatch is the run's Endpoints informer (watchEndpoints).
+type endpointsWatch struct {
+	runWatch
+	store cache.Store
+}
+
+// runWatch runs informers for the length of a run. Any list or watch error (a role without the
+// watch verb, a watch the apiserver ended with an error) marks it failed and stops them all:
+// what they hold may then be stale for good, and their users read the API instead.
+type runWatch struct {
+	failed   *atomic.Bool
+	done     chan struct{} // closed (once) to stop the informers
+	stopOnce *sync.Once
+}
+
+func newRunWatch() runWatch {
+	return runWatch{failed: new(atomic.Bool), done: make(chan struct{}), stopOnce: new(sync.Once)}
+}
+
+func (w runWatch) stop() { w.stopOnce.Do(func() { close(w.done) }) }
+
+// fail is the informers' watch error handler.
+func (w runWatch) fail(*cache.Reflector, error) {
+	w.failed.Store(true)
+	w.stop()
+}
+
+// start runs the informers (nil ones left out) and waits up to 10 seconds for them to sync;
+// false, with them stopped, when they did not or one failed.
+func (w runWatch) start(ctx context.Context, informers ...cache.SharedInformer) bool {
+	var synced []cache.InformerSynced
+	for _, inf := range informers {
+		if inf != nil {
+			go inf.Run(w.done)
+			synced = append(synced, inf.HasSynced)
+		}
 	}
-	x.endpointsStore = inf.GetStore()
-	return func() { close(stop) }, nil
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	go func() { // a failure stops the wait as well
+		select {
+		case <-w.done:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	if !cache.WaitForCacheSync(sctx.Done(), synced...) || w.failed.Load() {
+		w.stop()
+		return false
+	}
+	return true
 }
 
 // watchedEndpoints returns the Endpoints key (namespace/name) as the run's watch holds them:
-// watched is false when no watch runs (read them from the API), ep nil when it holds none.
-// The watch may lag the API by moments: callers that act on "none" write with a create, which
-// fails on Endpoints that exist.
+// watched is false when no watch runs or it failed (read them from the API), ep nil when it
+// holds none. The watch may lag the API by moments: callers that act on "none" write with a
+// create, which fails on Endpoints that exist.
 func (x *executor) watchedEndpoints(key string) (ep *corev1.Endpoints, watched bool) {
-	if x.endpointsStore == nil || x.endpointsStripped(key) {
+	w := x.endpointsWatch
+	if w == nil || w.failed.Load() || x.endpointsStripped(key) {
 		return nil, false
 	}
-	o, ok, _ := x.endpointsStore.GetByKey(key)
+	o, ok, _ := w.store.GetByKey(key)
 	if !ok {
 		return nil, true
 	}
