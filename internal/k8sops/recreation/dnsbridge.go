@@ -225,7 +225,14 @@ func (x *executor) sweepCopies(ctx context.Context, patience time.Duration) {
 }
 
 // copyStale reports whether the EndpointSlice copy cp of Service name is no longer needed.
+// What the run's EndpointSlice watch shows answers without a request when a controller serves
+// the Service the copy was made for; the API is read otherwise.
 func (x *executor) copyStale(ctx context.Context, cp *discoveryv1.EndpointSlice, name string) (bool, error) {
+	if x.sliceIndex != nil && slices.ContainsFunc(x.currentSlices(cp.Namespace+"/"+name), func(s discoveryv1.EndpointSlice) bool {
+		return servesFor(&s, cp.OwnerReferences)
+	}) {
+		return true, nil
+	}
 	svc, err := x.c.Kube.CoreV1().Services(cp.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -240,17 +247,22 @@ func (x *executor) copyStale(ctx context.Context, cp *discoveryv1.EndpointSlice,
 	if err != nil {
 		return false, err
 	}
-	// The EndpointSlice controller's slices are owned by the Service; mirrored ones by its
-	// Endpoints object.
-	return slices.ContainsFunc(own.Items, func(s discoveryv1.EndpointSlice) bool {
-		switch s.Labels[discoveryv1.LabelManagedBy] {
-		case sliceControllerName:
-			return ownedBy(s.OwnerReferences, svc.UID) && readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
-		case mirrorControllerName:
-			return readyEndpoints([]discoveryv1.EndpointSlice{s}) > 0
-		}
-		return false
-	}), nil
+	owner := []metav1.OwnerReference{{UID: svc.UID}}
+	return slices.ContainsFunc(own.Items, func(s discoveryv1.EndpointSlice) bool { return servesFor(&s, owner) }), nil
+}
+
+// servesFor reports whether s is a controller's slice with a ready endpoint for the Service
+// that owns a copy with owners: the EndpointSlice controller's slices are owned by the Service,
+// mirrored ones by its Endpoints object.
+func servesFor(s *discoveryv1.EndpointSlice, owners []metav1.OwnerReference) bool {
+	switch s.Labels[discoveryv1.LabelManagedBy] {
+	case sliceControllerName:
+		return slices.ContainsFunc(owners, func(r metav1.OwnerReference) bool { return ownedBy(s.OwnerReferences, r.UID) }) &&
+			readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
+	case mirrorControllerName:
+		return readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0
+	}
+	return false
 }
 
 // retireBridgeMirror deletes the copied endpoints once the EndpointSlice controller serves the
