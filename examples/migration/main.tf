@@ -298,8 +298,8 @@ check "clear_of_reserved_ranges" {
 # from the data source would hold that plan's list after the apply and show a change in every
 # later plan. The outputs below converge: they change only when an apply does something.
 output "moved_services" {
-  description = "Services moved by the last apply that moved any: old IPs -> new IPs."
-  value       = { for k, v in k8scidr_service_recreation.services.recreated : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }
+  description = "Services moved by the last apply that moved any: \"old IPs to new IPs\"."
+  value       = k8scidr_service_recreation.services.recreated
 }
 
 output "apiserver_moved_at" {

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	tfjson "github.com/hashicorp/terraform-json"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/movetext"
 )
 
 // DefaultLimit keeps a summary under GitHub's 65,536-character comment limit with room for a
@@ -302,8 +304,12 @@ func (f *facts) addMoves(owner string, after map[string]any) {
 		}
 	}
 	for _, k := range order {
-		m := mapOf(moves[k])
-		f.moves = append(f.moves, move{owner: owner, service: k, typ: str(m["type"]), old: join(m["old_ips"]), new: join(m["new_ips"])})
+		m, err := movetext.Parse(str(moves[k]))
+		if err != nil { // not from this provider version's data source: shown as it is
+			f.moves = append(f.moves, move{owner: owner, service: k, typ: str(moves[k])})
+			continue
+		}
+		f.moves = append(f.moves, move{owner: owner, service: k, typ: m.Type, old: strings.Join(m.OldIPs, ", "), new: strings.Join(m.NewIPs, ", ")})
 	}
 	restore := mapOf(plan["restore"])
 	for _, k := range slices.Sorted(maps.Keys(restore)) {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/movetext"
 )
 
 // planJSON builds `terraform show -json` output: a recreation of moves Services, a roll of
@@ -15,8 +17,8 @@ func planJSON(t *testing.T, moves, rolls, skipped int, extra ...map[string]any) 
 	t.Helper()
 	m := map[string]any{}
 	for i := range moves {
-		m[fmt.Sprintf("ns-%03d/svc-%05d", i%500, i)] = map[string]any{"uid": fmt.Sprint(i), "type": "ClusterIP",
-			"old_ips": []string{fmt.Sprintf("100.64.%d.%d", i/256, i%256)}, "new_ips": []string{fmt.Sprintf("172.24.%d.%d", i/256, i%256)}}
+		m[fmt.Sprintf("ns-%03d/svc-%05d", i%500, i)] = movetext.Move{UID: fmt.Sprint(i), Type: "ClusterIP",
+			OldIPs: []string{fmt.Sprintf("100.64.%d.%d", i/256, i%256)}, NewIPs: []string{fmt.Sprintf("172.24.%d.%d", i/256, i%256)}}.String()
 	}
 	var workloads []string
 	pods := map[string]int{}
@@ -213,8 +215,8 @@ func TestSummarize_twoClusters(t *testing.T) {
 	}
 	prod := map[string]any{}
 	for i := range 3 {
-		prod[fmt.Sprintf("team-a/svc-%d", i)] = map[string]any{"uid": fmt.Sprint(i), "type": "ClusterIP",
-			"old_ips": []string{fmt.Sprintf("100.64.9.%d", i)}, "new_ips": []string{fmt.Sprintf("172.24.9.%d", i)}}
+		prod[fmt.Sprintf("team-a/svc-%d", i)] = movetext.Move{UID: fmt.Sprint(i), Type: "ClusterIP",
+			OldIPs: []string{fmt.Sprintf("100.64.9.%d", i)}, NewIPs: []string{fmt.Sprintf("172.24.9.%d", i)}}.String()
 	}
 	plan["resource_changes"] = append(plan["resource_changes"].([]any), map[string]any{
 		"address": "k8scidr_service_recreation.prod", "mode": "managed", "type": "k8scidr_service_recreation", "name": "prod",

@@ -82,8 +82,11 @@ func TestAccBadInput_matrix(t *testing.T) {
 			[]string{"@first", `"nowhere/nothing" is not a Service`}},
 		{"service_recreation: a move into another family", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" + handPlan(map[string]string{
 			"target_cidrs": `["fd00:24::/108"]`,
-			"moves":        `{ "a/b" = { uid = "u", type = "ClusterIP", old_ips = ["10.0.0.1"], new_ips = ["fd00:24::1"] } }`}) + "}\n",
-			[]string{"IP Family Changes", `plan.moves["a/b"].new_ips[0]`}},
+			"moves":        `{ "a/b" = "10.0.0.1 to fd00:24::1 (ClusterIP, uid u)" }`}) + "}\n",
+			[]string{"IP Family Changes", `plan.moves["a/b"]`}},
+		{"service_recreation: a move no data source writes", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" + handPlan(map[string]string{
+			"moves": `{ "a/b" = "100.64.0.1 -> 172.24.0.5" }`}) + "}\n",
+			[]string{"Invalid Move", `plan.moves["a/b"]`, "OLD_IPS to NEW_IPS (TYPE, uid UID)"}},
 		{"service_recreation: endpoint_wait not a duration", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" + handPlan(nil) +
 			"  endpoint_wait = \"2 minutes\"\n}\n",
 			[]string{"Invalid Duration", "@endpoint_wait", `"2 minutes" is not a Go duration`}},
@@ -92,7 +95,7 @@ func TestAccBadInput_matrix(t *testing.T) {
 			[]string{"Invalid Plan", `journal_group "team a" is not a label value`}},
 		{"service_recreation: the DNS Service moves without its bridge", p + "resource \"k8scidr_service_recreation\" \"x\" {\n" +
 			handPlan(map[string]string{"dns_service": `"kube-system/kube-dns"`, "dns_bridge": "false", "first_moves": `["kube-system/kube-dns"]`,
-				"moves": `{ "kube-system/kube-dns" = { uid = "u", type = "ClusterIP", old_ips = ["100.64.0.10"], new_ips = ["172.24.0.10"] } }`}) + "}\n",
+				"moves": `{ "kube-system/kube-dns" = "100.64.0.10 to 172.24.0.10 (ClusterIP, uid u)" }`}) + "}\n",
 			[]string{"Cluster DNS Would Move Without Its Bridge", "kube-system/kube-dns", "dns_bridge_off_reason"}},
 		{"service_moves: journal_group not a label value", p + "data \"k8scidr_service_moves\" \"x\" {\n  target_cidrs = [\"172.24.0.0/15\"]\n" +
 			"  journal_group = \"-a\"\n}\n",

@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tfsdklog"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/movetext"
 )
 
 // BenchmarkRecreationPlan is the framework's share of planning k8scidr_service_recreation with n
@@ -74,23 +76,16 @@ func planMovesValue(typ tftypes.Object, n int) tftypes.Value {
 		plan[name] = tftypes.NewValue(at, nil)
 	}
 	strs := tftypes.List{ElementType: tftypes.String}
-	ips := func(format string, i int) tftypes.Value {
-		return tftypes.NewValue(strs, []tftypes.Value{tftypes.NewValue(tftypes.String, fmt.Sprintf(format, i/256, i%256))})
-	}
 	plan["target_cidrs"] = tftypes.NewValue(strs, []tftypes.Value{tftypes.NewValue(tftypes.String, "172.24.0.0/15")})
 	plan["first_moves"] = tftypes.NewValue(strs, []tftypes.Value{})
 	plan["restore"] = tftypes.NewValue(pt.AttributeTypes["restore"], map[string]tftypes.Value{})
 	plan["dns_bridge"] = tftypes.NewValue(tftypes.Bool, true)
 	mt, _ := pt.AttributeTypes["moves"].(tftypes.Map)
-	et, _ := mt.ElementType.(tftypes.Object)
 	moves := map[string]tftypes.Value{}
 	for i := range n {
-		moves[fmt.Sprintf("ns%d/svc%d", i/100, i)] = tftypes.NewValue(et, map[string]tftypes.Value{
-			"uid":     tftypes.NewValue(tftypes.String, fmt.Sprintf("uid-%d", i)),
-			"type":    tftypes.NewValue(tftypes.String, "ClusterIP"),
-			"old_ips": ips("100.64.%d.%d", i),
-			"new_ips": ips("172.24.%d.%d", i),
-		})
+		moves[fmt.Sprintf("ns%d/svc%d", i/100, i)] = tftypes.NewValue(mt.ElementType, movetext.Move{
+			OldIPs: []string{fmt.Sprintf("100.64.%d.%d", i/256, i%256)}, NewIPs: []string{fmt.Sprintf("172.24.%d.%d", i/256, i%256)},
+			Type: "ClusterIP", UID: fmt.Sprintf("0f8e7a52-1b2c-4d3e-9f00-%012d", i)}.String())
 	}
 	plan["moves"] = tftypes.NewValue(mt, moves)
 	vals["plan"] = tftypes.NewValue(pt, plan)

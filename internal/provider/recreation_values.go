@@ -19,23 +19,25 @@ import (
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/movetext"
 )
 
 var (
 	ipListType = types.ListType{ElemType: types.StringType}
-	// moveType is one planned move, as the data source reports it and the resource takes it.
-	moveType = types.ObjectType{AttrTypes: map[string]attr.Type{"uid": types.StringType, "type": types.StringType,
-		"old_ips": ipListType, "new_ips": ipListType}}
+	// moveType is one planned move, as the data source reports it and the resource takes it:
+	// movetext's one line per Service.
+	moveType = types.StringType
 	// restoreType is one journal entry to restore.
 	restoreType = types.ObjectType{AttrTypes: map[string]attr.Type{"new_ips": ipListType, "journal": types.StringType}}
-	// recreatedType is one Service an apply recreated.
-	recreatedType = types.ObjectType{AttrTypes: map[string]attr.Type{"old_ips": ipListType, "new_ips": ipListType}}
+	// recreatedType is one Service an apply recreated: "old to new".
+	recreatedType = types.StringType
 )
 
 // Descriptions shared by the data source's outputs and the resource's inputs.
 const (
-	movesDescription = "Services to move, by `namespace/name`: the UID and type of the object planned from, and its " +
-		"`spec.clusterIPs` before and after (IPs already in the target stay)."
+	movesDescription = "Services to move, by `namespace/name`, one line each: its `spec.clusterIPs` before and after " +
+		"(comma-separated in family order; IPs already in the target stay), and the type and UID of the object planned " +
+		"from, as in `\"100.64.0.10 to 172.24.0.10 (ClusterIP, uid 0f8e7a52-…)\"`."
 	restoreDescription = "Services an interrupted apply left in the journal, by `namespace/name`: a missing one is " +
 		"recreated first at `new_ips`; one that exists keeps its IPs (shown as `new_ips`) and gets back the Endpoints " +
 		"and EndpointSlices its move took along. `journal` is the journal ConfigMap holding the entry."
@@ -59,8 +61,7 @@ func ipsValue(ips []string, diags *diag.Diagnostics) types.List {
 func movesValue(moves []recreation.Move, diags *diag.Diagnostics) types.Map {
 	out := make(map[string]attr.Value, len(moves))
 	for _, m := range moves {
-		out[m.Key] = objectValue(moveType, map[string]attr.Value{"uid": types.StringValue(m.UID), "type": types.StringValue(m.Type),
-			"old_ips": ipsValue(m.OldIPs, diags), "new_ips": ipsValue(m.NewIPs, diags)}, diags)
+		out[m.Key] = types.StringValue(movetext.Move{OldIPs: m.OldIPs, NewIPs: m.NewIPs, Type: m.Type, UID: m.UID}.String())
 	}
 	return mapValue(moveType, out, diags)
 }
@@ -68,7 +69,7 @@ func movesValue(moves []recreation.Move, diags *diag.Diagnostics) types.Map {
 func recreatedValue(moves []recreation.Move, diags *diag.Diagnostics) types.Map {
 	out := make(map[string]attr.Value, len(moves))
 	for _, m := range moves {
-		out[m.Key] = objectValue(recreatedType, map[string]attr.Value{"old_ips": ipsValue(m.OldIPs, diags), "new_ips": ipsValue(m.NewIPs, diags)}, diags)
+		out[m.Key] = types.StringValue(movetext.Pair(m.OldIPs, m.NewIPs))
 	}
 	return mapValue(recreatedType, out, diags)
 }
@@ -93,25 +94,25 @@ func mapValue(t attr.Type, v map[string]attr.Value, diags *diag.Diagnostics) typ
 	return m
 }
 
-type moveModel struct {
-	UID    string   `tfsdk:"uid"`
-	Type   string   `tfsdk:"type"`
-	OldIPs []string `tfsdk:"old_ips"`
-	NewIPs []string `tfsdk:"new_ips"`
-}
-
 type restoreModel struct {
 	NewIPs  []string `tfsdk:"new_ips"`
 	Journal string   `tfsdk:"journal"`
 }
 
-// movesFrom reads a known moves value, sorted by key.
+// movesFrom reads a known moves value (plan.moves), sorted by key; a line no data source
+// writes is an error naming its key.
 func movesFrom(ctx context.Context, m types.Map, diags *diag.Diagnostics) []recreation.Move {
-	var in map[string]moveModel
+	var in map[string]string
 	diags.Append(m.ElementsAs(ctx, &in, false)...)
 	out := make([]recreation.Move, 0, len(in))
 	for _, k := range slices.Sorted(maps.Keys(in)) {
-		v := in[k]
+		v, err := movetext.Parse(in[k])
+		if err != nil {
+			at := path.Root("plan").AtName("moves").AtMapKey(k)
+			diags.AddAttributeError(at, "Invalid Move", fmt.Sprintf("%s: %v. Give plan the k8scidr_service_moves data "+
+				"source whole: plan = data.k8scidr_service_moves.NAME.", at, err))
+			continue
+		}
 		out = append(out, recreation.Move{Key: k, UID: v.UID, Type: v.Type, OldIPs: v.OldIPs, NewIPs: v.NewIPs})
 	}
 	return out

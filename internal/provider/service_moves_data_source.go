@@ -102,13 +102,7 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					"runs NodeLocal DNSCache on its own address). Only read when `dns_bridge = false` and the DNS Service moves. " +
 					"Unset, moving the DNS Service without its bridge is a plan error.",
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)}},
-			"moves": schema.MapNestedAttribute{Computed: true, MarkdownDescription: movesDescription,
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"uid":     schema.StringAttribute{Computed: true, MarkdownDescription: "UID of the Service planned from."},
-					"type":    schema.StringAttribute{Computed: true, MarkdownDescription: "Its type."},
-					"old_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "spec.clusterIPs now."},
-					"new_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "spec.clusterIPs after the move."},
-				}}},
+			"moves": schema.MapAttribute{Computed: true, ElementType: moveType, MarkdownDescription: movesDescription},
 			"restore": schema.MapNestedAttribute{Computed: true, MarkdownDescription: restoreDescription,
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"new_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "IPs it has, or is recreated with."},

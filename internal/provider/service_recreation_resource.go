@@ -73,8 +73,7 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"Its `target_cidrs` must each be served by a Ready ServiceCIDR when the apply starts (order this resource " +
 					"after the `k8scidr_service_cidr` that creates it with `depends_on`). After a refresh `moves`, `restore` " +
 					"and `first_moves` read as empty, so the next plan shows only what the data source still finds. " +
-					"`moves`: " + movesDescription + " Each entry: `uid` (of the Service planned from), `type` (its type " +
-					"when planned), `old_ips`, `new_ips`. `restore`: " + restoreDescription + " `first_moves`: " +
+					"`moves`: " + movesDescription + " `restore`: " + restoreDescription + " `first_moves`: " +
 					firstDescription + " If a first move no longer holds at apply, nothing is moved. `dns_service`: " +
 					dnsServiceDescription + " `dns_bridge`, `dns_bridge_off_reason`: whether the DNS bridge is on, and why " +
 					"not. `journal_namespace`, `journal_group`: the journal the data source read, which this resource writes."},
@@ -105,8 +104,8 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"endpoints). The next apply moves the rest. Default `" + defaultEndpointWait + "`.",
 				Validators: []validator.String{durationBetween(time.Second, time.Hour)}},
 			"recreated": schema.MapAttribute{Computed: true, ElementType: recreatedType,
-				MarkdownDescription: "Services the last apply that moved anything recreated, with the IPs they got: " +
-					"`old_ips` (before) and `new_ips` (after)."},
+				MarkdownDescription: "Services the last apply that moved anything recreated, with the IPs they had and got, " +
+					"one line each: `\"100.64.0.10 to 172.24.0.10\"` (each side comma-separated in family order)."},
 			"not_moved": schema.MapAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Planned moves and restores the last apply did not make because they no longer held, with " +
 					"the reason (deleted, replaced, already moved, planned IP taken, type changed …)."},

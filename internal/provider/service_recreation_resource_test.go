@@ -28,6 +28,7 @@ import (
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/movetext"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -219,12 +220,12 @@ func mixedServices(f fixture) map[string][2][]string {
 	}
 }
 
-// movesCheck checks a planned moves value: the old and new IPs of each Service.
+// movesCheck checks a planned moves value: the old and new IPs of each Service, its type and
+// a UID.
 func movesCheck(moves map[string][2][]string) knownvalue.Check {
 	m := map[string]knownvalue.Check{}
 	for k, v := range moves {
-		m[k] = knownvalue.ObjectExact(map[string]knownvalue.Check{"uid": knownvalue.StringRegexp(regexp.MustCompile(`^[0-9a-f-]{36}$`)),
-			"type": knownvalue.NotNull(), "old_ips": strListCheck(v[0]...), "new_ips": strListCheck(v[1]...)})
+		m[k] = knownvalue.StringRegexp(regexp.MustCompile(`^` + regexp.QuoteMeta(movetext.Pair(v[0], v[1])) + ` \([A-Za-z]+, uid [0-9a-f-]{36}\)$`))
 	}
 	return knownvalue.MapExact(m)
 }
@@ -233,7 +234,7 @@ func movesCheck(moves map[string][2][]string) knownvalue.Check {
 func recreatedCheck(moves map[string][2][]string) knownvalue.Check {
 	m := map[string]knownvalue.Check{}
 	for k, v := range moves {
-		m[k] = knownvalue.ObjectExact(map[string]knownvalue.Check{"old_ips": strListCheck(v[0]...), "new_ips": strListCheck(v[1]...)})
+		m[k] = knownvalue.StringExact(movetext.Pair(v[0], v[1]))
 	}
 	return knownvalue.MapExact(m)
 }
@@ -557,7 +558,7 @@ func TestAccServiceRecreation_invalid(t *testing.T) {
 resource "k8scidr_service_recreation" "this" {
 %s}
 `, handPlan(map[string]string{"target_cidrs": fmt.Sprintf("[%q]", target),
-			"moves": fmt.Sprintf(`{ "app/keep" = { uid = %q, type = "ClusterIP", old_ips = ["100.64.1.1"], new_ips = [%q] } }`, keep.UID, newIP)}))
+			"moves": fmt.Sprintf(`{ "app/keep" = "100.64.1.1 to %s (ClusterIP, uid %s)" }`, newIP, keep.UID)}))
 	}
 	unchanged := func(*terraform.State) error {
 		after := servicesIn(t, c.Kube, "")
@@ -580,11 +581,11 @@ resource "k8scidr_service_recreation" "this" {
 				ExpectError: regexp.MustCompile(`(?s)parallelism.*between 1 and 200`)},
 			// Hand edits: outside the target, the target's network, broadcast and first addresses.
 			{Config: handMoves("172.24.0.0/15", "10.0.0.1"), PlanOnly: true,
-				ExpectError: diagRE("IP Outside the Target", `plan.moves["app/keep"].new_ips[0]`, "10.0.0.1 is in none of target_cidrs")},
+				ExpectError: diagRE("IP Outside the Target", `plan.moves["app/keep"]`, "10.0.0.1 is in none of target_cidrs")},
 			{Config: handMoves("172.24.0.0/15", "172.25.255.255"), PlanOnly: true,
-				ExpectError: diagRE("Unallocatable IP", `plan.moves["app/keep"].new_ips[0]`, "broadcast")},
+				ExpectError: diagRE("Unallocatable IP", `plan.moves["app/keep"]`, "broadcast")},
 			{Config: handMoves("172.24.0.0/15", "172.24.0.1"), PlanOnly: true,
-				ExpectError: diagRE("Reserved IP", `plan.moves["app/keep"].new_ips[0]`, "first address")},
+				ExpectError: diagRE("Reserved IP", `plan.moves["app/keep"]`, "first address")},
 			// A /30 holds two addresses and .1 is reserved: one Service fits, two do not.
 			{PreConfig: func() { f.service("app", ipService("second", "ClusterIP", "100.64.1.2")) },
 				Config: recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/30"), PlanOnly: true,

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net/netip"
 	"reflect"
@@ -14,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/movetext"
 )
 
 // TestAccServiceRecreation_wayBack is stage 1 and its way back. Services at IPs whose offsets a
@@ -76,9 +77,9 @@ func TestAccServiceRecreation_wayBack(t *testing.T) {
 	out := w.planFile()
 	moves, _ := w.planned(recreationAddr, "plan.moves").(map[string]any)
 	for k, ips := range original {
-		m, _ := moves[k].(map[string]any)
-		if got := fmt.Sprint(m["new_ips"]); got != fmt.Sprint(ips) {
-			t.Errorf("the plan moves %s back to %s, want %v", k, got, ips)
+		s, _ := moves[k].(string)
+		if m, err := movetext.Parse(s); err != nil || !slices.Equal(m.NewIPs, ips) {
+			t.Errorf("the plan moves %s back to %v (%q, %v), want %v", k, m.NewIPs, s, err, ips)
 		}
 	}
 	if len(moves) != len(original) {

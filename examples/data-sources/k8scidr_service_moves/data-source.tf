@@ -7,7 +7,7 @@ data "k8scidr_service_moves" "this" {
 }
 
 output "services_to_move" {
-  value = { for k, v in data.k8scidr_service_moves.this.moves : k => "${join(",", v.old_ips)} -> ${join(",", v.new_ips)}" }
+  value = data.k8scidr_service_moves.this.moves # "ns/name" = "100.64.0.10 to 172.24.0.10 (ClusterIP, uid …)"
 }
 
 output "skipped" {

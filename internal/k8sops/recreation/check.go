@@ -77,27 +77,26 @@ func ValidatePlanned(p PlannedRecreation) []k8sops.Finding {
 			out = append(out, k8sops.Finding{Path: at, Summary: "Invalid Service Key", Detail: fmt.Sprintf("%q: use namespace/name.", m.Key)})
 		}
 		if len(m.OldIPs) == 0 || len(m.OldIPs) != len(m.NewIPs) {
-			out = append(out, k8sops.Finding{Path: at.Attr("new_ips"), Summary: "IPs Do Not Pair Up",
-				Detail: fmt.Sprintf("old_ips %v and new_ips %v must list the same number of IPs, one per family, in order.", m.OldIPs, m.NewIPs)})
+			out = append(out, k8sops.Finding{Path: at, Summary: "IPs Do Not Pair Up",
+				Detail: fmt.Sprintf("old IPs %v and new IPs %v must list the same number of IPs, one per family, in order.", m.OldIPs, m.NewIPs)})
 			continue
 		}
 		for i := range m.NewIPs {
-			ipAt := at.Attr("new_ips").Index(i)
 			oldIP, errOld := netip.ParseAddr(m.OldIPs[i])
 			newIP, errNew := netip.ParseAddr(m.NewIPs[i])
 			switch {
 			case errOld != nil || errNew != nil:
-				out = append(out, k8sops.Finding{Path: ipAt, Summary: "Invalid IP", Detail: fmt.Sprintf("%q → %q is not a pair of IP addresses.", m.OldIPs[i], m.NewIPs[i])})
+				out = append(out, k8sops.Finding{Path: at, Summary: "Invalid IP", Detail: fmt.Sprintf("%q → %q is not a pair of IP addresses.", m.OldIPs[i], m.NewIPs[i])})
 			case oldIP.Is4() != newIP.Is4():
-				out = append(out, k8sops.Finding{Path: ipAt, Summary: "IP Family Changes", Detail: fmt.Sprintf("%s → %s: a move keeps each IP's family.", oldIP, newIP)})
+				out = append(out, k8sops.Finding{Path: at, Summary: "IP Family Changes", Detail: fmt.Sprintf("%s → %s: a move keeps each IP's family.", oldIP, newIP)})
 			case oldIP == newIP:
 				// an IP that stays (already in the target, or of a family not moved)
 			default:
 				if f, bad := unusableTargetIP(targets, newIP); bad {
-					out = append(out, k8sops.Finding{Path: ipAt, Summary: f.Summary, Detail: f.Detail})
+					out = append(out, k8sops.Finding{Path: at, Summary: f.Summary, Detail: f.Detail})
 					continue
 				}
-				claim(ipAt, m.Key, newIP)
+				claim(at, m.Key, newIP)
 			}
 		}
 	}

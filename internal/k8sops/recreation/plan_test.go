@@ -488,13 +488,13 @@ func TestValidatePlanned(t *testing.T) {
 		edit func(p *PlannedRecreation)
 		path string
 	}{
-		{"outside the target", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"10.0.0.5"} }, `moves["app/np"].new_ips[0]`},
-		{"network address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.0.0"} }, `moves["app/np"].new_ips[0]`},
-		{"broadcast address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.25.255.255"} }, `moves["app/np"].new_ips[0]`},
-		{"first address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.0.1"} }, `moves["app/np"].new_ips[0]`},
-		{"duplicate", func(p *PlannedRecreation) { p.Moves[2].NewIPs = p.Moves[1].NewIPs }, `moves["app/web"].new_ips[0]`},
-		{"unpaired", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.1.5", "172.24.1.6"} }, `moves["app/np"].new_ips`},
-		{"family", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"fd00::5"} }, `moves["app/np"].new_ips[0]`},
+		{"outside the target", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"10.0.0.5"} }, `moves["app/np"]`},
+		{"network address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.0.0"} }, `moves["app/np"]`},
+		{"broadcast address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.25.255.255"} }, `moves["app/np"]`},
+		{"first address", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.0.1"} }, `moves["app/np"]`},
+		{"duplicate", func(p *PlannedRecreation) { p.Moves[2].NewIPs = p.Moves[1].NewIPs }, `moves["app/web"]`},
+		{"unpaired", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.1.5", "172.24.1.6"} }, `moves["app/np"]`},
+		{"family", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"fd00::5"} }, `moves["app/np"]`},
 		{"bad key", func(p *PlannedRecreation) { p.Moves[1].Key = "np" }, `moves["np"]`},
 		{"restore on the broadcast", func(p *PlannedRecreation) {
 			p.Restore = []Restore{{Key: "app/x", NewIPs: []string{"172.25.255.255"}, Journal: "j"}}
