@@ -154,7 +154,12 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Services("").List), collect(&s.Services))
 		}},
 		{"pods", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR, CheckDisruptionBudget, CheckServiceCIDRGate}, func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Pods("").List), collect(&s.Pods))
+			// No check reads a pod's managedFields: they would be half of 20,000 pods held at once.
+			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Pods("").List), func(p *corev1.Pod) error {
+				p.ManagedFields = nil
+				s.Pods = append(s.Pods, *p)
+				return nil
+			})
 		}},
 		{"namespaces", []string{CheckPodsPinnedToOldPool}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Namespaces().List), collect(&s.Namespaces))
