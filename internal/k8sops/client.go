@@ -62,9 +62,10 @@ func NewClient(cfg *rest.Config, fieldManager, calicoAPIGroup string) (*Client, 
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return retryHints{rt} })
 	trace := new(func(context.Context, APIRequest))
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return apiTrace{rt, trace} })
-	// Built-in types travel as protobuf, as kubectl and kube-controller-manager ask for them:
-	// a list of 20,000 pods decodes in a fraction of the time and garbage of JSON. The dynamic
-	// client (Calico's types, which have no protobuf form) keeps JSON.
+	// Built-in types travel as protobuf, as kube-controller-manager and the kubelet ask for
+	// them: smaller responses and less garbage decoding them (a 10,000-Service plan peaked
+	// 10-15 MiB lower, bench/results/2026-11-28-plan.md). The dynamic client (Calico's types,
+	// which have no protobuf form) keeps JSON.
 	kcfg := rest.CopyConfig(cfg)
 	kcfg.ContentType = runtime.ContentTypeProtobuf
 	kcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON

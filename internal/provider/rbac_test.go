@@ -114,7 +114,7 @@ resource "k8scidr_workload_roll" "pods" {
 	expect(t, "cluster_info server_version", w.readAtPlan("data.k8scidr_cluster_info.this", "server_version"),
 		knownvalue.StringRegexp(regexp.MustCompile(`^v1\.`)))
 	expect(t, "planned moves", w.planned("k8scidr_service_recreation.this", "plan.moves"), knownvalue.MapPartial(map[string]knownvalue.Check{
-		"app/api": knownvalue.ObjectPartial(map[string]knownvalue.Check{"new_ips": strListCheck("172.24.5.5")}),
+		"app/api": moveCheck([]string{"100.64.5.5"}, []string{"172.24.5.5"}),
 	}))
 	expect(t, "planned restarts", w.planned("k8scidr_workload_roll.pods", "plan.workloads"), strListCheck("default/deployment/web"))
 	pools, _ := w.readAtPlan("data.k8scidr_calico_ippools.all", "pools").([]any)

@@ -144,7 +144,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 	// not made but reported, and the next plan moves it to a free IP.
 	late := f.service("crash", ipService("late", "ClusterIP", "100.64.30.30"))
 	w.planFile()
-	newIP := fmt.Sprint(list(dig(w.planned(recreationAddr, "plan.moves"), "crash/late", "new_ips"))[0])
+	newIP := plannedMove(t, w, "crash/late").NewIPs[0]
 	if newIP != "172.24.30.30" {
 		t.Fatalf("late planned to %s, want 172.24.30.30", newIP)
 	}
@@ -156,7 +156,7 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 		t.Error("the apply touched crash/late, whose planned IP was taken")
 	}
 	w.planFile()
-	if ip := fmt.Sprint(list(dig(w.planned(recreationAddr, "plan.moves"), "crash/late", "new_ips"))[0]); ip != "172.24.30.31" {
+	if ip := plannedMove(t, w, "crash/late").NewIPs[0]; ip != "172.24.30.31" {
 		t.Errorf("the next plan moves crash/late to %s, want the next free 172.24.30.31", ip)
 	}
 	w.applyFile()

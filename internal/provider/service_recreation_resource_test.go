@@ -225,9 +225,25 @@ func mixedServices(f fixture) map[string][2][]string {
 func movesCheck(moves map[string][2][]string) knownvalue.Check {
 	m := map[string]knownvalue.Check{}
 	for k, v := range moves {
-		m[k] = knownvalue.StringRegexp(regexp.MustCompile(`^` + regexp.QuoteMeta(movetext.Pair(v[0], v[1])) + ` \([A-Za-z]+, uid [0-9a-f-]{36}\)$`))
+		m[k] = moveCheck(v[0], v[1])
 	}
 	return knownvalue.MapExact(m)
+}
+
+// moveCheck checks one planned move: its old and new IPs, its type and a UID.
+func moveCheck(oldIPs, newIPs []string) knownvalue.Check {
+	return knownvalue.StringRegexp(regexp.MustCompile(`^` + regexp.QuoteMeta(movetext.Pair(oldIPs, newIPs)) + ` \([A-Za-z]+, uid [0-9a-f-]{36}\)$`))
+}
+
+// plannedMove is one move of the recreation in the saved plan tfplan, parsed.
+func plannedMove(t *testing.T, w *cliWorkspace, key string) movetext.Move {
+	t.Helper()
+	s, _ := dig(w.planned(recreationAddr, "plan.moves"), key).(string)
+	m, err := movetext.Parse(s)
+	if err != nil {
+		t.Fatalf("planned move %s: %v", key, err)
+	}
+	return m
 }
 
 // recreatedCheck checks a recreated value: the old and new IPs of each Service.
