@@ -42,12 +42,3 @@ func Parse(s string) (Move, error) {
 	}
 	return Move{OldIPs: strings.Split(m[1], ","), NewIPs: strings.Split(m[2], ","), Type: m[3], UID: m[4]}, nil
 }
-
-// ParsePair reads a pair as Pair writes it.
-func ParsePair(s string) (oldIPs, newIPs []string, err error) {
-	o, n, ok := strings.Cut(s, " to ")
-	if !ok || o == "" || n == "" || strings.ContainsAny(o+n, " ") {
-		return nil, nil, fmt.Errorf("%q is not a pair of IP lists: want \"OLD_IPS to NEW_IPS\"", s)
-	}
-	return strings.Split(o, ","), strings.Split(n, ","), nil
-}
