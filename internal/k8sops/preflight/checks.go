@@ -20,6 +20,7 @@ import (
 // CheckPreflight runs every check.
 func CheckPreflight(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	out := slices.Clone(s.Unread)
+	r = r.indexed()
 	for _, check := range []func(PreflightSnapshot, PreflightRanges) []PreflightFinding{
 		checkClusterIPPinned, checkDNSPinned, checkPodsPinned, checkPoolPlacement, checkKubeProxy,
 		checkPolicies, checkAdmission, checkDisruption, checkRangeOverlap, checkCNIIPAM, checkServiceCIDRGate,
@@ -45,7 +46,7 @@ func overlapsAny(p netip.Prefix, ranges []netip.Prefix) bool {
 func oldIPs(svc *corev1.Service, r PreflightRanges) []string {
 	var out []string
 	for _, ip := range k8sops.ClusterIPs(svc) {
-		if containsAddr(r.OldService, ip) {
+		if r.inOldService(ip) {
 			out = append(out, ip.String())
 		}
 	}
@@ -146,7 +147,7 @@ func checkDNSPinned(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	}
 	if cm := s.ConfigMaps[recreation.KubeletConfigMap]; cm != nil {
 		if dns, err := recreation.KubeletClusterDNS(cm); err == nil {
-			if old := addrsIn(dns, r.OldService); len(old) > 0 {
+			if old := addrsIn(dns, r.inOldService); len(old) > 0 {
 				out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckDNSPinned,
 					Object: ObjectRef{"ConfigMap", "kube-system", recreation.KubeletConfigMap},
 					Detail: fmt.Sprintf("The kubelets hand every new pod the DNS server %s, in the old Service range: pods keep "+
@@ -182,7 +183,7 @@ func nodeLocalDNS(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	}
 	var old []string
 	for _, m := range ipLike.FindAllString(strings.Join(text, "\n"), -1) {
-		old = append(old, addrsIn(strings.Split(m, ","), r.OldService)...)
+		old = append(old, addrsIn(strings.Split(m, ","), r.inOldService)...)
 	}
 	slices.Sort(old)
 	old = slices.Compact(old)
@@ -197,11 +198,11 @@ func nodeLocalDNS(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 			"and change any old IP in its Corefile and -localip argument to the new one."}}
 }
 
-// addrsIn returns the strings that are IP addresses inside one of the ranges.
-func addrsIn(values []string, ranges []netip.Prefix) []string {
+// addrsIn returns the strings that are IP addresses in a range (in).
+func addrsIn(values []string, in func(netip.Addr) bool) []string {
 	var out []string
 	for _, v := range values {
-		if ip, err := netip.ParseAddr(strings.TrimSpace(v)); err == nil && containsAddr(ranges, ip) {
+		if ip, err := netip.ParseAddr(strings.TrimSpace(v)); err == nil && in(ip) {
 			out = append(out, ip.String())
 		}
 	}

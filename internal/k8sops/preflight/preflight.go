@@ -87,6 +87,31 @@ func (f PreflightFinding) Summary() string { return f.Check + " on " + f.Object.
 type PreflightRanges struct {
 	OldService, NewService, OldPod, NewPod []netip.Prefix
 	Reserved                               []NamedRange
+	// OldService split for lookups (indexed): a recreation's old range is one host prefix per
+	// moved Service, and every Service in the cluster is looked up in it.
+	oldServiceHosts map[netip.Addr]bool
+	oldServiceNets  []netip.Prefix
+}
+
+// indexed is r with OldService indexed for inOldService.
+func (r PreflightRanges) indexed() PreflightRanges {
+	r.oldServiceHosts, r.oldServiceNets = map[netip.Addr]bool{}, nil
+	for _, p := range r.OldService {
+		if p.IsSingleIP() {
+			r.oldServiceHosts[p.Addr()] = true
+		} else {
+			r.oldServiceNets = append(r.oldServiceNets, p)
+		}
+	}
+	return r
+}
+
+// inOldService reports whether ip lies in the old Service range.
+func (r PreflightRanges) inOldService(ip netip.Addr) bool {
+	if r.oldServiceHosts == nil {
+		return containsAddr(r.OldService, ip)
+	}
+	return r.oldServiceHosts[ip] || containsAddr(r.oldServiceNets, ip)
 }
 
 // PreflightSnapshot is what the checks read. Items a read could not get are nil, with the

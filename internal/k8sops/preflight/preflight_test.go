@@ -366,3 +366,24 @@ func deployment(ns, name string, replicas int32, labels map[string]string) appsv
 	return appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: appsv1.DeploymentSpec{
 		Replicas: &replicas, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}}
 }
+
+// TestInOldService: the index answers as the prefixes do, for a recreation's host prefixes (its
+// moved Services' old IPs), ranges, and both mixed, IPv4 and IPv6.
+func TestInOldService(t *testing.T) {
+	ranges := PreflightRanges{OldService: []netip.Prefix{netip.MustParsePrefix("100.64.0.10/32"), netip.MustParsePrefix("100.64.1.0/24"),
+		netip.MustParsePrefix("fd00::a/128"), netip.MustParsePrefix("fd01::/64")}}
+	indexed := ranges.indexed()
+	if len(indexed.oldServiceHosts) != 2 || len(indexed.oldServiceNets) != 2 {
+		t.Fatalf("index: %d hosts, %d nets, want 2 and 2", len(indexed.oldServiceHosts), len(indexed.oldServiceNets))
+	}
+	for ip, want := range map[string]bool{"100.64.0.10": true, "100.64.0.11": false, "100.64.1.200": true, "100.64.2.1": false,
+		"fd00::a": true, "fd00::b": false, "fd01::1:2": true, "fd02::1": false} {
+		a := netip.MustParseAddr(ip)
+		if got := indexed.inOldService(a); got != want {
+			t.Errorf("indexed: %s in old range = %v, want %v", ip, got, want)
+		}
+		if got := ranges.inOldService(a); got != want {
+			t.Errorf("not indexed: %s in old range = %v, want %v", ip, got, want)
+		}
+	}
+}

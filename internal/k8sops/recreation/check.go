@@ -215,10 +215,11 @@ func PrepareRecreation(snap Snapshot, p PlannedRecreation, o BridgeOptions) (Rec
 	s.Targets = targets
 	var errs []k8sops.Finding
 	s.TakeOver = map[string][]*corev1.Service{}
+	bridges := standIns(snap.Services)
 	takeOver := func(key string, ips []string) map[netip.Addr]bool {
 		own := map[netip.Addr]bool{}
 		for _, ip := range parseAddrs(ips) {
-			if b := bridgeHolding(snap.Services, key, ip); b != nil {
+			if b := bridgeHolding(bridges, key, ip); b != nil {
 				own[ip] = true
 				if !slices.Contains(s.TakeOver[key], b) {
 					s.TakeOver[key] = append(s.TakeOver[key], b)

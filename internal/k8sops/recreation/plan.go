@@ -276,6 +276,7 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 func (p *RecreationPlan) previousIPs(snap Snapshot, cands []candidate, targets []netip.Prefix, held *[]netip.Addr) []k8sops.Placement {
 	var out []k8sops.Placement
 	var unrecorded, blocked, takeovers []string
+	bridges := standIns(snap.Services)
 	for _, c := range cands {
 		key := k8sops.SvcKey(c.svc)
 		prev := parseAddrs(strings.Split(c.svc.Annotations[k8sops.PreviousClusterIPsAnnotation], ","))
@@ -289,7 +290,7 @@ func (p *RecreationPlan) previousIPs(snap Snapshot, cands []candidate, targets [
 				continue
 			}
 			back := prev[i]
-			bridge := bridgeHolding(snap.Services, key, back)
+			bridge := bridgeHolding(bridges, key, back)
 			if _, bad := unusableTargetIP(targets, back); bad || (slices.Contains(*held, back) && bridge == nil) {
 				blocked = append(blocked, fmt.Sprintf("%s (%s)", key, back))
 				continue
@@ -317,15 +318,27 @@ func (p *RecreationPlan) previousIPs(snap Snapshot, cands []candidate, targets [
 	return out
 }
 
-// bridgeHolding is the bridge standing in for Service key (k8sops.StandsInFor) that holds ip,
-// nil when none does.
-func bridgeHolding(services []corev1.Service, key string, ip netip.Addr) *corev1.Service {
-	for i := range services {
-		if b := &services[i]; k8sops.StandsInFor(b, key) && slices.Contains(k8sops.ClusterIPs(b), ip) {
+// bridgeHolding is the bridge among bridges (standIns) standing in for Service key
+// (k8sops.StandsInFor) that holds ip, nil when none does.
+func bridgeHolding(bridges []*corev1.Service, key string, ip netip.Addr) *corev1.Service {
+	for _, b := range bridges {
+		if k8sops.StandsInFor(b, key) && slices.Contains(k8sops.ClusterIPs(b), ip) {
 			return b
 		}
 	}
 	return nil
+}
+
+// standIns are the Services that may stand in for another (DNS and old-IP bridges): a few among
+// thousands, collected once rather than looked for among all the Services for each planned IP.
+func standIns(services []corev1.Service) []*corev1.Service {
+	var out []*corev1.Service
+	for i := range services {
+		if b := &services[i]; b.Labels[k8sops.DNSBridgeLabel] == "true" || b.Labels[k8sops.OldIPBridgeLabel] == "true" {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 type candidate struct {

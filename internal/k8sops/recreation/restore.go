@@ -175,6 +175,7 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix, dnsKey string,
 	held *[]netip.Addr, reqs *[]k8sops.PlacementRequest) {
 	newest := newestEntries(snap.Journal)
+	bridges := standIns(snap.Services)
 	for _, e := range snap.Journal {
 		if newest[e.Key].Object != e.Object {
 			continue // settled with the newer
@@ -207,7 +208,7 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 			}
 			// An IP held by the Service's own bridge is free for it: an interrupted way back
 			// (ip_assignment = "previous") deleted the Service, not yet the bridge.
-			taken := slices.Contains(*held, ip) && bridgeHolding(snap.Services, e.Key, ip) == nil
+			taken := slices.Contains(*held, ip) && bridgeHolding(bridges, e.Key, ip) == nil
 			if taken || !k8sops.ReadyHolds(snap.Ranges, ip) {
 				if _, ok := k8sops.TargetFor(targets, ip); ok {
 					*reqs = append(*reqs, k8sops.PlacementRequest{Key: "restore " + e.Key, Old: ip})
