@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -21,7 +22,10 @@ type proxy struct {
 	requests atomic.Int64
 	// journalWrites counts ConfigMap creates: the provider's recreation journal objects.
 	journalWrites atomic.Int64
-	srv           *http.Server
+	// firstServiceDelete is when the first Service DELETE came since the last reset (unix ns; 0:
+	// none yet): the start of the provider's moves.
+	firstServiceDelete atomic.Int64
+	srv                *http.Server
 
 	mu    sync.Mutex
 	kinds map[string]int // BENCH_DEBUG: requests by verb and resource
@@ -59,6 +63,12 @@ func (p *proxy) dumpKinds() {
 	p.kinds = nil
 }
 
+// isService reports whether path names one Service (/api/v1/namespaces/NS/services/NAME).
+func isService(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	return len(parts) == 6 && parts[0] == "api" && parts[2] == "namespaces" && parts[4] == "services"
+}
+
 func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 	rp, err := testcluster.ReverseProxy(cfg)
 	if err != nil {
@@ -70,6 +80,9 @@ func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 		p.requests.Add(1)
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/configmaps") {
 			p.journalWrites.Add(1)
+		}
+		if r.Method == http.MethodDelete && isService(r.URL.Path) {
+			p.firstServiceDelete.CompareAndSwap(0, time.Now().UnixNano())
 		}
 		if debug {
 			p.byKind(r)

@@ -130,7 +130,7 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int, mo
 	var m measure
 	switch who {
 	case "k8scidr", withBridges:
-		m.wall, m.rss, err = b.k8scidrRecreate(nss, who == withBridges)
+		m.wall, m.rss, m.start, err = b.k8scidrRecreate(nss, who == withBridges)
 	case "floor (client-go)":
 		err = b.floor(ctx, nss)
 		m.wall = time.Since(start)
@@ -215,17 +215,25 @@ func quoted(list []string) string {
 	return strings.Join(q, ", ")
 }
 
-func (b *bench) k8scidrRecreate(nss []string, bridges bool) (time.Duration, float64, error) {
+// k8scidrRecreate applies the recreation and returns its wall time, the provider's peak RSS
+// and how long after Terraform began applying the resource (its "Creating...") the first
+// Service was deleted.
+func (b *bench) k8scidrRecreate(nss []string, bridges bool) (wall time.Duration, rss float64, start time.Duration, err error) {
 	setting := "dns"
 	if bridges {
 		setting = "all"
 	}
 	w, err := newWorkspace(b.bin, b.self, b.kubeconfig, fmt.Sprintf(recreationConfig, target, quoted(nss), setting))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer w.close()
-	return w.run("apply", "-auto-approve", "-input=false", "-no-color")
+	b.proxy.firstServiceDelete.Store(0)
+	wall, rss, err = w.run("apply", "-auto-approve", "-input=false", "-no-color")
+	if first := b.proxy.firstServiceDelete.Load(); first != 0 && !w.applyStarted.IsZero() {
+		start = time.Unix(0, first).Sub(w.applyStarted)
+	}
+	return wall, rss, start, err
 }
 
 // floor is the least any tool must do: list the Services, then one delete and one create per

@@ -15,6 +15,7 @@ type measure struct {
 	requests int64
 	windows  []time.Duration // per-Service unavailability
 	rss      float64         // provider peak RSS, MiB (0: not the provider)
+	start    time.Duration   // the provider's recreations: from Terraform's "Creating..." to the first Service deleted
 	lostKeys []string        // Services without a routable incarnation after the run
 	notMoved int             // Services missing or outside the target range
 	planSize int             // scenario 2: Services planned over
@@ -240,6 +241,12 @@ func (t *table) targets(o options) []string {
 			}
 			check(k.wall() <= 1.2*bound && rss <= 300, "%s: %d-Service recreation %.1f s vs the EndpointSlice controller's bound %.1f s (%.2fx, "+
 				"target ≤ 1.2x), provider peak RSS %.0f MiB (target ≤ 300)%s", setting, o.scaleServices, k.wall(), bound, k.wall()/bound, rss, floor)
+		}
+	}
+	for _, r := range t.rows {
+		if sm, _, hi := r.stat(func(m measure) float64 { return m.start.Seconds() }); hi > 0 {
+			check(hi <= 2, "%s, %s, %s: first Service deleted %.2f s after Terraform began applying the resource (max %.2f; target ≤ 2 s)",
+				strings.TrimSuffix(r.scenario, "."), r.setting, r.who, sm, hi)
 		}
 	}
 	var small, large *row

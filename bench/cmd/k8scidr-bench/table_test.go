@@ -52,3 +52,37 @@ func TestBinds(t *testing.T) {
 		}
 	}
 }
+
+// TestStartTarget: each provider row with a measured start gets a target line, met by its
+// slowest run's start within 2 s and missed past it; rows without one (the floor) get none.
+func TestStartTarget(t *testing.T) {
+	var tb table
+	tb.add("4. recreate 10000 Services", settingRaised, "k8scidr", measure{wall: time.Minute, start: 1300 * time.Millisecond})
+	tb.add("1. recreate 1000 Services", settingDefaults, "k8scidr", measure{wall: time.Minute, start: 2500 * time.Millisecond})
+	tb.add("1. recreate 1000 Services", settingDefaults, "floor (client-go)", measure{wall: time.Minute})
+	var lines []string
+	for _, l := range tb.targets(options{}) {
+		if strings.Contains(l, "first Service deleted") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "met: 4. recreate 10000 Services, "+settingRaised+", k8scidr: first Service deleted 1.30 s") ||
+		!strings.HasPrefix(lines[1], "MISSED: 1. recreate 1000 Services, "+settingDefaults+", k8scidr: first Service deleted 2.50 s") {
+		t.Fatalf("start targets:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestIsService: only a single Service's path counts as the start of the moves.
+func TestIsService(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/api/v1/namespaces/b1/services/svc0":                      true,
+		"/api/v1/namespaces/b1/services":                           false,
+		"/api/v1/namespaces/b1/services/svc0/status":               false,
+		"/api/v1/namespaces/kube-system/configmaps/x":              false,
+		"/apis/discovery.k8s.io/v1/namespaces/b1/endpointslices/x": false,
+	} {
+		if got := isService(path); got != want {
+			t.Errorf("isService(%q) = %v, want %v", path, got, want)
+		}
+	}
+}

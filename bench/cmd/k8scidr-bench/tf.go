@@ -32,6 +32,22 @@ provider "k8scidr" {
 type workspace struct {
 	dir, terraform, rssFile string
 	env                     []string
+	// applyStarted is when the last run printed a resource's "Creating..." or "Modifying...":
+	// where Terraform's apply of it begins, after the plan (zero: it printed none).
+	applyStarted time.Time
+}
+
+// startWatch is terraform's output, noting when the first resource apply line comes.
+type startWatch struct {
+	out     bytes.Buffer
+	started *time.Time
+}
+
+func (s *startWatch) Write(p []byte) (int, error) {
+	if s.started.IsZero() && (bytes.Contains(p, []byte(": Creating...")) || bytes.Contains(p, []byte(": Modifying..."))) {
+		*s.started = time.Now()
+	}
+	return s.out.Write(p)
 }
 
 func newWorkspace(bin, self, kubeconfig, config string) (*workspace, error) {
@@ -66,13 +82,14 @@ func newWorkspace(bin, self, kubeconfig, config string) (*workspace, error) {
 func (w *workspace) run(args ...string) (time.Duration, float64, error) {
 	_ = os.Remove(w.rssFile)
 	cmd := exec.Command(w.terraform, append([]string{"-chdir=" + w.dir}, args...)...)
-	var out bytes.Buffer
-	cmd.Env, cmd.Stdout, cmd.Stderr = w.env, &out, &out
+	w.applyStarted = time.Time{}
+	out := &startWatch{started: &w.applyStarted}
+	cmd.Env, cmd.Stdout, cmd.Stderr = w.env, out, out
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
 	if err != nil {
-		return wall, 0, fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
+		return wall, 0, fmt.Errorf("terraform %s: %w\n%s", strings.Join(args, " "), err, tail(out.out.String(), 40))
 	}
 	return wall, peakRSS(w.rssFile), nil
 }
