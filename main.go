@@ -6,6 +6,7 @@ import (
 	"flag"
 	"log"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -23,6 +24,7 @@ func main() {
 	flag.BoolVar(&debug, "debug", false, "run the provider with support for debuggers such as delve")
 	flag.Parse()
 	quietFrameworkTrace()
+	limitMemory()
 
 	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
 		Address: "registry.terraform.io/k8scidr/k8scidr",
@@ -50,4 +52,22 @@ func quietFrameworkTrace() {
 		}
 	}
 	_ = os.Setenv("TF_LOG_SDK_FRAMEWORK", "DEBUG")
+}
+
+// softMemoryLimit bounds the Go runtime's memory (heap, stacks, its own metadata; not the
+// binary's mapped code, about 55 MiB of the resident set) unless GOMEMLIMIT says otherwise. The
+// garbage collector otherwise lets the heap grow to twice what is live: an apply of 7,000 moves
+// in a cluster of 10,000 Services held 66 MB live and let the heap grow to 134 MB, below the
+// limit, which changes nothing there; at larger sizes it collects more often instead of growing
+// past the limit, CPU a recreation paced by the apiserver has to spare. With more live data than
+// the limit the runtime spends at most half the CPU collecting and then lets the heap grow: such
+// a cluster's apply is slower, never killed for it.
+const softMemoryLimit = 200 << 20
+
+// limitMemory sets softMemoryLimit unless GOMEMLIMIT is set (GOMEMLIMIT=off removes any limit).
+func limitMemory() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	debug.SetMemoryLimit(softMemoryLimit)
 }

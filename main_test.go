@@ -1,7 +1,9 @@
 package main
 
 import (
+	"math"
 	"os"
+	"runtime/debug"
 	"testing"
 )
 
@@ -31,5 +33,25 @@ func TestQuietFrameworkTrace(t *testing.T) {
 				t.Errorf("TF_LOG_SDK_FRAMEWORK = %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestLimitMemory: the soft limit is set when GOMEMLIMIT is not, and the user's GOMEMLIMIT
+// (read by the runtime at start) is left as it is.
+func TestLimitMemory(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	t.Setenv("GOMEMLIMIT", "")
+	_ = os.Unsetenv("GOMEMLIMIT")
+	debug.SetMemoryLimit(math.MaxInt64)
+	limitMemory()
+	if got := debug.SetMemoryLimit(-1); got != softMemoryLimit {
+		t.Fatalf("without GOMEMLIMIT: limit %d, want %d", got, softMemoryLimit)
+	}
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(1 << 30)
+	limitMemory()
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Fatalf("with GOMEMLIMIT=1GiB: limit %d, want it left at %d", got, 1<<30)
 	}
 }

@@ -38,6 +38,7 @@ func main() {
 	flag.StringVar(&o.root, "root", ".", "repository root (bin/ holds the binaries)")
 	flag.StringVar(&o.scenarios, "scenarios", "", "scenarios to run, comma-separated: recreation, roll, plan, scale, drain (default all; quick mode the first three)")
 	flag.StringVar(&o.out, "out", "", "results file; default bench/results/<date>.md (none in quick mode)")
+	flag.StringVar(&o.scaleOnly, "scale-only", "", "run only the scale runs (scenarios 4 and 5) whose \"setting/contender\" matches this regular expression (default all; scenario 5's contenders are \"roll <name>\"), e.g. 'raised.*/k8scidr$'")
 	flag.StringVar(&o.only, "only", "", "run only the recreation contenders whose name matches this regular expression (default all), e.g. '^(k8scidr|floor)'")
 	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long, with every goroutine's stack (default 5h; 20m in quick mode)")
 	flag.Parse()
@@ -74,6 +75,7 @@ func watchdog(timeout time.Duration, cancel context.CancelFunc) {
 type options struct {
 	quick             bool
 	only              string // recreation contenders to run (a regular expression; "" all)
+	scaleOnly         string // scale runs to make, by "setting/contender" (a regular expression; "" all)
 	timeout           time.Duration
 	settle            time.Duration // how long a run's Services may take to come back before counting as lost
 	rounds            int

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 )
 
 // scale is scenarios 4 and 5, at the size of the clusters that need the migration: one round of
@@ -11,6 +12,14 @@ import (
 // of o.scaleRoll Deployments with kube-controller-manager raised (the provider at its default and
 // at parallelism 50, and the roll's floor).
 func (b *bench) scale(ctx context.Context) error {
+	wanted := func(string, string) bool { return true }
+	if b.o.scaleOnly != "" {
+		only, err := regexp.Compile(b.o.scaleOnly)
+		if err != nil {
+			return fmt.Errorf("-scale-only: %w", err)
+		}
+		wanted = func(setting, who string) bool { return only.MatchString(setting + "/" + who) }
+	}
 	n := b.o.scaleServices
 	recreate := fmt.Sprintf("4. recreate %d Services", n)
 	for _, s := range []struct {
@@ -22,6 +31,9 @@ func (b *bench) scale(ctx context.Context) error {
 			return err
 		}
 		for _, who := range []string{"k8scidr", "floor (client-go)"} {
+			if !wanted(s.setting, who) {
+				continue
+			}
 			if err := b.once(ctx, recreate, s.setting, who, func(run int) (measure, error) { return b.recreateOnce(ctx, run, who, n, s.flags) }); err != nil {
 				return err
 			}
@@ -32,6 +44,9 @@ func (b *bench) scale(ctx context.Context) error {
 	}
 	roll := fmt.Sprintf("5. roll %d Deployments", b.o.scaleRoll)
 	for _, who := range []string{"k8scidr", rollBest, rollFloor} {
+		if !wanted(settingRaised, "roll "+who) {
+			continue
+		}
 		if err := b.once(ctx, roll, settingRaised, who, func(run int) (measure, error) { return b.rollOnce(ctx, run, who, b.o.scaleRoll) }); err != nil {
 			return err
 		}
