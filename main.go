@@ -56,12 +56,12 @@ func quietFrameworkTrace() {
 
 // softMemoryLimit bounds the Go runtime's memory (heap, stacks, its own metadata; not the
 // binary's mapped code, about 55 MiB of the resident set) unless GOMEMLIMIT says otherwise. The
-// garbage collector otherwise lets the heap grow to twice what is live: an apply of 7,000 moves
-// in a cluster of 10,000 Services held 66 MB live and let the heap grow to 134 MB, below the
-// limit, which changes nothing there; at larger sizes it collects more often instead of growing
-// past the limit, CPU a recreation paced by the apiserver has to spare. With more live data than
-// the limit the runtime spends at most half the CPU collecting and then lets the heap grow: such
-// a cluster's apply is slower, never killed for it.
+// garbage collector otherwise lets the heap grow to twice what is live, however large that is.
+// Up to 10,000 Services the heap stays under the limit, which then changes nothing (bench
+// 2026-11-28: 243 MiB peak RSS and 978 s with it, 250 MiB and 963 s with GOMEMLIMIT=off); past
+// that it collects more often instead of growing, CPU a recreation paced by the apiserver has to
+// spare. With more live data than the limit the runtime spends at most half the CPU collecting
+// and then lets the heap grow: such a cluster's apply is slower, never killed for it.
 const softMemoryLimit = 200 << 20
 
 // limitMemory sets softMemoryLimit unless GOMEMLIMIT is set (GOMEMLIMIT=off removes any limit).
