@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 )
 
 // ServiceCIDR is the provider's view of a ServiceCIDR object.
@@ -132,20 +133,14 @@ func ListIPAddresses(ctx context.Context, c *Client, caps Capabilities) ([]IPAdd
 	switch caps.ServiceCIDRVersion {
 	case networkingv1.SchemeGroupVersion.String():
 		err = EachItem(ctx, ListPages(c.Kube.NetworkingV1().IPAddresses().List), func(a *networkingv1.IPAddress) error {
-			if r := a.Spec.ParentRef; r != nil {
-				add(a.Name, r.Resource, r.Namespace, r.Name)
-			} else {
-				add(a.Name, "", "", "")
-			}
+			r := ptr.Deref(a.Spec.ParentRef, networkingv1.ParentReference{})
+			add(a.Name, r.Resource, r.Namespace, r.Name)
 			return nil
 		})
 	case networkingv1beta1.SchemeGroupVersion.String():
 		err = EachItem(ctx, ListPages(c.Kube.NetworkingV1beta1().IPAddresses().List), func(a *networkingv1beta1.IPAddress) error {
-			if r := a.Spec.ParentRef; r != nil {
-				add(a.Name, r.Resource, r.Namespace, r.Name)
-			} else {
-				add(a.Name, "", "", "")
-			}
+			r := ptr.Deref(a.Spec.ParentRef, networkingv1beta1.ParentReference{})
+			add(a.Name, r.Resource, r.Namespace, r.Name)
 			return nil
 		})
 	default:
