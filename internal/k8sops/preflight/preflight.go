@@ -179,10 +179,8 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Services("").List), collect(&s.Services))
 		}},
 		{"pods", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR, CheckDisruptionBudget, CheckServiceCIDRGate}, func() error {
-			// No check reads a pod's managedFields: they would be half of 20,000 pods held at once.
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Pods("").List), func(p *corev1.Pod) error {
-				p.ManagedFields = nil
-				s.Pods = append(s.Pods, *p)
+				s.Pods = append(s.Pods, podForPreflight(p))
 				return nil
 			})
 		}},
@@ -381,6 +379,28 @@ func (r PreflightRanges) Validate() []k8sops.Finding {
 						"ranges and from reserved ranges. Choose another range.", p, strings.Join(clash, ", "))})
 			}
 		}
+	}
+	return out
+}
+
+// podForPreflight is the part of a pod the checks read, so that 20,000 pods cost a few MB, not
+// their whole specs and managedFields: names, labels, owners, Calico's pinning annotations and
+// the pod IP; the spec (container flags) only of kube-system's pods, where controlPlanePods looks.
+func podForPreflight(p *corev1.Pod) corev1.Pod {
+	out := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, OwnerReferences: p.OwnerReferences},
+		Status:     corev1.PodStatus{PodIP: p.Status.PodIP},
+	}
+	for _, key := range []string{annIPv4Pools, annIPv6Pools, annIPAddrs} {
+		if v, ok := p.Annotations[key]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[key] = v
+		}
+	}
+	if p.Namespace == "kube-system" {
+		out.Spec = p.Spec
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package preflight
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -269,6 +270,15 @@ func TestCheckPreflight(t *testing.T) {
 			got := onlyChecks(CheckPreflight(c.hazard, preflightRanges), []string{c.check})
 			if !slices.ContainsFunc(got, func(f PreflightFinding) bool { return f.Severity == c.severity && id(f) == c.objID }) {
 				t.Fatalf("hazard: findings %v, want a %s %s on %s", got, c.severity, c.check, c.objID)
+			}
+			// The read keeps only podForPreflight's part of each pod: the findings must not change.
+			read := c.hazard
+			read.Pods = nil
+			for i := range c.hazard.Pods {
+				read.Pods = append(read.Pods, podForPreflight(&c.hazard.Pods[i]))
+			}
+			if fromRead := onlyChecks(CheckPreflight(read, preflightRanges), []string{c.check}); !reflect.DeepEqual(fromRead, got) {
+				t.Fatalf("pods as the read keeps them: findings %v, want %v", fromRead, got)
 			}
 			for _, f := range got {
 				if f.Detail == "" || f.Fix == "" || !strings.HasSuffix(strings.TrimSpace(f.Detail), ".") {
