@@ -163,14 +163,9 @@ func (x *executor) deleteSlices(ctx context.Context, namespace string, names []s
 
 // currentSlices are the EndpointSlices the watch holds for a Service now.
 func (x *executor) currentSlices(key string) []discoveryv1.EndpointSlice {
-	items, _ := x.sliceIndex.ByIndex("service", key)
-	var out []discoveryv1.EndpointSlice
-	for _, o := range items {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok && readyEndpoints([]discoveryv1.EndpointSlice{*s}) > 0 {
-			out = append(out, *s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(x.watchedSlices(key), func(s discoveryv1.EndpointSlice) bool {
+		return readyEndpoints([]discoveryv1.EndpointSlice{s}) == 0
+	})
 }
 
 // sweepWait bounds how long a successful run waits, in all, for the EndpointSlice controllers

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -107,7 +106,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	if o.SliceWait == 0 {
 		o.SliceWait = 2 * time.Minute
 	}
-	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, slices: map[string][]discoveryv1.EndpointSlice{},
+	x := &executor{c: c, o: o, services: map[string]*corev1.Service{},
 		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, takeOver: plan.TakeOver, dnsKey: plan.DNSService,
 		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}}
 	for _, m := range plan.Moves[:plan.First] {
@@ -135,10 +134,6 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		done := x.reportProgress(ctx, total, o.ProgressEvery)
 		defer func() { res.Summary = done(err) }() // before release: the Lease is the Events' object
 	}
-	for _, s := range snap.Slices {
-		key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
-		x.slices[key] = append(x.slices[key], s)
-	}
 	defer func() {
 		if err != nil {
 			x.dropNotMoved(ctx)
@@ -150,17 +145,14 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 			x.sweepCopies(sctx, interruptGrace*4/5)
 		}
 	}()
-	if len(plan.Moves) > 0 || len(plan.Restore) > 0 {
-		stop, err := x.watchSlices(ctx)
-		if err != nil {
-			return x.res, err
-		}
-		defer stop()
-		defer x.guards.watch(ctx, x.c, x.log)()
-	}
-	if slices.ContainsFunc(plan.Moves, func(m Move) bool { _, ok := x.endpoints[m.Key]; return ok }) ||
-		slices.ContainsFunc(snap.Journal, func(e JournalEntry) bool { return e.Endpoints != nil }) {
-		defer x.watchEndpoints(ctx)()
+	// The run's watches list and sync side by side: at 10,000 Services the EndpointSlices and the
+	// Endpoints are each a list of 10,000 objects, and the first move waits for all of them.
+	stops, err := x.startWatches(ctx, len(plan.Moves) > 0 || len(plan.Restore) > 0,
+		slices.ContainsFunc(plan.Moves, func(m Move) bool { _, ok := x.endpoints[m.Key]; return ok }) ||
+			slices.ContainsFunc(snap.Journal, func(e JournalEntry) bool { return e.Endpoints != nil }))
+	defer stops()
+	if err != nil {
+		return x.res, err
 	}
 	x.syncBridgeEndpoints(ctx, snap)
 	restoreLater, err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled)
@@ -198,7 +190,6 @@ type executor struct {
 	c         *k8sops.Client
 	o         ExecOptions
 	services  map[string]*corev1.Service
-	slices    map[string][]discoveryv1.EndpointSlice
 	endpoints map[string]corev1.Endpoints
 	dnsKey    string          // the cluster DNS Service, whose move brings the bridge
 	first     map[string]bool // moved and verified before the rest: a refusal stops the apply

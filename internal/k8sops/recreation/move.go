@@ -188,7 +188,7 @@ func (x *executor) entry(m Move) JournalEntry {
 	if ep, ok := x.endpoints[m.Key]; ok {
 		e.Endpoints = &ep
 	}
-	e.Slices = ownedSlices(x.slices[m.Key], svc.UID)
+	e.Slices = ownedSlices(x.watchedSlices(m.Key), svc.UID)
 	return e
 }
 
@@ -230,14 +230,7 @@ func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e
 			next.Endpoints = ep // managedFields included: their owners get their fields back (restoreEndpointsOwners)
 		}
 	}
-	items, _ := x.sliceIndex.ByIndex("service", e.Key)
-	var all []discoveryv1.EndpointSlice
-	for _, o := range items {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			all = append(all, *s)
-		}
-	}
-	next.Slices = ownedSlices(all, svc.UID)
+	next.Slices = ownedSlices(x.watchedSlices(e.Key), svc.UID)
 	version := func(e JournalEntry) []string {
 		var v []string
 		if e.Endpoints != nil {
@@ -299,6 +292,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 		return 0, nil
 	}
 	var dnsSlices, mirrored, bridgeSlices []discoveryv1.EndpointSlice
+	served := len(x.currentSlices(e.Key)) > 0 // a ready endpoint before the delete: the new Service gets one too
 	if e.Key == x.dnsKey && x.bridge != nil {
 		dnsSlices = x.currentSlices(e.Key) // the endpoints the bridge serves until its own slice exists
 	}
@@ -403,7 +397,7 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 		x.finishedLate = append(x.finishedLate, e.Key)
 	}
 	x.mu.Unlock()
-	if len(old.Spec.Selector) > 0 && readyEndpoints(x.slices[e.Key]) > 0 {
+	if len(old.Spec.Selector) > 0 && served {
 		came := x.waitSlice(ctx, e.Key, created.UID, sliceControllerName)
 		if ctx.Err() == nil {
 			x.sliceOutcome(e.Key, created.UID, came)

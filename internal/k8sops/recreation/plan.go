@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -51,8 +50,6 @@ type RecreationOptions struct {
 // Snapshot is what planning reads from the cluster: one list per kind.
 type Snapshot struct {
 	Services []corev1.Service
-	// Slices are the EndpointSlices labelled with a Service name.
-	Slices []discoveryv1.EndpointSlice
 	// Endpoints are the hand-made Endpoints of selector-less Services, by "ns/name".
 	Endpoints map[string]corev1.Endpoints
 	// Held are the addresses allocated now: IPAddress objects.

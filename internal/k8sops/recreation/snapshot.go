@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,9 +24,9 @@ var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API (net
 // past it one paged list of all Endpoints is cheaper.
 const endpointsGetMax = 20
 
-// TakeSnapshot reads what PlanRecreation needs and, with forApply, the EndpointSlices that
-// ExecuteRecreation journals and paces by (a plan needs none of them). Services are kept without
-// managedFields, or for an apply with only what their owners keep after a move (formerOwners).
+// TakeSnapshot reads what PlanRecreation needs. Services are kept without managedFields, or for
+// an apply (forApply) with only what their owners keep after a move (formerOwners). The
+// EndpointSlices ExecuteRecreation journals and paces by come from its own watch, not from here.
 // The reads are independent and run side by side: at 10,000 Services each list is tens of
 // pages, and in series they were most of the time before an apply's first move.
 func TakeSnapshot(ctx context.Context, c *k8sops.Client, journal Journal, forApply bool) (Snapshot, error) {
@@ -68,12 +67,6 @@ func TakeSnapshot(ctx context.Context, c *k8sops.Client, journal Journal, forApp
 		}
 		return readEndpoints(gctx, c, &snap)
 	})
-	if forApply {
-		g.Go(func() (err error) {
-			snap.Slices, err = listServiceSlices(gctx, c)
-			return err
-		})
-	}
 	g.Go(func() (err error) {
 		snap.Journal, err = ReadJournal(gctx, c, journal)
 		return err
@@ -146,24 +139,6 @@ func getServices(ctx context.Context, c *k8sops.Client, keys ...string) ([]corev
 		default:
 			out = append(out, *svc)
 		}
-	}
-	return out, nil
-}
-
-// listServiceSlices lists the EndpointSlices labelled with a Service name.
-func listServiceSlices(ctx context.Context, c *k8sops.Client) ([]discoveryv1.EndpointSlice, error) {
-	var out []discoveryv1.EndpointSlice
-	sliceList := c.Kube.DiscoveryV1().EndpointSlices("").List
-	err := k8sops.EachItem(ctx, k8sops.ListPages(func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
-		o.LabelSelector = discoveryv1.LabelServiceName
-		return sliceList(ctx, o)
-	}), func(s *discoveryv1.EndpointSlice) error {
-		s.ManagedFields = nil
-		out = append(out, *s)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing EndpointSlices: %w", err)
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +53,30 @@ func waitDeleted(ctx context.Context, lw *cache.ListWatch, obj runtime.Object, u
 	return err
 }
 
+// startWatches starts the run's watches at once and waits for them: the EndpointSlices and the
+// admission guards when it moves or restores, the Endpoints when it carries selector-less
+// Endpoints over. stop ends those that started; an error is the EndpointSlice watch's (the
+// others fall back to reads).
+func (x *executor) startWatches(ctx context.Context, moving, endpoints bool) (stop func(), err error) {
+	var g errgroup.Group // not WithContext: the watches live on ctx after the wait
+	var stopSlices, stopGuards, stopEndpoints func()
+	if moving {
+		g.Go(func() (err error) { stopSlices, err = x.watchSlices(ctx); return err })
+		g.Go(func() error { stopGuards = x.guards.watch(ctx, x.c, x.log); return nil })
+	}
+	if endpoints {
+		g.Go(func() error { stopEndpoints = x.watchEndpoints(ctx); return nil })
+	}
+	err = g.Wait()
+	return func() {
+		for _, f := range []func(){stopEndpoints, stopGuards, stopSlices} {
+			if f != nil {
+				f()
+			}
+		}
+	}, err
+}
+
 // watchSlices starts one EndpointSlice watch for the whole run, indexed by Service.
 func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 	api := x.c.Kube.DiscoveryV1().EndpointSlices("")
@@ -74,6 +99,13 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 			return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
 		},
 	})
+	// The run reads no slice's managedFields: at 10,000 Services they would be megabytes held.
+	_ = inf.SetTransform(func(o any) (any, error) {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			s.ManagedFields = nil
+		}
+		return o, nil
+	})
 	x.changed = newBroadcast()
 	notify := func(any) { x.changed.fire() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify,
@@ -88,6 +120,19 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 	}
 	x.sliceIndex = inf.GetIndexer()
 	return func() { close(stop) }, nil
+}
+
+// watchedSlices are the EndpointSlices the run's watch holds for a Service ("ns/name") now:
+// what its delete takes along, journaled just before it.
+func (x *executor) watchedSlices(key string) []discoveryv1.EndpointSlice {
+	items, _ := x.sliceIndex.ByIndex("service", key)
+	out := make([]discoveryv1.EndpointSlice, 0, len(items))
+	for _, o := range items {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, *s.DeepCopy())
+		}
+	}
+	return out
 }
 
 // waitSlice waits until managedBy has written an EndpointSlice with a ready endpoint for the
