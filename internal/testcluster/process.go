@@ -149,3 +149,29 @@ func logTail(path string, lines int) string {
 	}
 	return strings.Join(all, "\n")
 }
+
+// CPUTime is the processor time (user and system) the cluster's running processes have used
+// since they started, read from /proc (Linux; zero elsewhere or for a process it cannot read).
+// Two readings around a run give what the run cost the control plane, which on a small machine
+// is often what bounds it.
+func (c *Cluster) CPUTime() time.Duration {
+	var total time.Duration
+	for _, p := range c.procs {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which is in parentheses and may hold spaces: state is
+		// field 3, utime and stime are fields 14 and 15, in USER_HZ ticks (100 a second on Linux).
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		var utime, stime int64
+		if _, err := fmt.Sscan(f[11]+" "+f[12], &utime, &stime); err == nil {
+			total += time.Duration(utime+stime) * time.Second / 100
+		}
+	}
+	return total
+}

@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "results file; default bench/results/<date>.md (none in quick mode)")
 	flag.StringVar(&o.scaleOnly, "scale-only", "", "run only the scale runs (scenarios 4 and 5) whose \"setting/contender\" matches this regular expression (default all; scenario 5's contenders are \"roll <name>\"), e.g. 'raised.*/k8scidr$'")
 	flag.StringVar(&o.only, "only", "", "run only the recreation contenders whose name matches this regular expression (default all), e.g. '^(k8scidr|floor)'")
+	flag.IntVar(&o.scaleSize, "scale-services", 0, "Services in scenario 4 (default 10000), to look at a scale effect in less time")
 	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long, with every goroutine's stack (default 5h; 20m in quick mode)")
 	flag.Parse()
 	if o.timeout == 0 {
@@ -85,6 +86,7 @@ type options struct {
 	planSizes         [][2]int // Services, pods
 	// scaleServices and scaleRoll are the sizes of scenarios 4 and 5; drainPods of scenario 6.
 	scaleServices, scaleRoll, drainPods int
+	scaleSize                           int // -scale-services
 }
 
 func run(ctx context.Context, o options) error {
@@ -96,6 +98,9 @@ func run(ctx context.Context, o options) error {
 		o.settle = 5 * time.Second
 		o.rounds, o.services, o.rollDep, o.planSizes = 1, 40, 10, [][2]int{{40, 80}, {80, 160}}
 		o.scaleServices, o.scaleRoll, o.drainPods = 200, 30, 200
+	}
+	if o.scaleSize > 0 {
+		o.scaleServices = o.scaleSize
 	}
 	if o.scenarios == "" {
 		o.scenarios = "recreation,roll,plan,scale,drain"

@@ -125,7 +125,7 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int, mo
 	if err != nil {
 		return measure{}, err
 	}
-	before, journalBefore := b.proxy.requests.Load(), b.proxy.journalWrites.Load()
+	before, journalBefore, cpuBefore := b.proxy.requests.Load(), b.proxy.journalWrites.Load(), b.c.CPUTime()
 	start := time.Now()
 	var m measure
 	switch who {
@@ -144,7 +144,7 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int, mo
 		err = b.loop(ctx, "delete-apply.sh", keys)
 		m.wall = time.Since(start)
 	}
-	m.requests = b.proxy.requests.Load() - before
+	m.requests, m.clusterCPU = b.proxy.requests.Load()-before, b.c.CPUTime()-cpuBefore
 	b.proxy.dumpKinds()
 	if err != nil {
 		return m, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,18 @@ func TestBinds(t *testing.T) {
 		k := &row{runs: []measure{{wall: 39400 * time.Millisecond, requests: c.requests}}}
 		if got := binds(k, floor, 1.3); !strings.Contains(got, c.want) {
 			t.Errorf("%d requests: %q, want %q", c.requests, got, c.want)
+		}
+	}
+	// Requests that would fit, on a cluster whose processes kept the machine busy: the cluster binds.
+	for _, c := range []struct {
+		busy float64 // share of the machine's processors
+		want string
+	}{{0.95, "the cluster binds"}, {0.3, "pacing binds: its requests would fit (the cluster's processes kept 30%"}} {
+		wall := 39400 * time.Millisecond
+		cpu := time.Duration(c.busy * float64(wall) * float64(runtime.NumCPU()))
+		k := &row{runs: []measure{{wall: wall, requests: 2300, clusterCPU: cpu}}}
+		if got := binds(k, floor, 1.3); !strings.Contains(got, c.want) {
+			t.Errorf("cluster %.0f%% busy: %q, want %q", c.busy*100, got, c.want)
 		}
 	}
 }
