@@ -34,6 +34,8 @@ type Client struct {
 	trace  *func(context.Context, APIRequest)
 	capsMu sync.Mutex
 	caps   *Capabilities
+	podsMu sync.Mutex
+	pods   *planPods // PlanPods
 }
 
 // Capabilities probes the cluster once per Client (one provider configuration) and remembers

@@ -115,7 +115,7 @@ func (d *workloadRestartsDataSource) Read(ctx context.Context, req datasource.Re
 		return
 	}
 	o := m.options(ctx, &resp.Diagnostics)
-	snap, err := workloadroll.TakeRollSnapshot(ctx, client)
+	snap, err := workloadroll.PlanRollSnapshot(ctx, client)
 	if err != nil {
 		resp.Diagnostics.AddError("Cluster Not Readable", apiErrorText(err))
 		return

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -161,6 +162,9 @@ func Preflight(ctx context.Context, c *k8sops.Client, r PreflightRanges, checks 
 	return found, nil
 }
 
+// preflightReads is how many kinds ReadPreflight lists at once.
+const preflightReads = 6
+
 // ReadPreflight reads what the checks need (nil: every check): one paginated list per kind. A kind the
 // credentials may not list, or the cluster does not serve, is left out with an Unread finding
 // (not served: nothing to check); any other error fails the read.
@@ -179,10 +183,12 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Services("").List), collect(&s.Services))
 		}},
 		{"pods", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR, CheckDisruptionBudget, CheckServiceCIDRGate}, func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Pods("").List), func(p *corev1.Pod) error {
-				s.Pods = append(s.Pods, podForPreflight(p))
-				return nil
-			})
+			pods, err := c.PlanPods(ctx) // the list the plan's data sources read moments ago, if any
+			s.Pods = make([]corev1.Pod, 0, len(pods))
+			for i := range pods {
+				s.Pods = append(s.Pods, podForPreflight(&pods[i]))
+			}
+			return err
 		}},
 		{"namespaces", []string{CheckPodsPinnedToOldPool}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Namespaces().List), collect(&s.Namespaces))
@@ -248,11 +254,18 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			return err
 		}},
 	}
-	for _, rd := range reads {
-		if !needed(checks, rd.checks...) {
-			continue
+	// Side by side: each read fills its own field, and a refused one is told in reads' order.
+	errs := make([]error, len(reads))
+	var g errgroup.Group
+	g.SetLimit(preflightReads)
+	for i, rd := range reads {
+		if needed(checks, rd.checks...) {
+			g.Go(func() error { errs[i] = rd.read(); return nil })
 		}
-		if err := s.tolerate(rd.what, rd.checks, rd.read()); err != nil {
+	}
+	_ = g.Wait()
+	for i, rd := range reads {
+		if err := s.tolerate(rd.what, rd.checks, errs[i]); err != nil {
 			return s, err
 		}
 	}

@@ -271,11 +271,13 @@ func TestCheckPreflight(t *testing.T) {
 			if !slices.ContainsFunc(got, func(f PreflightFinding) bool { return f.Severity == c.severity && id(f) == c.objID }) {
 				t.Fatalf("hazard: findings %v, want a %s %s on %s", got, c.severity, c.check, c.objID)
 			}
-			// The read keeps only podForPreflight's part of each pod: the findings must not change.
+			// The read keeps only podForPreflight's part of the plan's pod list (k8sops.PlanPod):
+			// the findings must not change.
 			read := c.hazard
 			read.Pods = nil
 			for i := range c.hazard.Pods {
-				read.Pods = append(read.Pods, podForPreflight(&c.hazard.Pods[i]))
+				listed := k8sops.PlanPod(&c.hazard.Pods[i])
+				read.Pods = append(read.Pods, podForPreflight(&listed))
 			}
 			if fromRead := onlyChecks(CheckPreflight(read, preflightRanges), []string{c.check}); !reflect.DeepEqual(fromRead, got) {
 				t.Fatalf("pods as the read keeps them: findings %v, want %v", fromRead, got)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,52 +30,73 @@ type RollSnapshot struct {
 	ReplicaSets  []appsv1.ReplicaSet
 }
 
-// TakeRollSnapshot lists pods and workloads cluster-wide, keeping of each item only what
-// planning reads (see podForPlan and metaForPlan): a plan over 20,000 pods then holds a few MB of them
-// instead of every pod's full spec, status and managedFields.
+// TakeRollSnapshot lists pods and workloads cluster-wide, side by side, keeping of each item
+// only what planning reads (see podForPlan and metaForPlan): a plan over 20,000 pods then holds
+// a few MB of them instead of every pod's full spec, status and managedFields. It reads live,
+// for an apply; PlanRollSnapshot is the plan's.
 func TakeRollSnapshot(ctx context.Context, c *k8sops.Client) (*RollSnapshot, error) {
+	return takeRollSnapshot(ctx, c, func(ctx context.Context) ([]corev1.Pod, error) {
+		var pods []corev1.Pod
+		return pods, k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { pods = append(pods, podForPlan(p)); return nil })
+	})
+}
+
+// PlanRollSnapshot is TakeRollSnapshot for a plan: its pods are the plan's one pod list
+// (Client.PlanPods), which the preflight of the plan reads again without listing.
+func PlanRollSnapshot(ctx context.Context, c *k8sops.Client) (*RollSnapshot, error) {
+	return takeRollSnapshot(ctx, c, func(ctx context.Context) ([]corev1.Pod, error) {
+		pods, err := c.PlanPods(ctx)
+		out := make([]corev1.Pod, 0, len(pods))
+		for i := range pods {
+			out = append(out, podForPlan(&pods[i]))
+		}
+		return out, err
+	})
+}
+
+func takeRollSnapshot(ctx context.Context, c *k8sops.Client, listPods func(context.Context) ([]corev1.Pod, error)) (*RollSnapshot, error) {
 	s := &RollSnapshot{}
 	apps := c.Kube.AppsV1()
-	steps := []struct {
-		what string
-		run  func() error
-	}{
-		{"pods", func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { s.Pods = append(s.Pods, podForPlan(p)); return nil })
-		}},
-		{"Deployments", func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(apps.Deployments("").List), func(d *appsv1.Deployment) error {
-				s.Deployments = append(s.Deployments, appsv1.Deployment{ObjectMeta: withRevision(metaForPlan(&d.ObjectMeta), d.Annotations),
-					Spec: appsv1.DeploymentSpec{Paused: d.Spec.Paused}, Status: appsv1.DeploymentStatus{Conditions: progressing(d.Status.Conditions)}})
-				return nil
-			})
-		}},
-		{"StatefulSets", func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(apps.StatefulSets("").List), func(d *appsv1.StatefulSet) error {
-				s.StatefulSets = append(s.StatefulSets, appsv1.StatefulSet{ObjectMeta: metaForPlan(&d.ObjectMeta),
-					Spec:   appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}},
-					Status: appsv1.StatefulSetStatus{CurrentRevision: d.Status.CurrentRevision, UpdateRevision: d.Status.UpdateRevision}})
-				return nil
-			})
-		}},
-		{"DaemonSets", func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(apps.DaemonSets("").List), func(d *appsv1.DaemonSet) error {
-				s.DaemonSets = append(s.DaemonSets, appsv1.DaemonSet{ObjectMeta: metaForPlan(&d.ObjectMeta),
-					Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}}})
-				return nil
-			})
-		}},
-		{"ReplicaSets", func() error {
-			return k8sops.EachItem(ctx, k8sops.ListPages(apps.ReplicaSets("").List), func(d *appsv1.ReplicaSet) error {
-				s.ReplicaSets = append(s.ReplicaSets, appsv1.ReplicaSet{ObjectMeta: withRevision(metaForPlan(&d.ObjectMeta), d.Annotations)})
-				return nil
-			})
-		}},
+	g, ctx := errgroup.WithContext(ctx)
+	read := func(what string, run func() error) {
+		g.Go(func() error {
+			if err := run(); err != nil {
+				return fmt.Errorf("listing %s: %w", what, err)
+			}
+			return nil
+		})
 	}
-	for _, st := range steps {
-		if err := st.run(); err != nil {
-			return nil, fmt.Errorf("listing %s: %w", st.what, err)
-		}
+	read("pods", func() (err error) { s.Pods, err = listPods(ctx); return err })
+	read("Deployments", func() error {
+		return k8sops.EachItem(ctx, k8sops.ListPages(apps.Deployments("").List), func(d *appsv1.Deployment) error {
+			s.Deployments = append(s.Deployments, appsv1.Deployment{ObjectMeta: withRevision(metaForPlan(&d.ObjectMeta), d.Annotations),
+				Spec: appsv1.DeploymentSpec{Paused: d.Spec.Paused}, Status: appsv1.DeploymentStatus{Conditions: progressing(d.Status.Conditions)}})
+			return nil
+		})
+	})
+	read("StatefulSets", func() error {
+		return k8sops.EachItem(ctx, k8sops.ListPages(apps.StatefulSets("").List), func(d *appsv1.StatefulSet) error {
+			s.StatefulSets = append(s.StatefulSets, appsv1.StatefulSet{ObjectMeta: metaForPlan(&d.ObjectMeta),
+				Spec:   appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}},
+				Status: appsv1.StatefulSetStatus{CurrentRevision: d.Status.CurrentRevision, UpdateRevision: d.Status.UpdateRevision}})
+			return nil
+		})
+	})
+	read("DaemonSets", func() error {
+		return k8sops.EachItem(ctx, k8sops.ListPages(apps.DaemonSets("").List), func(d *appsv1.DaemonSet) error {
+			s.DaemonSets = append(s.DaemonSets, appsv1.DaemonSet{ObjectMeta: metaForPlan(&d.ObjectMeta),
+				Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: d.Spec.UpdateStrategy.Type}}})
+			return nil
+		})
+	})
+	read("ReplicaSets", func() error {
+		return k8sops.EachItem(ctx, k8sops.ListPages(apps.ReplicaSets("").List), func(d *appsv1.ReplicaSet) error {
+			s.ReplicaSets = append(s.ReplicaSets, appsv1.ReplicaSet{ObjectMeta: withRevision(metaForPlan(&d.ObjectMeta), d.Annotations)})
+			return nil
+		})
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -3,6 +3,7 @@ package workloadroll
 import (
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -201,5 +204,25 @@ func TestNewlyIncluded(t *testing.T) {
 		if got := NewlyIncluded(c.before, c.now); !slices.Equal(got, c.want) {
 			t.Errorf("NewlyIncluded(%q, %q) = %q, want %q", c.before, c.now, got, c.want)
 		}
+	}
+}
+
+// TestPodForPlan_fromPlanPods: the plan's shared pod list (k8sops.PlanPod) keeps all that
+// podForPlan keeps, so the data sources that read it plan as from a list of their own.
+func TestPodForPlan_fromPlanPods(t *testing.T) {
+	now := metav1.NewTime(t0)
+	p := rollPod("app", "web-1", "ReplicaSet", "web-5d8", "100.96.0.7", t0)
+	p.CreationTimestamp, p.DeletionTimestamp = now, &now
+	p.Annotations = map[string]string{"deployment.kubernetes.io/revision": "3"}
+	p.Spec = corev1.PodSpec{HostNetwork: true, DNSPolicy: corev1.DNSClusterFirstWithHostNet, NodeName: "n1",
+		Containers: []corev1.Container{{Name: "web", Image: "web"}}}
+	p.Status.PodIP = "100.96.0.7"
+	want := podForPlan(&p)
+	if want.Spec.HostNetwork != true || want.Status.StartTime == nil || want.DeletionTimestamp == nil {
+		t.Fatalf("fixture: podForPlan kept %+v, want the triggers it reads", want)
+	}
+	listed := k8sops.PlanPod(&p)
+	if got := podForPlan(&listed); !reflect.DeepEqual(got, want) {
+		t.Fatalf("podForPlan of the plan's list:\n %+v\nwant\n %+v", got, want)
 	}
 }

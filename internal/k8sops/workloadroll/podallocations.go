@@ -65,10 +65,9 @@ func ListPodAllocations(ctx context.Context, c *k8sops.Client, cidrs, clusterCID
 		out.Nodes = append(out.Nodes, np)
 	}
 	counts := make([]int, len(cidrs))
-	var pods []corev1.Pod
-	err = k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Pods("").List), func(p *corev1.Pod) error { pods = append(pods, podForPlan(p)); return nil })
+	pods, err := c.PlanPods(ctx) // a data source's: the plan's one pod list
 	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+		return nil, err
 	}
 	var rss []appsv1.ReplicaSet
 	err = k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.AppsV1().ReplicaSets("").List), func(rs *appsv1.ReplicaSet) error {
