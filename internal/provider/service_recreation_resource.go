@@ -358,6 +358,12 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	if addFindings(diags, planFindings(recreation.ValidatePlanned(planned)), true); diags.HasError() {
 		return false
 	}
+	logInfo := func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) }
+	var watches *recreation.Watches
+	if len(planned.Moves) > 0 || len(planned.Restore) > 0 { // they sync while the snapshot lists
+		watches = recreation.StartWatches(ctx, client, logInfo)
+		defer watches.Stop()
+	}
 	snap, err := recreation.TakeSnapshot(ctx, client, plan.journal(), true)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", apiErrorText(err))
@@ -392,8 +398,8 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	}
 	res, err := recreation.ExecuteRecreation(ctx, client, snap, steps, recreation.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
-		SliceWait:       plan.endpointWait(),
-		Log:             func(msg string, f map[string]any) { tflog.Info(ctx, msg, f) },
+		SliceWait: plan.endpointWait(),
+		Log:       logInfo, Watches: watches,
 		HoldAfterDelete: faultHold("AFTER_DELETE"), HoldBeforeDelete: faultHold("BEFORE_DELETE"),
 	})
 	for _, n := range res.Notes {

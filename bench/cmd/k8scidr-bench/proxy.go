@@ -1,8 +1,10 @@
 package main
 
 import (
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +31,58 @@ type proxy struct {
 
 	mu    sync.Mutex
 	kinds map[string]int // BENCH_DEBUG: requests by verb and resource
+	// untilDelete are the requests before the first Service DELETE since the last reset
+	// (BENCH_DEBUG): what an apply waits for before its first move.
+	untilDelete []traced
+	tracing     atomic.Bool
+}
+
+// resetStart forgets the first Service DELETE, and under BENCH_DEBUG starts tracing the
+// requests until the next one.
+func (p *proxy) resetStart() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.untilDelete = nil
+	p.firstServiceDelete.Store(0)
+	p.tracing.Store(debug)
+}
+
+// traced is one request of the start trace: when it came, when the shared limiter let it
+// through and when its response ended.
+type traced struct {
+	came, passed, done time.Time
+	what               string
+}
+
+// trace records r's timing while no Service has been deleted yet (BENCH_DEBUG).
+func (p *proxy) trace(r *http.Request, came, passed time.Time) {
+	if f := p.firstServiceDelete.Load(); !p.tracing.Load() || f != 0 && came.UnixNano() > f {
+		return
+	}
+	what := r.Method + " " + r.URL.Path
+	if q := r.URL.Query(); q.Get("watch") == "true" || q.Get("continue") != "" || q.Get("dryRun") != "" {
+		what += " (" + strings.Join(slices.Sorted(maps.Keys(q)), ",") + ")"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.untilDelete) < 5000 {
+		p.untilDelete = append(p.untilDelete, traced{came: came, passed: passed, done: time.Now(), what: what})
+	}
+}
+
+// dumpStart logs the requests of the 10 seconds before the first Service DELETE (at first),
+// each as offsets from it in seconds, and stops tracing (BENCH_DEBUG). The apply's own begin
+// where the plan's requests end; "Creating..." is start seconds before first.
+func (p *proxy) dumpStart(first time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.untilDelete {
+		if first.Sub(t.came) < 10*time.Second {
+			logf("start trace: came %+.3f passed %+.3f done %+.3f  %s", t.came.Sub(first).Seconds(), t.passed.Sub(first).Seconds(), t.done.Sub(first).Seconds(), t.what)
+		}
+	}
+	p.untilDelete = nil
+	p.tracing.Store(false)
 }
 
 func (p *proxy) byKind(r *http.Request) {
@@ -78,6 +132,7 @@ func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 	p := &proxy{}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		came := time.Now()
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/configmaps") {
 			p.journalWrites.Add(1)
 		}
@@ -91,7 +146,11 @@ func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		passed := time.Now()
 		rp.ServeHTTP(w, r)
+		if debug {
+			p.trace(r, came, passed)
+		}
 	})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

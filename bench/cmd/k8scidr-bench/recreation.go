@@ -228,7 +228,22 @@ func (b *bench) k8scidrRecreate(nss []string, bridges bool) (wall time.Duration,
 		return 0, 0, 0, err
 	}
 	defer w.close()
-	b.proxy.firstServiceDelete.Store(0)
+	b.proxy.resetStart()
+	if debug { // the trace as soon as the first move began, not only at the end
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for b.proxy.firstServiceDelete.Load() == 0 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			time.Sleep(time.Second)
+			b.proxy.dumpStart(time.Unix(0, b.proxy.firstServiceDelete.Load()))
+		}()
+	}
 	wall, rss, err = w.run("apply", "-auto-approve", "-input=false", "-no-color")
 	if first := b.proxy.firstServiceDelete.Load(); first != 0 && !w.applyStarted.IsZero() {
 		start = time.Unix(0, first).Sub(w.applyStarted)

@@ -43,6 +43,9 @@ type ExecOptions struct {
 	// ProgressEvery is how often progress Events are posted on the journal's Lease; default
 	// DefaultProgressEvery.
 	ProgressEvery time.Duration
+	// Watches are the run's EndpointSlice and admission-guard watches, started before the
+	// snapshot (StartWatches); nil: the run starts its own.
+	Watches *Watches
 }
 
 // RecreationResult is what an apply did.
@@ -149,7 +152,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	// Endpoints are each a list of 10,000 objects, and the first move waits for all of them.
 	stops, err := x.startWatches(ctx, len(plan.Moves) > 0 || len(plan.Restore) > 0,
 		slices.ContainsFunc(plan.Moves, func(m Move) bool { _, ok := x.endpoints[m.Key]; return ok }) ||
-			slices.ContainsFunc(snap.Journal, func(e JournalEntry) bool { return e.Endpoints != nil }))
+			slices.ContainsFunc(snap.Journal, func(e JournalEntry) bool { return e.Endpoints != nil }), snap.endpointsSeed)
 	defer stops()
 	if err != nil {
 		return x.res, err

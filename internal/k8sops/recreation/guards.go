@@ -78,9 +78,10 @@ type guardWatch struct {
 	gen              atomic.Int64         // bumped by every event
 }
 
-// watch starts the watches for the run; stop ends them. Watches that cannot start or sync
-// within 10 seconds leave the guards relisting, and log says so: never an error.
-func (g *admissionGuards) watch(ctx context.Context, c *k8sops.Client, log func(string, map[string]any)) (stop func()) {
+// startGuardWatch starts the guards' watches for a run and waits for them; stop ends them.
+// Watches that cannot start or sync within 10 seconds leave the guards relisting (a nil
+// guardWatch), and log says so: never an error.
+func startGuardWatch(ctx context.Context, c *k8sops.Client, log func(string, map[string]any)) (gw *guardWatch, stop func()) {
 	w := &guardWatch{runWatch: newRunWatch()}
 	k := c.Kube.AdmissionregistrationV1()
 	w.vwc = guardInformer(w, c.Kube, &admissionv1.ValidatingWebhookConfiguration{}, k.ValidatingWebhookConfigurations().List, k.ValidatingWebhookConfigurations().Watch)
@@ -101,17 +102,28 @@ func (g *admissionGuards) watch(ctx context.Context, c *k8sops.Client, log func(
 	}
 	if err != nil {
 		log("admission guards are listed every "+admissionRelist.String()+": the ValidatingAdmissionPolicy list failed", map[string]any{"error": err.Error()})
-		return func() {}
+		return nil, func() {}
 	}
 	if !w.start(ctx, w.vwc, w.mwc, w.quotas, w.policies) {
 		log("admission guards are listed every "+admissionRelist.String()+": watching them failed (the role needs watch on "+
 			"webhook configurations, ValidatingAdmissionPolicies and ResourceQuotas)", nil)
-		return func() {}
+		return nil, func() {}
 	}
+	return w, w.stop
+}
+
+// watch starts the guards' watches for a run (startGuardWatch) and follows them; stop ends them.
+func (g *admissionGuards) watch(ctx context.Context, c *k8sops.Client, log func(string, map[string]any)) (stop func()) {
+	w, stop := startGuardWatch(ctx, c, log)
+	g.use(w)
+	return stop
+}
+
+// use makes the guards follow w (nil: relist).
+func (g *admissionGuards) use(w *guardWatch) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.w = w
-	g.mu.Unlock()
-	return w.stop
 }
 
 // guardInformer is an informer over one cluster-wide list and watch that bumps w.gen on every

@@ -67,6 +67,10 @@ type Snapshot struct {
 	// Namespaces are the namespaces with their phase; nil when not read (then none counts as
 	// gone or Terminating).
 	Namespaces map[string]corev1.NamespacePhase
+	// endpointsSeed is every Endpoints as an apply's snapshot listed them, the endpoints
+	// controller's as their name alone, with the list's resourceVersion: the run's Endpoints
+	// watch starts from it instead of listing them all again. nil: the watch lists.
+	endpointsSeed *corev1.EndpointsList
 }
 
 // namespaceGoing says why a namespace can hold no new Service, or "": it is being deleted, or gone.

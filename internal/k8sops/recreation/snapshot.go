@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -20,7 +22,7 @@ var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API (net
 	"so Services cannot move to another range: upgrade to Kubernetes 1.33+, or enable the MultiCIDRServiceAllocator " +
 	"feature gate and the API on 1.31/1.32")
 
-// endpointsGetMax is how many selector-less Services' Endpoints a snapshot reads one by one;
+// endpointsGetMax is how many selector-less Services' Endpoints readEndpoints reads one by one;
 // past it one paged list of all Endpoints is cheaper.
 const endpointsGetMax = 20
 
@@ -65,7 +67,27 @@ func TakeSnapshot(ctx context.Context, c *k8sops.Client, journal Journal, forApp
 		if err != nil {
 			return fmt.Errorf("listing Services: %w", err)
 		}
-		return readEndpoints(gctx, c, &snap)
+		return nil
+	})
+	// Every Endpoints, beside the Services: which are hand-made is known only once the Services
+	// are, and a list after them was a second wait as long as theirs.
+	var endpoints corev1.EndpointsList
+	g.Go(func() error {
+		api := c.Kube.CoreV1().Endpoints("")
+		err := k8sops.EachItem(gctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := api.List(ctx, o)
+			if err == nil {
+				endpoints.ResourceVersion = l.ResourceVersion // every page's: the list's
+			}
+			return l, err
+		}, func(ep *corev1.Endpoints) error {
+			endpoints.Items = append(endpoints.Items, *ep)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("listing Endpoints: %w", err)
+		}
+		return nil
 	})
 	g.Go(func() (err error) {
 		snap.Journal, err = ReadJournal(gctx, c, journal)
@@ -88,7 +110,43 @@ func TakeSnapshot(ctx context.Context, c *k8sops.Client, journal Journal, forApp
 		snap.KubeletClusterDNS, snap.KubeletConfigUnread, err = ReadKubeletClusterDNS(gctx, c)
 		return err
 	})
-	return snap, g.Wait()
+	if err := g.Wait(); err != nil {
+		return snap, err
+	}
+	snap.keepEndpoints(&endpoints, forApply)
+	return snap, nil
+}
+
+// keepEndpoints keeps of a list of every Endpoints the hand-made ones, those of Services without
+// a selector (Endpoints); for an apply, also the list for the run's Endpoints watch to start from
+// (endpointsSeed), with the endpoints controller's own kept as their name alone, as that watch
+// keeps them.
+func (s *Snapshot) keepEndpoints(list *corev1.EndpointsList, forApply bool) {
+	selector := map[string]bool{}
+	s.Endpoints = map[string]corev1.Endpoints{}
+	for i := range s.Services {
+		svc := &s.Services[i]
+		switch key := k8sops.SvcKey(svc); {
+		case len(svc.Spec.Selector) > 0:
+			selector[key] = true
+		case svc.Spec.Type != corev1.ServiceTypeExternalName:
+			s.Endpoints[key] = corev1.Endpoints{} // marked; kept below if it exists
+		}
+	}
+	for i := range list.Items {
+		ep := &list.Items[i]
+		key := ep.Namespace + "/" + ep.Name
+		if _, ok := s.Endpoints[key]; ok {
+			s.Endpoints[key] = *ep
+		}
+		if selector[key] {
+			list.Items[i] = strippedEndpoints(ep)
+		}
+	}
+	maps.DeleteFunc(s.Endpoints, func(_ string, ep corev1.Endpoints) bool { return ep.Name == "" })
+	if forApply {
+		s.endpointsSeed = list
+	}
 }
 
 // TakeBridgeSnapshot reads what RecreationPreflight checks, and no more: the ServiceCIDRs, the

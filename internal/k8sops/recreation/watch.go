@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
 
 // objectWatch lists and watches one named object.
@@ -53,19 +55,90 @@ func waitDeleted(ctx context.Context, lw *cache.ListWatch, obj runtime.Object, u
 	return err
 }
 
+// Watches are the EndpointSlice and admission-guard watches of an apply's run, started before
+// its snapshot is read (StartWatches) so that they list and sync while the snapshot lists: at
+// 10,000 Services each takes about a second, and the first move waits for both. Handed to the
+// run in ExecOptions.Watches; the caller stops them once the run is over.
+type Watches struct {
+	ready  chan struct{} // closed once both are up, or the slices' failed
+	slices *sliceWatch
+	err    error // the EndpointSlice watch's
+	guards *guardWatch
+	stop   func()
+}
+
+// StartWatches starts the run's EndpointSlice and admission-guard watches on ctx and returns at
+// once; log says when the guards fall back to relisting.
+func StartWatches(ctx context.Context, c *k8sops.Client, log func(string, map[string]any)) *Watches {
+	w := &Watches{ready: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	var stopGuards func()
+	go func() {
+		defer close(w.ready)
+		var g errgroup.Group
+		g.Go(func() (err error) { w.slices, err = startSliceWatch(ctx, c); return err })
+		g.Go(func() error { w.guards, stopGuards = startGuardWatch(ctx, c, logTo(log)); return nil })
+		w.err = g.Wait()
+	}()
+	w.stop = func() {
+		cancel() // ends a wait for a watch that cannot sync
+		<-w.ready
+		if stopGuards != nil {
+			stopGuards()
+		}
+		if w.slices != nil {
+			w.slices.stop()
+		}
+	}
+	return w
+}
+
+// Stop ends the watches, whether up, still starting or failed.
+func (w *Watches) Stop() { w.stop() }
+
+// logTo is log, or a discard when nil.
+func logTo(log func(string, map[string]any)) func(string, map[string]any) {
+	if log == nil {
+		return func(string, map[string]any) {}
+	}
+	return log
+}
+
 // startWatches starts the run's watches at once and waits for them: the EndpointSlices and the
-// admission guards when it moves or restores, the Endpoints when it carries selector-less
-// Endpoints over. stop ends those that started; an error is the EndpointSlice watch's (the
-// others fall back to reads).
-func (x *executor) startWatches(ctx context.Context, moving, endpoints bool) (stop func(), err error) {
+// admission guards when it moves or restores (or waits for those of ExecOptions.Watches), the
+// Endpoints when it carries selector-less Endpoints over. stop ends those it started; an error
+// is the EndpointSlice watch's (the others fall back to reads).
+func (x *executor) startWatches(ctx context.Context, moving, endpoints bool, seed *corev1.EndpointsList) (stop func(), err error) {
 	var g errgroup.Group // not WithContext: the watches live on ctx after the wait
 	var stopSlices, stopGuards, stopEndpoints func()
-	if moving {
-		g.Go(func() (err error) { stopSlices, err = x.watchSlices(ctx); return err })
+	switch early := x.o.Watches; {
+	case moving && early != nil:
+		g.Go(func() error {
+			select {
+			case <-early.ready:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			if early.err != nil {
+				return early.err
+			}
+			x.useSlices(early.slices)
+			x.guards.use(early.guards)
+			return nil
+		})
+	case moving:
+		g.Go(func() error {
+			sw, err := startSliceWatch(ctx, x.c)
+			if err == nil {
+				x.useSlices(sw)
+				stopSlices = sw.stop
+			}
+			return err
+		})
 		g.Go(func() error { stopGuards = x.guards.watch(ctx, x.c, x.log); return nil })
 	}
 	if endpoints {
-		g.Go(func() error { stopEndpoints = x.watchEndpoints(ctx); return nil })
+		g.Go(func() error { stopEndpoints = x.watchEndpoints(ctx, seed); return nil })
 	}
 	err = g.Wait()
 	return func() {
@@ -77,10 +150,20 @@ func (x *executor) startWatches(ctx context.Context, moving, endpoints bool) (st
 	}, err
 }
 
-// watchSlices starts one EndpointSlice watch for the whole run, indexed by Service.
-func (x *executor) watchSlices(ctx context.Context) (func(), error) {
-	api := x.c.Kube.DiscoveryV1().EndpointSlices("")
-	lw := &cache.ListWatch{
+// sliceWatch is one EndpointSlice watch for a whole run, indexed by Service ("ns/name");
+// changed fires on every event.
+type sliceWatch struct {
+	index   cache.Indexer
+	changed *broadcast
+	stop    func()
+}
+
+func (x *executor) useSlices(sw *sliceWatch) { x.sliceIndex, x.changed = sw.index, sw.changed }
+
+// startSliceWatch starts an EndpointSlice watch and waits for it to sync.
+func startSliceWatch(ctx context.Context, c *k8sops.Client) (*sliceWatch, error) {
+	api := c.Kube.DiscoveryV1().EndpointSlices("")
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = discoveryv1.LabelServiceName
 			return api.List(ctx, o)
@@ -89,7 +172,7 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 			o.LabelSelector = discoveryv1.LabelServiceName
 			return api.Watch(ctx, o)
 		},
-	}
+	}, c.Kube) // a fake clientset cannot stream the list
 	inf := cache.NewSharedIndexInformer(lw, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{
 		"service": func(o any) ([]string, error) {
 			s, ok := o.(*discoveryv1.EndpointSlice)
@@ -106,8 +189,8 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 		}
 		return o, nil
 	})
-	x.changed = newBroadcast()
-	notify := func(any) { x.changed.fire() }
+	sw := &sliceWatch{index: inf.GetIndexer(), changed: newBroadcast()}
+	notify := func(any) { sw.changed.fire() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notify,
 		UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify}); err != nil {
 		return nil, err
@@ -118,8 +201,8 @@ func (x *executor) watchSlices(ctx context.Context) (func(), error) {
 		close(stop)
 		return nil, fmt.Errorf("watching EndpointSlices: %w", context.Cause(ctx))
 	}
-	x.sliceIndex = inf.GetIndexer()
-	return func() { close(stop) }, nil
+	sw.stop = func() { close(stop) }
+	return sw, nil
 }
 
 // watchedSlices are the EndpointSlices the run's watch holds for a Service ("ns/name") now:
@@ -222,18 +305,34 @@ func (b *broadcast) fire() {
 // controller's own, the bulk, are kept as their name alone. A watch that cannot start or sync
 // within 10 seconds, or fails later (a role without the watch verb, a watch the apiserver ended
 // with an error), is stopped and the run reads the API instead: never an error.
-func (x *executor) watchEndpoints(ctx context.Context) (stop func()) {
+//
+// It starts from the snapshot's list of them (seed) where there is one, watching from its
+// resourceVersion: at 10,000 Services a second list was a second of the apply's start.
+func (x *executor) watchEndpoints(ctx context.Context, seed *corev1.EndpointsList) (stop func()) {
 	api := x.c.Kube.CoreV1().Endpoints("")
-	inf := cache.NewSharedInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
 		WatchFuncWithContext: api.Watch,
-	}, x.c.Kube), &corev1.Endpoints{}, 0)
+	}, x.c.Kube)
+	if seed != nil {
+		var seeded atomic.Bool
+		lw = listedFirst{&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				if seeded.CompareAndSwap(false, true) {
+					return seed, nil
+				}
+				return api.List(ctx, o) // a relist, should the watch be lost
+			},
+			WatchFuncWithContext: api.Watch,
+		}}
+	}
+	inf := cache.NewSharedInformer(lw, &corev1.Endpoints{}, 0)
 	w := &endpointsWatch{runWatch: newRunWatch(), store: inf.GetStore()}
 	_ = inf.SetWatchErrorHandler(w.fail)
 	_ = inf.SetTransform(func(o any) (any, error) {
 		if ep, ok := o.(*corev1.Endpoints); ok && x.endpointsStripped(ep.Namespace+"/"+ep.Name) {
-			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, UID: ep.UID,
-				ResourceVersion: ep.ResourceVersion}}, nil
+			stripped := strippedEndpoints(ep)
+			return &stripped, nil
 		}
 		return o, nil
 	})
@@ -243,6 +342,18 @@ func (x *executor) watchEndpoints(ctx context.Context) (stop func()) {
 	}
 	x.endpointsWatch = w
 	return w.stop
+}
+
+// listedFirst is a ListerWatcher the reflector lists with, never streaming the list instead
+// (client-go's WatchList), so that its first List can hand over a list already made.
+type listedFirst struct{ *cache.ListWatch }
+
+func (listedFirst) IsWatchListSemanticsUnSupported() bool { return true }
+
+// strippedEndpoints is what the run keeps of the endpoints controller's Endpoints: the name.
+func strippedEndpoints(ep *corev1.Endpoints) corev1.Endpoints {
+	return corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, UID: ep.UID,
+		ResourceVersion: ep.ResourceVersion}}
 }
 
 // endpointsWatch is the run's Endpoints informer (watchEndpoints).
