@@ -35,6 +35,7 @@ type proxy struct {
 	// (BENCH_DEBUG): what an apply waits for before its first move.
 	untilDelete []traced
 	tracing     atomic.Bool
+	applyBegan  atomic.Int64 // unix ns of the traced apply's "Creating..." (BENCH_DEBUG)
 }
 
 // resetStart forgets the first Service DELETE, and under BENCH_DEBUG starts tracing the
@@ -44,6 +45,7 @@ func (p *proxy) resetStart() {
 	defer p.mu.Unlock()
 	p.untilDelete = nil
 	p.firstServiceDelete.Store(0)
+	p.applyBegan.Store(0)
 	p.tracing.Store(debug)
 }
 
@@ -80,6 +82,9 @@ func (p *proxy) dumpStart(first time.Time) {
 		if first.Sub(t.came) < 10*time.Second {
 			logf("start trace: came %+.3f passed %+.3f done %+.3f  %s", t.came.Sub(first).Seconds(), t.passed.Sub(first).Seconds(), t.done.Sub(first).Seconds(), t.what)
 		}
+	}
+	if began := p.applyBegan.Load(); began != 0 {
+		logf("start trace: Terraform printed Creating... at %+.3f", time.Unix(0, began).Sub(first).Seconds())
 	}
 	p.untilDelete = nil
 	p.tracing.Store(false)

@@ -229,6 +229,7 @@ func (b *bench) k8scidrRecreate(nss []string, bridges bool) (wall time.Duration,
 	}
 	defer w.close()
 	b.proxy.resetStart()
+	w.onApplyStart = func(t time.Time) { b.proxy.applyBegan.Store(t.UnixNano()) }
 	if debug { // the trace as soon as the first move began, not only at the end
 		stop := make(chan struct{})
 		defer close(stop)

@@ -35,17 +35,23 @@ type workspace struct {
 	// applyStarted is when the last run printed a resource's "Creating..." or "Modifying...":
 	// where Terraform's apply of it begins, after the plan (zero: it printed none).
 	applyStarted time.Time
+	// onApplyStart, when set, is told applyStarted the moment it is seen.
+	onApplyStart func(time.Time)
 }
 
 // startWatch is terraform's output, noting when the first resource apply line comes.
 type startWatch struct {
 	out     bytes.Buffer
 	started *time.Time
+	tell    func(time.Time)
 }
 
 func (s *startWatch) Write(p []byte) (int, error) {
 	if s.started.IsZero() && (bytes.Contains(p, []byte(": Creating...")) || bytes.Contains(p, []byte(": Modifying..."))) {
 		*s.started = time.Now()
+		if s.tell != nil {
+			s.tell(*s.started)
+		}
 	}
 	return s.out.Write(p)
 }
@@ -83,7 +89,7 @@ func (w *workspace) run(args ...string) (time.Duration, float64, error) {
 	_ = os.Remove(w.rssFile)
 	cmd := exec.Command(w.terraform, append([]string{"-chdir=" + w.dir}, args...)...)
 	w.applyStarted = time.Time{}
-	out := &startWatch{started: &w.applyStarted}
+	out := &startWatch{started: &w.applyStarted, tell: w.onApplyStart}
 	cmd.Env, cmd.Stdout, cmd.Stderr = w.env, out, out
 	start := time.Now()
 	err := cmd.Run()
