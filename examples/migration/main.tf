@@ -155,7 +155,7 @@ data "k8scidr_service_moves" "services" {
 # bridge switched off (stage 4) its keep-range goes in the same apply.
 resource "k8scidr_service_cidr" "keep" {
   for_each = toset(data.k8scidr_service_moves.services.keep_cidrs)
-  name     = "keep-${replace(replace(each.key, ".", "-"), "/", "-")}"
+  name     = "keep-${replace(replace(replace(each.key, ".", "-"), "/", "-"), ":", "-")}"
   cidrs    = [each.key]
 
   # Once the old default range is retired (stage 2), the DNS bridge's keep-range is the only range

@@ -7,6 +7,7 @@ package plansummary
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -76,6 +77,23 @@ func ReadLog(r io.Reader) ([]Diagnostic, error) {
 		return nil, fmt.Errorf("reading the plan log (terraform plan -json): %w", err)
 	}
 	return out, nil
+}
+
+// ChangeSummary is the change summary of `terraform apply -json` output ("Apply complete!
+// Resources: …"), "" when there is none.
+func ChangeSummary(log []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(log))
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		var m struct {
+			Type    string `json:"type"`
+			Message string `json:"@message"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Type == "change_summary" {
+			return m.Message
+		}
+	}
+	return ""
 }
 
 func diagnostic(line string) (Diagnostic, bool) {

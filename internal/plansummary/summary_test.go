@@ -253,3 +253,15 @@ func TestSummarize_twoClusters(t *testing.T) {
 		t.Error("a short table is folded or rolled up")
 	}
 }
+
+// TestChangeSummary: the apply's last line, from its -json log.
+func TestChangeSummary(t *testing.T) {
+	log := `{"@level":"info","@message":"Apply complete! Resources: 3 added, 0 changed, 0 destroyed.","type":"change_summary"}
+{"@level":"info","@message":"Outputs: 0","type":"outputs"}`
+	if got := ChangeSummary([]byte("not json\n" + log)); got != "Apply complete! Resources: 3 added, 0 changed, 0 destroyed." {
+		t.Errorf("ChangeSummary = %q", got)
+	}
+	if got := ChangeSummary(nil); got != "" {
+		t.Errorf("ChangeSummary(nil) = %q", got)
+	}
+}

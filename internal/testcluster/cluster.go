@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -52,6 +53,10 @@ type Options struct {
 	PodCIDR string
 	// NodePodCIDRs overrides the per-node pod ranges (one entry per node, comma-separated for dual-stack).
 	NodePodCIDRs []string
+	// NodeTemplates, when set, are the nodes: each registered under its own name with its labels,
+	// taints, addresses, capacity and pod ranges (a rehearsal's copy of a real cluster's nodes),
+	// managed by kwok like the others. Nodes and NodePodCIDRs then follow from them.
+	NodeTemplates []corev1.Node
 	// APIServerFlags are appended to kube-apiserver's command line, e.g. --runtime-config=….
 	APIServerFlags []string
 	// ControllerManagerFlags are appended to kube-controller-manager's command line.
@@ -91,11 +96,12 @@ type Cluster struct {
 	// BinDir holds the binaries and data (e.g. calico-crds-<release>/) the cluster was started from.
 	BinDir string
 
-	procs     []*process
-	ownDir    bool
-	stopHooks []func()
-	opts      Options  // as started, for restarts
-	apiArgs   []string // kube-apiserver's command line, for restarts
+	procs         []*process
+	nodeTemplates []corev1.Node
+	ownDir        bool
+	stopHooks     []func()
+	opts          Options  // as started, for restarts
+	apiArgs       []string // kube-apiserver's command line, for restarts
 }
 
 // state is what a detached cluster leaves in its directory for StopDir.
@@ -116,7 +122,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{ServiceCIDRs: o.ServiceCIDRs, NodePodCIDRs: podCIDRs, Dir: o.Dir, BinDir: o.BinDir}
+	c := &Cluster{ServiceCIDRs: o.ServiceCIDRs, NodePodCIDRs: podCIDRs, Dir: o.Dir, BinDir: o.BinDir, nodeTemplates: o.NodeTemplates}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "k8scidr-cluster-"); err != nil {
 			return nil, err
@@ -167,6 +173,13 @@ func DefaultBinDir() string {
 }
 
 func (o *Options) nodePodCIDRs() ([]string, error) {
+	if o.NodeTemplates != nil {
+		out := make([]string, len(o.NodeTemplates))
+		for i, n := range o.NodeTemplates {
+			out[i] = strings.Join(n.Spec.PodCIDRs, ",")
+		}
+		return out, nil
+	}
 	if o.NodePodCIDRs != nil {
 		if len(o.NodePodCIDRs) != o.Nodes {
 			return nil, fmt.Errorf("NodePodCIDRs has %d entries for %d nodes", len(o.NodePodCIDRs), o.Nodes)

@@ -5,6 +5,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,25 @@ import (
 )
 
 func (c *Cluster) createNodes(ctx context.Context) error {
+	for _, n := range c.nodeTemplates {
+		node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: maps.Clone(n.Labels),
+			Annotations: map[string]string{kwokAnnotation: "fake"}}, Spec: corev1.NodeSpec{PodCIDR: n.Spec.PodCIDR,
+			PodCIDRs: n.Spec.PodCIDRs, Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
+			Status: corev1.NodeStatus{Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable, Addresses: n.Status.Addresses}}
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[NodeLabel] = "true"
+		if len(node.Status.Capacity) == 0 {
+			node.Status.Capacity, node.Status.Allocatable = nodeResources(), nodeResources()
+		}
+		if _, err := c.Kube.CoreV1().Nodes().Create(ctx, &node, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating node %s: %w", n.Name, err)
+		}
+	}
+	if c.nodeTemplates != nil {
+		return nil
+	}
 	for i, cidrs := range c.NodePodCIDRs {
 		if err := c.createNode(ctx, fmt.Sprintf("kwok-node-%d", i), strings.Split(cidrs, ",")); err != nil {
 			return err

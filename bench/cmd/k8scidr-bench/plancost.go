@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,6 +85,44 @@ func (b *bench) planCost(ctx context.Context) error {
 			m.planSize = svcs
 			b.table.add(scenario, "", who, m)
 		}
+		if err := b.exportCost(ctx, who); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exportCost is scenario 7: `k8scidr-rehearse export` of the cluster as scenario 2 left it,
+// read-only, through the proxy that counts its requests: its wall time, peak RSS, requests and
+// the snapshot's size.
+func (b *bench) exportCost(ctx context.Context, who string) error {
+	dir, err := os.MkdirTemp("", "k8scidr-bench-snapshot-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	for round := range b.o.rounds {
+		logf("7. rehearsal export, %s, round %d", who, round+1)
+		before, start := b.proxy.requests.Load(), time.Now()
+		cmd := exec.CommandContext(ctx, filepath.Join(b.bin, "k8scidr-rehearse"), "export", "-kubeconfig", b.kubeconfig, "-out", dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("k8scidr-rehearse export (make rehearse-tool builds it): %w\n%s", err, out)
+		}
+		m := measure{wall: time.Since(start), requests: b.proxy.requests.Load() - before}
+		if u, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			m.rss = float64(u.Maxrss) / 1024 // KiB on Linux
+		}
+		var size int64
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if info, err := f.Info(); err == nil {
+				size += info.Size()
+			}
+		}
+		b.table.add("7. rehearsal export", "", fmt.Sprintf("%s; snapshot %.1f MiB", who, float64(size)/(1<<20)), m)
 	}
 	return nil
 }

@@ -202,3 +202,26 @@ func TestDryRunMiss(t *testing.T) {
 func testLog(t *testing.T) func(string, map[string]any) {
 	return func(msg string, f map[string]any) { t.Logf("%s %v", msg, f) }
 }
+
+// TestPlanAdmissionCopy: the plan asks admission about the copy the apply creates (with the
+// previous IPs annotated), at the planned address where a Ready ServiceCIDR holds it, else at
+// one the allocator picks: a dry run at an address no range serves yet fails in the allocation,
+// before admission, however often it is asked.
+func TestPlanAdmissionCopy(t *testing.T) {
+	ranges := []k8sops.ServiceCIDR{{Name: "kubernetes", CIDRs: []string{"100.64.0.0/13", "fd00:10::/108"}, Ready: true},
+		{Name: "new", CIDRs: []string{"172.24.0.0/15"}, Ready: true}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "kube-system", UID: "u"},
+		Spec: corev1.ServiceSpec{ClusterIP: "100.64.0.10", ClusterIPs: []string{"100.64.0.10", "fd00:10::a"}}}
+	got := planAdmissionCopy(ranges, svc, []string{"172.24.0.10", "fd00:10::a"})
+	if got.Spec.ClusterIP != "172.24.0.10" || got.Annotations[k8sops.PreviousClusterIPsAnnotation] != "100.64.0.10,fd00:10::a" || got.UID != "" {
+		t.Errorf("served range: %v %v uid %q", got.Spec.ClusterIPs, got.Annotations, got.UID)
+	}
+	got = planAdmissionCopy(ranges[:1], svc, []string{"172.24.0.10", "fd00:10::a"})
+	if got.Spec.ClusterIP != "" || got.Spec.ClusterIPs != nil || got.Annotations[k8sops.PreviousClusterIPsAnnotation] == "" {
+		t.Errorf("range not served yet: %v %v", got.Spec.ClusterIPs, got.Annotations)
+	}
+	terminating := []k8sops.ServiceCIDR{ranges[0], {Name: "new", CIDRs: []string{"172.24.0.0/15"}, Ready: true, Terminating: true}}
+	if got = planAdmissionCopy(terminating, svc, []string{"172.24.0.10"}); got.Spec.ClusterIP != "" {
+		t.Errorf("terminating range: %v", got.Spec.ClusterIPs)
+	}
+}

@@ -259,7 +259,12 @@ func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 	p.Errors = append(p.Errors, tooLargeToJournal(snap, byKey, p.Moves)...)
 	p.planDNS(snap, byKey, dns.Key)
 	if i := slices.IndexFunc(p.Moves, func(m Move) bool { return m.Key == p.DNSService }); i >= 0 && o.DNSBridge {
-		p.Staying = append(p.Staying, outsideAll(targets, p.Moves[i].OldIPs)...)
+		// The bridge keeps the IPs that move; a family without a target stays in its own range.
+		for _, ip := range outsideAll(targets, p.Moves[i].OldIPs) {
+			if _, moves := k8sops.TargetFor(targets, ip); moves {
+				p.Staying = append(p.Staying, ip)
+			}
+		}
 	}
 	p.OldIPBridges = OldIPBridgesIn(snap.Services, "")
 	slices.SortFunc(p.Staying, netip.Addr.Compare)

@@ -641,6 +641,7 @@ func TestPlanRecreationKeepCovering(t *testing.T) {
 	bridge.Labels = map[string]string{k8sops.DNSBridgeLabel: "true"}
 	other := rsvc("app/web", "ClusterIP", "100.64.0.20")
 	lb := rsvc("app/lb", "LoadBalancer", "100.64.12.7")
+	dual := rsvc("kube-system/kube-dns", "ClusterIP", "100.64.0.10", "fd00:10::a")
 	for _, c := range []struct {
 		name     string
 		services []corev1.Service
@@ -652,6 +653,8 @@ func TestPlanRecreationKeepCovering(t *testing.T) {
 		{"bridge switched off", []corev1.Service{moved, bridge, other}, false, "[]"},
 		{"moved without a bridge", []corev1.Service{dns, other}, false, "[]"},
 		{"a LoadBalancer stays", []corev1.Service{moved, bridge, other, lb}, false, "[100.64.12.0/28]"},
+		// Only the IPv4 moves: the IPv6 stays in its own range, which nothing retires.
+		{"dual-stack DNS", []corev1.Service{dual, other}, true, "[100.64.0.8/30]"},
 	} {
 		snap := Snapshot{Services: c.services, Ranges: []k8sops.ServiceCIDR{readyRange("kubernetes", "100.64.0.0/13"), readyRange("new", "172.24.0.0/15")}}
 		o := defaultOpts()

@@ -411,16 +411,8 @@ func (w *workspace) apply() error {
 	if err != nil {
 		return err
 	}
-	sc := bufio.NewScanner(&jsonLog)
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	for sc.Scan() {
-		var m struct {
-			Type    string `json:"type"`
-			Message string `json:"@message"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Type == "change_summary" {
-			fmt.Println(m.Message)
-		}
+	if line := plansummary.ChangeSummary(jsonLog.Bytes()); line != "" {
+		fmt.Println(line)
 	}
 	for _, d := range demoDiagnostics(diags) {
 		fmt.Printf("  %s: %s\n", d.Severity, d.Summary)
