@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -96,19 +97,23 @@ func export(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("Snapshot of %s (Kubernetes %s) in %s, %.1f s\n", cfg.Host, m.Server.GitVersion, *out, m.Seconds)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "file\tobjects\tbytes\t")
+	var table strings.Builder
+	table.WriteString("file\tobjects\tbytes\t\n")
 	var objects int
 	var size int64
 	for _, f := range m.Files {
 		if f.Missing != "" {
-			fmt.Fprintf(tw, "%s\t-\t%s\t\n", f.Name, f.Missing)
+			fmt.Fprintf(&table, "%s\t-\t%s\t\n", f.Name, f.Missing)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", f.Name, f.Objects, f.Bytes)
+		fmt.Fprintf(&table, "%s\t%d\t%d\t\n", f.Name, f.Objects, f.Bytes)
 		objects, size = objects+f.Objects, size+f.Bytes
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t\n", objects, size)
+	fmt.Fprintf(&table, "total\t%d\t%d\t\n", objects, size)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
+	if _, err := io.WriteString(tw, table.String()); err != nil {
+		return err
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -225,6 +230,7 @@ func run(ctx context.Context, args []string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	twin.Total = time.Since(start)
 	text, err := r.Markdown("Rehearsal of "+*config+" on a twin", twin)
 	if err != nil {
 		return false, err

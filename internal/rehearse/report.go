@@ -18,8 +18,8 @@ type Twin struct {
 	// Version is the twin's kube-apiserver (gitVersion).
 	Version string
 	Loaded  *Loaded
-	// Setup is how long starting and loading the twin took.
-	Setup time.Duration
+	// Setup is how long starting and loading the twin took; Total the whole rehearsal.
+	Setup, Total time.Duration
 }
 
 // NotRehearsed lists what the twin cannot show: each webhook (its backend is not in the twin,
@@ -40,8 +40,10 @@ func (t *Twin) NotRehearsed() ([]string, error) {
 				var resources []string
 				rules, _, _ := unstructured.NestedSlice(hm, "rules")
 				for _, r := range rules {
-					rs, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
-					resources = append(resources, rs...)
+					if rm, ok := r.(map[string]any); ok {
+						rs, _, _ := unstructured.NestedStringSlice(rm, "resources")
+						resources = append(resources, rs...)
+					}
 				}
 				out = append(out, fmt.Sprintf("%s %s, webhook %s (failurePolicy %s, on %s): its backend is not in the twin, so its decision is unknown: a stand-in with its rules and failurePolicy that denies and changes nothing",
 					o.GetKind(), o.GetName(), name, policy, strings.Join(slices.Compact(slices.Sorted(slices.Values(resources))), ",")))
@@ -75,9 +77,9 @@ func (r *Report) Markdown(title string, twin *Twin) (string, error) {
 	}
 	if twin != nil {
 		m := twin.Snapshot.Manifest
-		fmt.Fprintf(&b, "Twin: Kubernetes %s (production: %s), snapshot of %s, started and loaded in %s. "+
+		fmt.Fprintf(&b, "Twin: Kubernetes %s (production: %s), snapshot of %s, started and loaded in %s; the whole rehearsal took %s. "+
 			"Service ranges %s (%s). kube-controller-manager: %s.\n\n",
-			twin.Version, m.Server.GitVersion, m.ExportedAt.Format(time.RFC3339), twin.Setup.Round(time.Second),
+			twin.Version, m.Server.GitVersion, m.ExportedAt.Format(time.RFC3339), twin.Setup.Round(time.Second), twin.Total.Round(time.Second),
 			strings.Join(m.ServiceClusterIPRanges, ","), m.RangesSource, kcmText(m))
 		b.WriteString("| snapshot file | objects | loaded |\n|---|---:|---:|\n")
 		for _, f := range m.Files {

@@ -123,7 +123,7 @@ func Rehearse(ctx context.Context, t Target, o RunOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.run(ctx, nil, "init", "-input=false", "-no-color"); err != nil {
+	if err := w.run(ctx, nil, "init", "-input=false", "-no-color"); err != nil {
 		return nil, fmt.Errorf("terraform init: %w", err)
 	}
 	stages := o.Stages
@@ -240,8 +240,8 @@ func newWorkspace(t Target, o RunOptions) (*workspace, error) {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(n, ".tf") || strings.HasSuffix(n, ".tf.json") || strings.HasSuffix(n, ".tfvars") ||
-			n == ".terraform.lock.hcl") {
+		keep := strings.HasSuffix(n, ".tf") || strings.HasSuffix(n, ".tf.json") || strings.HasSuffix(n, ".tfvars") || n == ".terraform.lock.hcl"
+		if e.IsDir() || !keep {
 			continue
 		}
 		src, err := filepath.Abs(filepath.Join(o.Config, n))
@@ -289,10 +289,12 @@ func newWorkspace(t Target, o RunOptions) (*workspace, error) {
 	return &workspace{dir: o.Work, terraform: o.Terraform, env: env, log: log}, nil
 }
 
-// run runs terraform in the workspace; its output goes to the log and is returned, and with
-// capture stdout goes there instead.
-func (w *workspace) run(ctx context.Context, capture *bytes.Buffer, args ...string) (string, error) {
-	fmt.Fprintf(w.log, "\n$ terraform %s\n", strings.Join(args, " "))
+// run runs terraform in the workspace; its output goes to the log, and with capture stdout
+// goes there instead. A failure's error ends with the output's last lines.
+func (w *workspace) run(ctx context.Context, capture *bytes.Buffer, args ...string) error {
+	if _, err := fmt.Fprintf(w.log, "\n$ terraform %s\n", strings.Join(args, " ")); err != nil {
+		return err
+	}
 	var text bytes.Buffer
 	cmd := exec.CommandContext(ctx, w.terraform, append([]string{"-chdir=" + w.dir}, args...)...)
 	// Cancelled (Ctrl-C), terraform is interrupted as at a terminal: it stops the provider
@@ -303,11 +305,10 @@ func (w *workspace) run(ctx context.Context, capture *bytes.Buffer, args ...stri
 	if capture != nil {
 		cmd.Stdout = capture
 	}
-	err := cmd.Run()
-	if err != nil {
-		return text.String(), fmt.Errorf("terraform %s: %w\n%s", args[0], err, lastLines(text.String(), 20))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("terraform %s: %w\n%s", args[0], err, lastLines(text.String(), 20))
 	}
-	return text.String(), nil
+	return nil
 }
 
 func lastLines(s string, n int) string {
@@ -320,13 +321,13 @@ func lastLines(s string, n int) string {
 func (w *workspace) stage(ctx context.Context, s *Stage, kube kubernetes.Interface, args []string) {
 	start := time.Now()
 	var jsonLog bytes.Buffer
-	_, err := w.run(ctx, &jsonLog, append([]string{"plan", "-input=false", "-json", "-out=stage.tfplan"}, args...)...)
+	err := w.run(ctx, &jsonLog, append([]string{"plan", "-input=false", "-json", "-out=stage.tfplan"}, args...)...)
 	s.PlanTime = time.Since(start)
 	s.PlanDiagnostics, _ = plansummary.ReadLog(bytes.NewReader(jsonLog.Bytes()))
 	var plan *tfjson.Plan
 	if err == nil {
 		var planJSON bytes.Buffer
-		if _, err = w.run(ctx, &planJSON, "show", "-json", "stage.tfplan"); err == nil {
+		if err = w.run(ctx, &planJSON, "show", "-json", "stage.tfplan"); err == nil {
 			plan, err = plansummary.ReadPlan(&planJSON)
 		}
 	}
@@ -339,7 +340,7 @@ func (w *workspace) stage(ctx context.Context, s *Stage, kube kubernetes.Interfa
 	s.Skipped, s.Restarts = planData(plan)
 	start = time.Now()
 	jsonLog.Reset()
-	_, err = w.run(ctx, &jsonLog, "apply", "-input=false", "-json", "stage.tfplan")
+	err = w.run(ctx, &jsonLog, "apply", "-input=false", "-json", "stage.tfplan")
 	s.ApplyTime = time.Since(start)
 	s.Diagnostics, _ = plansummary.ReadLog(bytes.NewReader(jsonLog.Bytes()))
 	s.Change = plansummary.ChangeSummary(jsonLog.Bytes())
@@ -465,7 +466,7 @@ func (w *workspace) newServiceRanges(ctx context.Context, given, current []strin
 		return given, nil
 	}
 	var out bytes.Buffer
-	if _, err := w.run(ctx, &out, "output", "-json", "kops_steps"); err != nil {
+	if err := w.run(ctx, &out, "output", "-json", "kops_steps"); err != nil {
 		return nil, fmt.Errorf("the new Service range: not given (-apiserver-range) and no output kops_steps: %w", err)
 	}
 	return rangesFromSteps(out.Bytes(), current)

@@ -53,10 +53,24 @@ func calicoPodReady(stage []byte) []byte {
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
+// calicoPath is where Calico's piece name is: Calico's builds are the same for every Kubernetes
+// release, so an older release's bin/k8s-<release>/ without them takes the suite's own.
+func (c *Cluster) calicoPath(name string) string {
+	p := filepath.Join(c.BinDir, name)
+	if _, err := os.Stat(p); err != nil {
+		if q := filepath.Join(DefaultBinDir(), name); q != p {
+			if _, err := os.Stat(q); err == nil {
+				return q
+			}
+		}
+	}
+	return p
+}
+
 // InstallCalicoCRDs applies the crd.projectcalico.org/v1 CRDs of a Calico release (from
 // BinDir/calico-crds-<release>) and waits until every one is Established.
 func (c *Cluster) InstallCalicoCRDs(ctx context.Context, release string) error {
-	dir := filepath.Join(c.BinDir, "calico-crds-"+release)
+	dir := c.calicoPath("calico-crds-" + release)
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no Calico %s CRDs in %s (run make testbin): %v", release, dir, err)

@@ -17,7 +17,7 @@ import (
 
 // Calicoctl runs BinDir/calicoctl on the cluster's Kubernetes datastore and returns its output.
 func (c *Cluster) Calicoctl(ctx context.Context, args ...string) (string, error) {
-	bin := filepath.Join(c.BinDir, "calicoctl")
+	bin := c.calicoPath("calicoctl")
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "DATASTORE_TYPE=kubernetes", "KUBECONFIG="+c.Kubeconfig)
 	out, err := cmd.CombinedOutput()

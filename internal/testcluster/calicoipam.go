@@ -49,9 +49,9 @@ func (c *Cluster) StartCalicoIPAM(ctx context.Context) (*CalicoIPAM, error) {
 }
 
 func (c *Cluster) calicoIPAMBin() (string, error) {
-	bin := filepath.Join(c.BinDir, CalicoIPAMProgram)
+	bin := c.calicoPath(CalicoIPAMProgram)
 	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("no %s in %s (run make testbin): %w", CalicoIPAMProgram, c.BinDir, err)
+		return "", fmt.Errorf("no %s in %s (run make testbin): %w", CalicoIPAMProgram, filepath.Dir(bin), err)
 	}
 	return bin, nil
 }
