@@ -212,15 +212,12 @@ func ownedSlices(list []discoveryv1.EndpointSlice, uid types.UID) []discoveryv1.
 func (x *executor) refreshDependents(ctx context.Context, svc *corev1.Service, e JournalEntry) (JournalEntry, error) {
 	next := e
 	if len(svc.Spec.Selector) == 0 {
+		// Read from the API, not the run's watch: this is the last look before the delete, and
+		// a change the watch has yet to deliver would be lost with the Endpoints the endpoints
+		// controller deletes with the Service (a journaled copy restored in their place). One
+		// request per selector-less Service, the few whose Endpoints are hand-made.
 		start := time.Now() // client-go retries a failed read itself (retryHints)
-		ep, watched := x.watchedEndpoints(e.Key)
-		var err error
-		switch {
-		case watched && ep == nil:
-			err = apierrors.NewNotFound(corev1.Resource("endpoints"), svc.Name)
-		case !watched:
-			ep, err = x.c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-		}
+		ep, err := x.c.Kube.CoreV1().Endpoints(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			next.Endpoints = nil
