@@ -36,9 +36,6 @@ type Kind struct {
 	GVR  schema.GroupVersionResource
 	// Namespaced kinds are listed across all namespaces.
 	Namespaced bool
-	// Optional kinds may be missing (not served: no Calico, an older release); their absence is
-	// recorded, not an error.
-	Optional bool
 	// Load: the twin gets these objects. The others are recorded for the reviewer and the report
 	// (IPAM state, which the twin's own Calico IPAM makes afresh; IPAddresses, which the
 	// apiserver makes for the Services; nodes, which the twin starts with).
@@ -54,14 +51,14 @@ var Kinds = []Kind{
 	{File: "namespaces.yaml", GVR: core("namespaces"), Load: true},
 	{File: "nodes.yaml", GVR: core("nodes"), Status: true},
 	{File: "configmaps.yaml", GVR: core("configmaps"), Namespaced: true, Load: true},
-	{File: "servicecidrs.yaml", GVR: schema.GroupVersionResource{Group: "networking.k8s.io", Resource: "servicecidrs"}, Optional: true, Load: true},
-	{File: "ippools.yaml", GVR: calico("ippools"), Optional: true, Load: true},
-	{File: "ipamblocks.yaml", GVR: calico("ipamblocks"), Optional: true},
-	{File: "ipamhandles.yaml", GVR: calico("ipamhandles"), Optional: true},
+	{File: "servicecidrs.yaml", GVR: schema.GroupVersionResource{Group: "networking.k8s.io", Resource: "servicecidrs"}, Load: true},
+	{File: "ippools.yaml", GVR: calico("ippools"), Load: true},
+	{File: "ipamblocks.yaml", GVR: calico("ipamblocks")},
+	{File: "ipamhandles.yaml", GVR: calico("ipamhandles")},
 	{File: "services.yaml", GVR: core("services"), Namespaced: true, Load: true, Status: true},
 	{File: "endpoints.yaml", GVR: core("endpoints"), Namespaced: true, Load: true},
 	{File: "endpointslices.yaml", GVR: schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, Namespaced: true, Load: true},
-	{File: "ipaddresses.yaml", GVR: schema.GroupVersionResource{Group: "networking.k8s.io", Resource: "ipaddresses"}, Optional: true},
+	{File: "ipaddresses.yaml", GVR: schema.GroupVersionResource{Group: "networking.k8s.io", Resource: "ipaddresses"}},
 	{File: "deployments.yaml", GVR: apps("deployments"), Namespaced: true, Load: true},
 	{File: "statefulsets.yaml", GVR: apps("statefulsets"), Namespaced: true, Load: true},
 	{File: "daemonsets.yaml", GVR: apps("daemonsets"), Namespaced: true, Load: true},
@@ -69,8 +66,8 @@ var Kinds = []Kind{
 	{File: "poddisruptionbudgets.yaml", GVR: schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, Namespaced: true, Load: true},
 	{File: "limitranges.yaml", GVR: core("limitranges"), Namespaced: true, Load: true},
 	{File: "resourcequotas.yaml", GVR: core("resourcequotas"), Namespaced: true, Load: true},
-	{File: "validatingadmissionpolicies.yaml", GVR: admission("validatingadmissionpolicies"), Optional: true, Load: true},
-	{File: "validatingadmissionpolicybindings.yaml", GVR: admission("validatingadmissionpolicybindings"), Optional: true, Load: true},
+	{File: "validatingadmissionpolicies.yaml", GVR: admission("validatingadmissionpolicies"), Load: true},
+	{File: "validatingadmissionpolicybindings.yaml", GVR: admission("validatingadmissionpolicybindings"), Load: true},
 	// Loaded as stand-ins that deny nothing (standIn): the backends are not in the twin.
 	{File: "validatingwebhookconfigurations.yaml", GVR: admission("validatingwebhookconfigurations"), Load: true},
 	{File: "mutatingwebhookconfigurations.yaml", GVR: admission("mutatingwebhookconfigurations"), Load: true},
@@ -135,8 +132,8 @@ type list struct {
 }
 
 // Export writes the snapshot of the cluster cfg reaches into dir, read-only (list and get),
-// and returns its manifest. A kind not served, or not readable with these credentials, is
-// recorded as missing; any other failure is an error.
+// and returns its manifest. A kind not served (no Calico, an older release) or not readable
+// with these credentials is recorded as missing; any other failure is an error.
 func Export(ctx context.Context, cfg *rest.Config, dir string) (*Manifest, error) {
 	start := time.Now()
 	cfg = rest.CopyConfig(cfg)

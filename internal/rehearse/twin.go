@@ -255,7 +255,8 @@ func create(ctx context.Context, dyn dynamic.Interface, k Kind, o *unstructured.
 	if strings.HasSuffix(k.GVR.Resource, "webhookconfigurations") {
 		standIn(o)
 	}
-	status, hasStatus := o.Object["status"]
+	status := o.Object["status"]
+	ingress, _, _ := unstructured.NestedSlice(o.Object, "status", "loadBalancer", "ingress")
 	delete(o.Object, "status")
 	created, err := api.Create(ctx, o, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) && k.GVR.Resource == "configmaps" {
@@ -264,7 +265,7 @@ func create(ctx context.Context, dyn dynamic.Interface, k Kind, o *unstructured.
 	if err != nil {
 		return err
 	}
-	if ingress, _, _ := unstructured.NestedSlice(map[string]any{"status": status}, "status", "loadBalancer", "ingress"); hasStatus && len(ingress) > 0 {
+	if len(ingress) > 0 {
 		created.Object["status"] = status
 		_, err = api.UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	}
