@@ -237,13 +237,20 @@ func checkRollAvailability(s PreflightSnapshot, r PreflightRanges) []PreflightFi
 
 // checkServiceCIDRLeftover: KEP-1880's last step. Once kube-apiserver has recreated the default
 // range on the new flags, a ServiceCIDR made for the move inside it is no longer needed: the
-// default range holds its addresses.
-func checkServiceCIDRLeftover(s PreflightSnapshot, _ PreflightRanges) []PreflightFinding {
+// default range holds its addresses. While the default range still overlaps the old Service
+// range, kube-apiserver has not moved: a keep-range inside it (the old DNS or apiserver IPs a
+// bridge holds) is what keeps those IPs valid once it does, so it is not reported.
+func checkServiceCIDRLeftover(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	i := slices.IndexFunc(s.ServiceCIDRs, func(sc k8sops.ServiceCIDR) bool { return sc.Name == k8sops.DefaultServiceCIDRName })
 	if i < 0 || !s.ServiceCIDRs[i].Ready || s.ServiceCIDRs[i].Terminating {
 		return nil
 	}
 	def := k8sops.ParsePrefixes(s.ServiceCIDRs[i].CIDRs)
+	for _, p := range def {
+		if slices.ContainsFunc(r.OldService, p.Overlaps) {
+			return nil
+		}
+	}
 	var out []PreflightFinding
 	for _, sc := range s.ServiceCIDRs {
 		if sc.Name == k8sops.DefaultServiceCIDRName || sc.Terminating || !containedIn(k8sops.ParsePrefixes(sc.CIDRs), def) {

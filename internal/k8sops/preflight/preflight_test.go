@@ -215,6 +215,11 @@ func TestCheckPreflight(t *testing.T) {
 			PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
 				{Name: "kubernetes", CIDRs: []string{"100.64.0.0/13"}, Ready: true}, {Name: "services-172-24", CIDRs: []string{"172.24.0.0/15"}, Ready: true}}},
 			CheckServiceCIDRLeftover, SeverityInfo, "ServiceCIDR//services-172-24"},
+		{"a keep-range inside the old default range is still needed", PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
+			{Name: "kubernetes", CIDRs: []string{"172.24.0.0/15"}, Ready: true}, {Name: "keep-172-24-0-8-30", CIDRs: []string{"172.24.0.8/30"}, Ready: true}}},
+			PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
+				{Name: "kubernetes", CIDRs: []string{"100.64.0.0/13"}, Ready: true}, {Name: "keep-100-64-0-8-30", CIDRs: []string{"100.64.0.8/30"}, Ready: true}}},
+			CheckServiceCIDRLeftover, SeverityInfo, "ServiceCIDR//keep-172-24-0-8-30"},
 		{"kcm cluster-cidr", PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=100.96.0.0/11", "--allocate-node-cidrs=false")}},
 			PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=172.16.0.0/12", "--allocate-node-cidrs=false")}},
 			CheckPoolPlacement, SeverityWarning, "Pod/kube-system/kcm-a"},
