@@ -178,7 +178,9 @@ func join(a, b string) string {
 
 // restartStaticPods does to the static pods what their kubelets do when the nodes roll: each
 // mirror pod is deleted and made again with the same spec, and runs anew (a new start time,
-// the current Service environment). It returns how many.
+// the current Service environment). It returns how many. A pod that does not start within
+// 30 s is made again, as a kubelet would: the node agent of a loaded cluster (kwok on a twin)
+// has been seen to miss a pod made again under the name it had just seen deleted.
 func restartStaticPods(ctx context.Context, kube kubernetes.Interface) (int, error) {
 	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -189,29 +191,44 @@ func restartStaticPods(ctx context.Context, kube kubernetes.Interface) (int, err
 		if p.Annotations[corev1.MirrorPodAnnotationKey] == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		api := kube.CoreV1().Pods(p.Namespace)
-		if err := api.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil && !apierrors.IsNotFound(err) {
-			return n, err
+		started := false
+		for try := 0; try < 4 && !started; try++ {
+			if started, err = restartStaticPod(ctx, kube, &p); err != nil {
+				return n, err
+			}
 		}
-		again := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, Annotations: p.Annotations,
-			OwnerReferences: p.OwnerReferences}, Spec: p.Spec}
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, err := api.Create(ctx, &again, metav1.CreateOptions{})
-			return err == nil, nil // AlreadyExists until the old one is gone
-		})
-		if err != nil {
-			return n, fmt.Errorf("making the mirror pod %s/%s again: %w", p.Namespace, p.Name, err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := api.Get(ctx, p.Name, metav1.GetOptions{})
-			return err == nil && got.Status.StartTime != nil, nil
-		})
-		if err != nil {
-			return n, fmt.Errorf("the static pod %s/%s did not start again: %w", p.Namespace, p.Name, err)
+		if !started {
+			return n, fmt.Errorf("the static pod %s/%s did not start again in 4 tries of 30 s", p.Namespace, p.Name)
 		}
 		n++
 	}
 	return n, nil
+}
+
+// restartStaticPod deletes mirror pod p, makes it again, and reports whether it started within
+// 30 s.
+func restartStaticPod(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (bool, error) {
+	api := kube.CoreV1().Pods(p.Namespace)
+	if err := api.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	again := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, Annotations: p.Annotations,
+		OwnerReferences: p.OwnerReferences}, Spec: p.Spec}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := api.Create(ctx, &again, metav1.CreateOptions{})
+		return err == nil, nil // AlreadyExists until the old one is gone
+	})
+	if err != nil {
+		return false, fmt.Errorf("making the mirror pod %s/%s again: %w", p.Namespace, p.Name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := api.Get(ctx, p.Name, metav1.GetOptions{})
+		return err == nil && got.Status.StartTime != nil, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return err == nil, nil
 }
 
 // workspace is the configuration linked into a directory with the rehearsal's override.
