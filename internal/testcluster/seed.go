@@ -9,7 +9,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -27,7 +29,7 @@ type Seeded struct {
 }
 
 // Seed creates the installer's Calico pool (default-ipv4-ippool, 100.96.0.0/11, IPIP Always, NAT
-// on), kube-system/coredns behind kube-dns at 100.64.0.10, and in namespaces app-0 … app-k: per
+// on), kube-system/coredns (with its PodDisruptionBudget) behind kube-dns at 100.64.0.10, and in namespaces app-0 … app-k: per
 // group of ten Services a Deployment with its ClusterIP Services, a NodePort, a headless Service
 // with a StatefulSet, an ExternalName, a selector-less Service, and every fourth group a
 // LoadBalancer, plus two Deployments without Services; and a DaemonSet. It waits until every pod has an address. The Calico CRDs and
@@ -76,6 +78,13 @@ func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 		return err
 	}
 	if err := deployment("kube-system", "coredns", 2); err != nil {
+		return nil, err
+	}
+	// kOps' CoreDNS addon ships a PodDisruptionBudget beside it, so that a node roll's drain
+	// keeps one replica running (the preflight's roll_availability warns of CoreDNS without one).
+	dnsBudget := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: selector("coredns")}}
+	if _, err := kube.PolicyV1().PodDisruptionBudgets("kube-system").Create(ctx, dnsBudget, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
 	if err := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, "100.64.0.10", "coredns"); err != nil {

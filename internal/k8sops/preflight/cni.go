@@ -6,6 +6,7 @@ package preflight
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -182,21 +185,27 @@ func nodeCapacity(s PreflightSnapshot, r PreflightRanges, kcm *corev1.Pod) []Pre
 	return out
 }
 
-// checkRollAvailability: the roll restarts every workload with a pod in the old range. CoreDNS on
-// one replica leaves the cluster without DNS while it restarts, and so does a fail-closed
-// webhook's single backend for every create the webhook covers (the roll's own new pods too).
+// checkRollAvailability: the roll restarts every workload with a pod in the old range, and the
+// node rolls the guide asks for between stages drain every node. CoreDNS on one replica leaves
+// the cluster without DNS while it restarts, and so does a fail-closed webhook's single backend
+// for every create the webhook covers (the roll's own new pods too). On two or more replicas
+// without a PodDisruptionBudget, a drain evicts them without asking how many are left: two
+// replicas on one node go at once.
 func checkRollAvailability(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	if len(r.OldPod) == 0 {
 		return nil
 	}
-	var out []PreflightFinding
-	single := func(d *appsv1.Deployment) bool { return d.Spec.Replicas == nil || *d.Spec.Replicas <= 1 }
+	// critical: the Deployment and why the cluster needs it up, in a sentence's middle.
+	type critical struct {
+		d   *appsv1.Deployment
+		why string
+		fix string
+	}
+	var crit []critical
 	for i := range s.Deployments {
 		d := &s.Deployments[i]
-		if d.Namespace == "kube-system" && (d.Name == "coredns" || d.Spec.Template.Labels["k8s-app"] == "kube-dns") && single(d) {
-			out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckRollAvailability, Object: ObjectRef{"Deployment", d.Namespace, d.Name},
-				Detail: "The cluster DNS runs one replica: while the roll restarts it, no name resolves until the new pod is ready.",
-				Fix:    "Scale it to two or more replicas (with a PodDisruptionBudget) before the roll, as write-up 001 does."})
+		if d.Namespace == "kube-system" && (d.Name == "coredns" || d.Spec.Template.Labels["k8s-app"] == "kube-dns") {
+			crit = append(crit, critical{d, "the cluster DNS: no name resolves", "as write-up 001 does"})
 		}
 	}
 	type backend struct{ hook, ns, name string }
@@ -223,23 +232,49 @@ func checkRollAvailability(s PreflightSnapshot, r PreflightRanges) []PreflightFi
 		sel := labels.SelectorFromSet(s.Services[i].Spec.Selector)
 		for j := range s.Deployments {
 			d := &s.Deployments[j]
-			if d.Namespace != b.ns || !sel.Matches(labels.Set(d.Spec.Template.Labels)) || !single(d) {
-				continue
+			if d.Namespace == b.ns && sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+				crit = append(crit, critical{d, fmt.Sprintf("the backend of the fail-closed webhook %s (Service %s/%s): "+
+					"every create the webhook covers is refused, the roll's own new pods among them,", b.hook, b.ns, b.name),
+					"or set the webhook's failurePolicy to Ignore for the migration"})
 			}
-			out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckRollAvailability, Object: ObjectRef{"Deployment", d.Namespace, d.Name},
-				Detail: fmt.Sprintf("It is the only replica behind the fail-closed webhook %s (Service %s/%s): while the roll restarts it, "+
-					"every create the webhook covers is refused, the roll's own new pods among them.", b.hook, b.ns, b.name),
-				Fix: "Scale it to two or more replicas with a PodDisruptionBudget before the roll, or set the webhook's failurePolicy to Ignore for the migration."})
+		}
+	}
+	var out []PreflightFinding
+	for _, c := range crit {
+		ref := ObjectRef{"Deployment", c.d.Namespace, c.d.Name}
+		switch {
+		case c.d.Spec.Replicas == nil || *c.d.Spec.Replicas <= 1:
+			out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckRollAvailability, Object: ref,
+				Detail: fmt.Sprintf("It runs one replica and is %s while the roll restarts it, until the new pod is ready.", c.why),
+				Fix:    fmt.Sprintf("Scale it to two or more replicas with a PodDisruptionBudget before the roll, %s.", c.fix)})
+		case !coveredByPDB(s.PodDisruptionBudgets, c.d):
+			out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckRollAvailability, Object: ref,
+				Detail: fmt.Sprintf("No PodDisruptionBudget covers its %d replicas: a node drain of the migration's node rolls evicts them "+
+					"without counting how many are left, and with all of them gone it is %s until one is ready again.", *c.d.Spec.Replicas, c.why),
+				Fix: fmt.Sprintf("Create a PodDisruptionBudget selecting its pods (maxUnavailable: 1) before the node rolls, %s.", c.fix)})
 		}
 	}
 	return out
+}
+
+// coveredByPDB: a PodDisruptionBudget of the Deployment's namespace selects its pods' labels.
+func coveredByPDB(pdbs []policyv1.PodDisruptionBudget, d *appsv1.Deployment) bool {
+	return slices.ContainsFunc(pdbs, func(p policyv1.PodDisruptionBudget) bool {
+		if p.Namespace != d.Namespace || p.Spec.Selector == nil {
+			return false
+		}
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+		return err == nil && sel.Matches(labels.Set(d.Spec.Template.Labels))
+	})
 }
 
 // checkServiceCIDRLeftover: KEP-1880's last step. Once kube-apiserver has recreated the default
 // range on the new flags, a ServiceCIDR made for the move inside it is no longer needed: the
 // default range holds its addresses. While the default range still overlaps the old Service
 // range, kube-apiserver has not moved: a keep-range inside it (the old DNS or apiserver IPs a
-// bridge holds) is what keeps those IPs valid once it does, so it is not reported.
+// bridge holds) is what keeps those IPs valid once it does, so it is not reported. After the
+// move, a keep-range in the old range is needed only while a Service (a bridge) holds an address
+// in it; once none does, the bridges are gone and so is its purpose.
 func checkServiceCIDRLeftover(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 	i := slices.IndexFunc(s.ServiceCIDRs, func(sc k8sops.ServiceCIDR) bool { return sc.Name == k8sops.DefaultServiceCIDRName })
 	if i < 0 || !s.ServiceCIDRs[i].Ready || s.ServiceCIDRs[i].Terminating {
@@ -251,15 +286,33 @@ func checkServiceCIDRLeftover(s PreflightSnapshot, r PreflightRanges) []Prefligh
 			return nil
 		}
 	}
+	held := func(cidrs []netip.Prefix) bool {
+		return slices.ContainsFunc(s.Services, func(svc corev1.Service) bool {
+			return slices.ContainsFunc(k8sops.ClusterIPs(&svc), func(a netip.Addr) bool {
+				return slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) })
+			})
+		})
+	}
 	var out []PreflightFinding
 	for _, sc := range s.ServiceCIDRs {
-		if sc.Name == k8sops.DefaultServiceCIDRName || sc.Terminating || !containedIn(k8sops.ParsePrefixes(sc.CIDRs), def) {
+		if sc.Name == k8sops.DefaultServiceCIDRName || sc.Terminating {
 			continue
 		}
-		out = append(out, PreflightFinding{Severity: SeverityInfo, Check: CheckServiceCIDRLeftover, Object: ObjectRef{"ServiceCIDR", "", sc.Name},
-			Detail: fmt.Sprintf("It lies inside the default range kubernetes (%s), which kube-apiserver made from its flags: that range "+
-				"holds its addresses, so it is no longer needed (KEP-1880's last step).", strings.Join(s.ServiceCIDRs[i].CIDRs, ", ")),
-			Fix: "Remove it once the migration is done (its k8scidr_service_cidr from the configuration); its Services keep their IPs."})
+		ref := ObjectRef{"ServiceCIDR", "", sc.Name}
+		cidrs := k8sops.ParsePrefixes(sc.CIDRs)
+		switch {
+		case containedIn(cidrs, def):
+			out = append(out, PreflightFinding{Severity: SeverityInfo, Check: CheckServiceCIDRLeftover, Object: ref,
+				Detail: fmt.Sprintf("It lies inside the default range kubernetes (%s), which kube-apiserver made from its flags: that range "+
+					"holds its addresses, so it is no longer needed (KEP-1880's last step).", strings.Join(s.ServiceCIDRs[i].CIDRs, ", ")),
+				Fix: "Remove it once the migration is done (its k8scidr_service_cidr from the configuration); its Services keep their IPs."})
+		case len(cidrs) > 0 && !slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return slices.ContainsFunc(def, p.Overlaps) }) &&
+			slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return slices.ContainsFunc(r.OldService, p.Overlaps) }) && !held(cidrs):
+			out = append(out, PreflightFinding{Severity: SeverityInfo, Check: CheckServiceCIDRLeftover, Object: ref,
+				Detail: fmt.Sprintf("It lies in the old Service range (%s) and no Service holds an address in it: the bridges it kept "+
+					"old IPs valid for are gone, so it is no longer needed (KEP-1880's last step).", strings.Join(sc.CIDRs, ", ")),
+				Fix: "Remove it (its k8scidr_service_cidr from the configuration, or the resource that made it); nothing is allocated from it."})
+		}
 	}
 	return out
 }

@@ -179,7 +179,7 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 		checks []string
 		read   func() error
 	}{
-		{"services", []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed, CheckRollAvailability}, func() error {
+		{"services", []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed, CheckRollAvailability, CheckServiceCIDRLeftover}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.CoreV1().Services("").List), collect(&s.Services))
 		}},
 		{"pods", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckKubeProxyCIDR, CheckDisruptionBudget, CheckServiceCIDRGate}, func() error {
@@ -219,7 +219,7 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			s.AdmissionPolicies, err = k8sops.ListAdmissionPolicies(ctx, c)
 			return err
 		}},
-		{"poddisruptionbudgets.policy", []string{CheckDisruptionBudget}, func() error {
+		{"poddisruptionbudgets.policy", []string{CheckDisruptionBudget, CheckRollAvailability}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.PolicyV1().PodDisruptionBudgets("").List), collect(&s.PodDisruptionBudgets))
 		}},
 		{"configmaps (kube-system: " + fmt.Sprint(preflightConfigMaps) + ")", []string{CheckDNSPinned, CheckKubeProxyCIDR, CheckPodsPinnedToOldPool, CheckCNIIPAM}, func() error {

@@ -126,6 +126,13 @@ func TestCheckPreflight(t *testing.T) {
 		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}}}
 	pdbRoom := *pdb.DeepCopy()
 	pdbRoom.Status.DisruptionsAllowed = 1
+	kubeDNS := map[string]string{"k8s-app": "kube-dns"}
+	budget := func(ns, name string, sel map[string]string) policyv1.PodDisruptionBudget {
+		return policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}}}
+	}
+	dnsPDB, otherPDB, guardPDB := budget("kube-system", "kube-dns", kubeDNS), budget("kube-system", "other", map[string]string{"app": "other"}),
+		budget("hooks", "guard", map[string]string{"app": "guard"})
 	progressing := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "stuck"}, Status: appsv1.DeploymentStatus{
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Reason: "ProgressDeadlineExceeded", Message: "timed out"}}}}
 	svcRef := &admissionv1.ServiceReference{Namespace: "hooks", Name: "guard"}
@@ -200,14 +207,26 @@ func TestCheckPreflight(t *testing.T) {
 			PreflightSnapshot{Nodes: make([]corev1.Node, 3), Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a",
 				"--cluster-cidr=172.16.0.0/12", "--allocate-node-cidrs=true", "--node-cidr-mask-size=16")}},
 			CheckPoolPlacement, SeverityWarning, "Pod/kube-system/kcm-a"},
-		{"CoreDNS on one replica", PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 1, nil)}},
-			PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 2, nil)}},
+		{"CoreDNS on one replica", PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 1, kubeDNS)}},
+			PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 2, kubeDNS)}, PodDisruptionBudgets: []policyv1.PodDisruptionBudget{dnsPDB}},
+			CheckRollAvailability, SeverityWarning, "Deployment/kube-system/coredns"},
+		{"CoreDNS without a PodDisruptionBudget", PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 2, kubeDNS)},
+			PodDisruptionBudgets: []policyv1.PodDisruptionBudget{otherPDB}},
+			PreflightSnapshot{Deployments: []appsv1.Deployment{deployment("kube-system", "coredns", 2, kubeDNS)}, PodDisruptionBudgets: []policyv1.PodDisruptionBudget{dnsPDB}},
 			CheckRollAvailability, SeverityWarning, "Deployment/kube-system/coredns"},
 		{"a fail-closed webhook's single backend", PreflightSnapshot{Services: []corev1.Service{backendSvc},
 			ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "pods")},
 			Deployments:        []appsv1.Deployment{deployment("hooks", "guard", 1, map[string]string{"app": "guard"})}},
 			PreflightSnapshot{Services: []corev1.Service{backendSvc},
-				ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "pods")},
+				ValidatingWebhooks:   []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "pods")},
+				Deployments:          []appsv1.Deployment{deployment("hooks", "guard", 3, map[string]string{"app": "guard"})},
+				PodDisruptionBudgets: []policyv1.PodDisruptionBudget{guardPDB}},
+			CheckRollAvailability, SeverityWarning, "Deployment/hooks/guard"},
+		{"a fail-closed webhook's backends without a PodDisruptionBudget", PreflightSnapshot{Services: []corev1.Service{backendSvc},
+			ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Fail, svcRef, "pods")},
+			Deployments:        []appsv1.Deployment{deployment("hooks", "guard", 3, map[string]string{"app": "guard"})}},
+			PreflightSnapshot{Services: []corev1.Service{backendSvc},
+				ValidatingWebhooks: []admissionv1.ValidatingWebhookConfiguration{webhookConfig(admissionv1.Ignore, svcRef, "pods")},
 				Deployments:        []appsv1.Deployment{deployment("hooks", "guard", 3, map[string]string{"app": "guard"})}},
 			CheckRollAvailability, SeverityWarning, "Deployment/hooks/guard"},
 		{"a move's range inside the recreated default range", PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
@@ -220,6 +239,13 @@ func TestCheckPreflight(t *testing.T) {
 			PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
 				{Name: "kubernetes", CIDRs: []string{"100.64.0.0/13"}, Ready: true}, {Name: "keep-100-64-0-8-30", CIDRs: []string{"100.64.0.8/30"}, Ready: true}}},
 			CheckServiceCIDRLeftover, SeverityInfo, "ServiceCIDR//keep-172-24-0-8-30"},
+		{"a keep-range in the old range whose bridges are gone", PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
+			{Name: "kubernetes", CIDRs: []string{"172.24.0.0/15"}, Ready: true}, {Name: "keep-100-64-0-8-30", CIDRs: []string{"100.64.0.8/30"}, Ready: true}},
+			Services: []corev1.Service{pfService("kube-system", "kube-dns", "172.24.0.10")}},
+			PreflightSnapshot{ServiceCIDRs: []k8sops.ServiceCIDR{
+				{Name: "kubernetes", CIDRs: []string{"172.24.0.0/15"}, Ready: true}, {Name: "keep-100-64-0-8-30", CIDRs: []string{"100.64.0.8/30"}, Ready: true}},
+				Services: []corev1.Service{pfService("kube-system", "kube-dns", "172.24.0.10"), pfService("kube-system", "kube-dns-old-100-64-0-10", "100.64.0.10")}},
+			CheckServiceCIDRLeftover, SeverityInfo, "ServiceCIDR//keep-100-64-0-8-30"},
 		{"kcm cluster-cidr", PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=100.96.0.0/11", "--allocate-node-cidrs=false")}},
 			PreflightSnapshot{Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--cluster-cidr=172.16.0.0/12", "--allocate-node-cidrs=false")}},
 			CheckPoolPlacement, SeverityWarning, "Pod/kube-system/kcm-a"},
