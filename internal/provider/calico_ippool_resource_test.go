@@ -124,6 +124,20 @@ func (e *calicoEnv) waitPods(app string, n int) []corev1.Pod {
 	return pods
 }
 
+// restartInto restarts a deployment of n pods and waits until n pods run, each with an address
+// in cidr (and no other pod of it is left).
+func (e *calicoEnv) restartInto(name string, n int, cidr string) {
+	e.t.Helper()
+	e.restart(name)
+	pfx := netip.MustParsePrefix(cidr)
+	if _, err := e.c.WaitPods(context.Background(), "default", "app="+name, n, func(p corev1.Pod) bool {
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		return err == nil && p.Status.Phase == corev1.PodRunning && pfx.Contains(ip)
+	}); err != nil {
+		e.t.Fatalf("%s restarted into %s: %v (calico-ipam: %v)", name, cidr, err, e.ipam.Errors())
+	}
+}
+
 // restart rolls a deployment the way kubectl rollout restart does.
 func (e *calicoEnv) restart(name string) {
 	e.t.Helper()
@@ -217,18 +231,23 @@ func attrCheck(addr, attr string, v knownvalue.Check) statecheck.StateCheck {
 	return statecheck.ExpectKnownValue(addr, tfjsonpath.New(attr), v)
 }
 
+// TestAccCalicoIPPool_migrationCRDv1 also walks stage 5's way back (the guide's table) once
+// the old pool is disabled; the v3 run does not repeat it, as the provider writes the same field.
 func TestAccCalicoIPPool_migrationCRDv1(t *testing.T) {
-	testCalicoPoolMigration(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
+	testCalicoPoolMigration(t, testcluster.Calico331, k8sops.CalicoCRDV1Group, true)
 }
 
 func TestAccCalicoIPPool_migrationV3(t *testing.T) {
-	testCalicoPoolMigration(t, testcluster.Calico331, k8sops.CalicoV3Group)
+	testCalicoPoolMigration(t, testcluster.Calico331, k8sops.CalicoV3Group, false)
 }
 
 // testCalicoPoolMigration is seed 003's story: pods in 10.10.0.0/18; a new pool 10.20.0.0/16;
 // the old pool imported and disabled with a minimal diff; new pods land in the new pool; the
-// old pool's destroy waits for the drain and leaves no block or affinity behind.
-func testCalicoPoolMigration(t *testing.T, release, group string) {
+// old pool's destroy waits for the drain and leaves no block or affinity behind. With wayBack, the
+// guide's way back from stage 5 comes between the disable and the destroy: the old pool enabled
+// again, then the new one disabled (two applies, so that a pool is enabled at every moment), the
+// new pods restarted into the old pool; then forward again the same way.
+func testCalicoPoolMigration(t *testing.T, release, group string, wayBack bool) {
 	e := newCalicoEnv(t, release, group)
 	oldPods := e.deployment("old-app", 4)
 	podsIn(t, oldPods, oldPoolCIDR)
@@ -239,10 +258,150 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 	oldPool := poolBlock("old", oldPoolCIDR, "")
 	oldPool = strings.Replace(oldPool, `"old" {`+"\n  name = \"old\"", `"old" {`+"\n  name = \""+oldPoolName+"\"", 1)
 	disabledOld := strings.Replace(oldPool, "}\n", "  disabled = true\n}\n", 1)
+	enabledOld := strings.Replace(oldPool, "}\n", "  disabled = false\n}\n", 1)
+	newPoolWith := func(disabled bool) string {
+		return poolBlock("new", "10.20.0.0/16", fmt.Sprintf("  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  disabled     = %t\n  timeouts { delete = \"3m\" }\n", disabled))
+	}
 	const newAddr, oldAddr, data = "k8scidr_calico_ippool.new", "k8scidr_calico_ippool.old", "data.k8scidr_calico_ippools.all"
 	restarted := make(chan struct{})
 	var oldSpec map[string]any
 
+	steps := []resource.TestStep{
+		{
+			Config: e.provider() + newPool + poolsData,
+			ConfigStateChecks: []statecheck.StateCheck{
+				attrCheck(newAddr, "block_size", knownvalue.Int64Exact(26)),
+				attrCheck(newAddr, "vxlan_mode", knownvalue.StringExact("Never")),
+				attrCheck(newAddr, "node_selector", knownvalue.StringExact("all()")),
+				attrCheck(newAddr, "disabled", knownvalue.Bool(false)),
+				attrCheck(newAddr, "allowed_uses", knownvalue.SetExact([]knownvalue.Check{knownvalue.StringExact("Tunnel"), knownvalue.StringExact("Workload")})),
+				attrCheck(newAddr, "assignment_mode", knownvalue.StringExact("Automatic")),
+				attrCheck(newAddr, "api_group", knownvalue.StringExact(group)),
+				attrCheck(newAddr, "capacity", knownvalue.Int64Exact(65536)),
+				attrCheck(newAddr, "allocated", knownvalue.Int64Exact(0)),
+				attrCheck(data, "pools", knownvalue.ListPartial(map[int]knownvalue.Check{
+					0: knownvalue.ObjectPartial(map[string]knownvalue.Check{
+						"name": knownvalue.StringExact(oldPoolName), "used": knownvalue.Int64Exact(4), "ipip_mode": knownvalue.StringExact("Always"),
+						"capacity": knownvalue.Int64Exact(16384),
+					}),
+					1: knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact("new"), "used": knownvalue.Int64Exact(0)}),
+				})),
+				attrCheck(data, "orphaned_blocks", knownvalue.ListExact([]knownvalue.Check{})),
+			},
+			Check: e.calicoctlAgrees(data),
+		},
+		{
+			// Import the installer's pool by name; only name and cidr are configured.
+			Config:             e.provider() + newPool + oldPool + poolsData,
+			ResourceName:       oldAddr,
+			ImportState:        true,
+			ImportStateId:      oldPoolName,
+			ImportStatePersist: true,
+		},
+		{
+			// Nothing configured differs from the live pool: an empty plan.
+			Config:           e.provider() + newPool + oldPool + poolsData,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				attrCheck(oldAddr, "ipip_mode", knownvalue.StringExact("Always")),
+				attrCheck(oldAddr, "nat_outgoing", knownvalue.Bool(true)),
+				attrCheck(oldAddr, "allocated", knownvalue.Int64Exact(4)),
+			},
+		},
+		{
+			// disabled = true is the only change, and the only field written: the live spec is
+			// the one the installer's create left (with Calico's defaults, where its API
+			// server filled them in) plus disabled.
+			PreConfig: func() { oldSpec = e.poolSpec(oldPoolName) },
+			Config:    e.provider() + newPool + disabledOld + poolsData,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(oldAddr, plancheck.ResourceActionUpdate),
+				onlyChanges{oldAddr, []string{"disabled"}},
+			}},
+			Check: func(*terraform.State) error {
+				got := e.poolSpec(oldPoolName)
+				want := maps.Clone(oldSpec)
+				want["disabled"] = true
+				if !reflect.DeepEqual(got, want) {
+					return fmt.Errorf("live spec %v, want %v", got, want)
+				}
+				if oldSpec["cidr"] != oldPoolCIDR || oldSpec["ipipMode"] != "Always" || oldSpec["natOutgoing"] != true {
+					return fmt.Errorf("the installer's pool was %v", oldSpec)
+				}
+				// New pods now land in the new pool only.
+				podsIn(t, e.deployment("new-app", 3), "10.20.0.0/16")
+				return nil
+			},
+		},
+	}
+	if wayBack {
+		// Each step writes one pool's disabled and nothing else.
+		oneField := func(addr string) resource.ConfigPlanChecks {
+			return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate), onlyChanges{addr, []string{"disabled"}}}}
+		}
+		steps = append(steps,
+			resource.TestStep{Config: e.provider() + newPool + enabledOld + poolsData, ConfigPlanChecks: oneField(oldAddr)},
+			resource.TestStep{Config: e.provider() + newPoolWith(true) + enabledOld + poolsData, ConfigPlanChecks: oneField(newAddr),
+				Check: func(*terraform.State) error { e.restartInto("new-app", 3, oldPoolCIDR); return nil }},
+			resource.TestStep{Config: e.provider() + newPoolWith(false) + enabledOld + poolsData, ConfigPlanChecks: oneField(newAddr)},
+			resource.TestStep{Config: e.provider() + newPoolWith(false) + disabledOld + poolsData, ConfigPlanChecks: oneField(oldAddr),
+				Check: func(*terraform.State) error { e.restartInto("new-app", 3, "10.20.0.0/16"); return nil }},
+		)
+	}
+	steps = append(steps, []resource.TestStep{
+		{
+			// Destroy the old pool: it waits until its pods have been restarted elsewhere.
+			PreConfig: func() {
+				// Some time into the destroy, its pods are restarted: the destroy must end after.
+				go func() { time.Sleep(4 * time.Second); e.restart("old-app"); close(restarted) }()
+			},
+			Config: e.provider() + newPool + poolsData,
+			Check: func(*terraform.State) error {
+				select {
+				case <-restarted:
+				default:
+					return fmt.Errorf("the destroy returned before the pods holding addresses in the pool were restarted")
+				}
+				podsIn(t, e.waitPods("old-app", 4), "10.20.0.0/16")
+				if blocks, affs := e.blocksIn(oldPoolCIDR); len(blocks)+len(affs) > 0 {
+					return fmt.Errorf("the old pool left blocks %v and affinities %v", blocks, affs)
+				}
+				if p, err := e.api.GetIPPool(context.Background(), oldPoolName); err != nil || p != nil {
+					return fmt.Errorf("old pool still there (%v)", err)
+				}
+				return e.calicoctlClean()
+			},
+		},
+		{
+			Config: e.provider() + newPool + poolsData,
+			ConfigStateChecks: []statecheck.StateCheck{
+				attrCheck(data, "pools", knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact("new"), "used": knownvalue.Int64Exact(7)}),
+				})),
+			},
+			Check: e.calicoctlAgrees(data),
+		},
+		{
+			// Destroying the pool every pod now lives in, with no other enabled pool, is refused at
+			// plan: Calico would have no address to give, and no pod could start.
+			PreConfig: func() {
+				for _, d := range []string{"old-app", "new-app"} {
+					if err := e.c.Kube.AppsV1().Deployments("default").Delete(context.Background(), d, metav1.DeleteOptions{}); err != nil {
+						t.Error(err)
+					}
+				}
+			},
+			Config:      e.provider(),
+			ExpectError: diagRE("Last Enabled Pool of Its Family", "IPPool new (10.20.0.0/16) is the only enabled IPv4 pool", `deletion_policy = "force"`),
+		},
+		{
+			// Said explicitly, it goes: the pods are gone, so the pool drains, and CheckDestroy
+			// finds no block left.
+			Config: e.provider() + strings.Replace(newPool, "  name = \"new\"\n", "  name = \"new\"\n  deletion_policy = \"force\"\n", 1) + poolsData,
+		},
+		{Config: e.provider()},
+	}...)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		CheckDestroy: func(*terraform.State) error {
@@ -253,125 +412,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string) {
 			}
 			return e.calicoctlClean()
 		},
-		Steps: []resource.TestStep{
-			{
-				Config: e.provider() + newPool + poolsData,
-				ConfigStateChecks: []statecheck.StateCheck{
-					attrCheck(newAddr, "block_size", knownvalue.Int64Exact(26)),
-					attrCheck(newAddr, "vxlan_mode", knownvalue.StringExact("Never")),
-					attrCheck(newAddr, "node_selector", knownvalue.StringExact("all()")),
-					attrCheck(newAddr, "disabled", knownvalue.Bool(false)),
-					attrCheck(newAddr, "allowed_uses", knownvalue.SetExact([]knownvalue.Check{knownvalue.StringExact("Tunnel"), knownvalue.StringExact("Workload")})),
-					attrCheck(newAddr, "assignment_mode", knownvalue.StringExact("Automatic")),
-					attrCheck(newAddr, "api_group", knownvalue.StringExact(group)),
-					attrCheck(newAddr, "capacity", knownvalue.Int64Exact(65536)),
-					attrCheck(newAddr, "allocated", knownvalue.Int64Exact(0)),
-					attrCheck(data, "pools", knownvalue.ListPartial(map[int]knownvalue.Check{
-						0: knownvalue.ObjectPartial(map[string]knownvalue.Check{
-							"name": knownvalue.StringExact(oldPoolName), "used": knownvalue.Int64Exact(4), "ipip_mode": knownvalue.StringExact("Always"),
-							"capacity": knownvalue.Int64Exact(16384),
-						}),
-						1: knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact("new"), "used": knownvalue.Int64Exact(0)}),
-					})),
-					attrCheck(data, "orphaned_blocks", knownvalue.ListExact([]knownvalue.Check{})),
-				},
-				Check: e.calicoctlAgrees(data),
-			},
-			{
-				// Import the installer's pool by name; only name and cidr are configured.
-				Config:             e.provider() + newPool + oldPool + poolsData,
-				ResourceName:       oldAddr,
-				ImportState:        true,
-				ImportStateId:      oldPoolName,
-				ImportStatePersist: true,
-			},
-			{
-				// Nothing configured differs from the live pool: an empty plan.
-				Config:           e.provider() + newPool + oldPool + poolsData,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					attrCheck(oldAddr, "ipip_mode", knownvalue.StringExact("Always")),
-					attrCheck(oldAddr, "nat_outgoing", knownvalue.Bool(true)),
-					attrCheck(oldAddr, "allocated", knownvalue.Int64Exact(4)),
-				},
-			},
-			{
-				// disabled = true is the only change, and the only field written: the live spec is
-				// the one the installer's create left (with Calico's defaults, where its API
-				// server filled them in) plus disabled.
-				PreConfig: func() { oldSpec = e.poolSpec(oldPoolName) },
-				Config:    e.provider() + newPool + disabledOld + poolsData,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(oldAddr, plancheck.ResourceActionUpdate),
-					onlyChanges{oldAddr, []string{"disabled"}},
-				}},
-				Check: func(*terraform.State) error {
-					got := e.poolSpec(oldPoolName)
-					want := maps.Clone(oldSpec)
-					want["disabled"] = true
-					if !reflect.DeepEqual(got, want) {
-						return fmt.Errorf("live spec %v, want %v", got, want)
-					}
-					if oldSpec["cidr"] != oldPoolCIDR || oldSpec["ipipMode"] != "Always" || oldSpec["natOutgoing"] != true {
-						return fmt.Errorf("the installer's pool was %v", oldSpec)
-					}
-					// New pods now land in the new pool only.
-					podsIn(t, e.deployment("new-app", 3), "10.20.0.0/16")
-					return nil
-				},
-			},
-			{
-				// Destroy the old pool: it waits until its pods have been restarted elsewhere.
-				PreConfig: func() {
-					// Some time into the destroy, its pods are restarted: the destroy must end after.
-					go func() { time.Sleep(4 * time.Second); e.restart("old-app"); close(restarted) }()
-				},
-				Config: e.provider() + newPool + poolsData,
-				Check: func(*terraform.State) error {
-					select {
-					case <-restarted:
-					default:
-						return fmt.Errorf("the destroy returned before the pods holding addresses in the pool were restarted")
-					}
-					podsIn(t, e.waitPods("old-app", 4), "10.20.0.0/16")
-					if blocks, affs := e.blocksIn(oldPoolCIDR); len(blocks)+len(affs) > 0 {
-						return fmt.Errorf("the old pool left blocks %v and affinities %v", blocks, affs)
-					}
-					if p, err := e.api.GetIPPool(context.Background(), oldPoolName); err != nil || p != nil {
-						return fmt.Errorf("old pool still there (%v)", err)
-					}
-					return e.calicoctlClean()
-				},
-			},
-			{
-				Config: e.provider() + newPool + poolsData,
-				ConfigStateChecks: []statecheck.StateCheck{
-					attrCheck(data, "pools", knownvalue.ListExact([]knownvalue.Check{
-						knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact("new"), "used": knownvalue.Int64Exact(7)}),
-					})),
-				},
-				Check: e.calicoctlAgrees(data),
-			},
-			{
-				// Destroying the pool every pod now lives in, with no other enabled pool, is refused at
-				// plan: Calico would have no address to give, and no pod could start.
-				PreConfig: func() {
-					for _, d := range []string{"old-app", "new-app"} {
-						if err := e.c.Kube.AppsV1().Deployments("default").Delete(context.Background(), d, metav1.DeleteOptions{}); err != nil {
-							t.Error(err)
-						}
-					}
-				},
-				Config:      e.provider(),
-				ExpectError: diagRE("Last Enabled Pool of Its Family", "IPPool new (10.20.0.0/16) is the only enabled IPv4 pool", `deletion_policy = "force"`),
-			},
-			{
-				// Said explicitly, it goes: the pods are gone, so the pool drains, and CheckDestroy
-				// finds no block left.
-				Config: e.provider() + strings.Replace(newPool, "  name = \"new\"\n", "  name = \"new\"\n  deletion_policy = \"force\"\n", 1) + poolsData,
-			},
-			{Config: e.provider()},
-		},
+		Steps: steps,
 	})
 	if errs := e.ipam.Errors(); len(errs) > 0 {
 		t.Logf("calico-ipam retried: %v", errs)
