@@ -30,12 +30,15 @@ step() { printf '\ntest: %s (%ds)\n' "$*" "$SECONDS" >&2; }
 # (K8SCIDR_TEST_KUBECONFIG) would make every test that needs its own cluster skip.
 unset K8SCIDR_TEST_KUBECONFIG
 go build -o "$bin/k8scidr-testreport" ./internal/testcluster/cmd/k8scidr-testreport
-# gotest NAME [-each] GO-TEST-ARGS...: go test -json, reported (see above).
+# gotest NAME [-each] GO-TEST-ARGS...: go test -json, reported (see above). The whole stream is
+# kept in bin/.json/, for the measurements tests log (e.g. grep 'longest gap' bin/.json/*).
+mkdir -p "$bin/.json"
 gotest() {
 	local name=$1 each=
 	shift
 	if [ "${1:-}" = -each ]; then each=-each; shift; fi
-	go test -json "$@" | "$bin/k8scidr-testreport" -allow tools/test-skips.txt -step "$name" $each
+	go test -json "$@" | tee "$bin/.json/${name//[^A-Za-z0-9.]/-}.json" |
+		"$bin/k8scidr-testreport" -allow tools/test-skips.txt -step "$name" $each
 }
 # atonce LOG COMMAND...: runs COMMAND in the background, its output in bin/.LOG.log (variables
 # set before atonce reach COMMAND). reports: waits for every one, then prints each log whole,
