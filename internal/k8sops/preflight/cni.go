@@ -309,7 +309,7 @@ func checkServiceCIDRLeftover(s PreflightSnapshot, r PreflightRanges) []Prefligh
 		case len(cidrs) > 0 && !slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return slices.ContainsFunc(def, p.Overlaps) }) &&
 			slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return slices.ContainsFunc(r.OldService, p.Overlaps) }) && !held(cidrs):
 			out = append(out, PreflightFinding{Severity: SeverityInfo, Check: CheckServiceCIDRLeftover, Object: ref,
-				Detail: fmt.Sprintf("It lies in the old Service range (%s) and no Service holds an address in it: the bridges it kept "+
+				Detail: fmt.Sprintf("It (%s) lies in the old Service range and no Service holds an address in it: the bridges it kept "+
 					"old IPs valid for are gone, so it is no longer needed (KEP-1880's last step).", strings.Join(sc.CIDRs, ", ")),
 				Fix: "Remove it (its k8scidr_service_cidr from the configuration, or the resource that made it); nothing is allocated from it."})
 		}
