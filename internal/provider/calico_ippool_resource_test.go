@@ -254,13 +254,14 @@ func testCalicoPoolMigration(t *testing.T, release, group string, wayBack bool) 
 
 	// A short delete timeout: if a step fails, the post-test destroy of the new pool (whose pods
 	// then still run) gives up in minutes instead of the default 30 and the suite's budget with it.
-	newPool := poolBlock("new", "10.20.0.0/16", "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  timeouts { delete = \"3m\" }\n")
+	const newFields = "  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  timeouts { delete = \"3m\" }\n"
+	newPool := poolBlock("new", "10.20.0.0/16", newFields)
 	oldPool := poolBlock("old", oldPoolCIDR, "")
 	oldPool = strings.Replace(oldPool, `"old" {`+"\n  name = \"old\"", `"old" {`+"\n  name = \""+oldPoolName+"\"", 1)
 	disabledOld := strings.Replace(oldPool, "}\n", "  disabled = true\n}\n", 1)
 	enabledOld := strings.Replace(oldPool, "}\n", "  disabled = false\n}\n", 1)
 	newPoolWith := func(disabled bool) string {
-		return poolBlock("new", "10.20.0.0/16", fmt.Sprintf("  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  disabled     = %t\n  timeouts { delete = \"3m\" }\n", disabled))
+		return poolBlock("new", "10.20.0.0/16", fmt.Sprintf("%s  disabled = %t\n", newFields, disabled))
 	}
 	const newAddr, oldAddr, data = "k8scidr_calico_ippool.new", "k8scidr_calico_ippool.old", "data.k8scidr_calico_ippools.all"
 	restarted := make(chan struct{})
