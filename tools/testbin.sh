@@ -3,6 +3,11 @@
 # and links them into bin/. A warm cache makes this a no-op; a cold one builds once (see README).
 #
 #   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (tools/testbin/kube/go.mod)
+#   kube-proxy, for the wire tests (the same Kubernetes; cached apart, so that adding it did not
+#     make every warm cache build the control plane again)
+#   coredns, for the wire tests                                         (tools/testbin/coredns/go.mod)
+#   and, from Debian's packages where missing (root only): iproute2, nftables, iptables, conntrack,
+#     which the wire's network namespace and kube-proxy use
 #   etcd                                                                (tools/testbin/etcd/go.mod)
 #   kwok                                                                (KWOK_VERSION below)
 #   terraform-<TERRAFORM_VERSION>: the oldest supported, built; terraform: the one on PATH if
@@ -76,6 +81,26 @@ build_kube() {
 		"${@/#/k8s.io/kubernetes/cmd/}")
 }
 
+build_coredns() {
+	(cd "$root/tools/testbin/coredns" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/coredns" .)
+}
+
+# wire_packages installs the wire's network tools where a command is missing (a fresh machine).
+wire_packages() {
+	local missing=()
+	command -v ip >/dev/null || missing+=(iproute2)
+	command -v nft >/dev/null || missing+=(nftables)
+	command -v iptables >/dev/null || missing+=(iptables)
+	command -v conntrack >/dev/null || missing+=(conntrack)
+	[ ${#missing[@]} -gt 0 ] || return 0
+	if [ "$(id -u)" != 0 ]; then
+		log "the wire tests need ${missing[*]} (Debian packages), and only root installs them here"
+		return 0
+	fi
+	log "installing ${missing[*]} for the wire tests"
+	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+}
+
 build_etcd() {
 	(cd "$root/tools/testbin/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
 }
@@ -131,6 +156,8 @@ ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/
 TOFU_VERSION=$(module_version "$root/tools/testbin/tofu" github.com/opentofu/opentofu)
 CALICO_VERSION=$(module_version "$root/tools/testbin/calico" github.com/projectcalico/calico)
 CALICO_RELEASE=$(sed -n 's#^require github.com/projectcalico/calico .*// \(v[0-9.]*\)$#\1#p' "$root/tools/testbin/calico/go.mod")
+COREDNS_VERSION=$(module_version "$root/tools/testbin/coredns" github.com/coredns/coredns)
+COREDNS_BUILD=$COREDNS_VERSION-$(cd "$root/tools/testbin/coredns" && cat go.mod go.sum main.go | sha256sum | cut -c1-12)
 # The wrapper's own program is part of what is cached: its source hash is in the cache name.
 CALICO_BUILD=$CALICO_RELEASE-$(cd "$root/tools/testbin/calico" && find go.mod go.sum cmd stub -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)
 
@@ -167,6 +194,9 @@ if [ -z "${K8SCIDR_BUILD_TERRAFORM:-}" ] && tf=$(usable_terraform); then path_te
 if want core; then
 	spawn "kube-$KUBE_VERSION" build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" "${KUBE_CONTROL_PLANE[@]}" kubectl
 	spawn "kwok-$KWOK_VERSION" build_into kwok "$KWOK_VERSION" build_kwok
+	spawn "kube-proxy-$KUBE_VERSION" build_into kube-proxy "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" kube-proxy
+	spawn "coredns-$COREDNS_BUILD" build_into coredns "$COREDNS_BUILD" build_coredns
+	spawn wire-packages wire_packages
 	spawn "etcd-$ETCD_VERSION" build_into etcd "$ETCD_VERSION" build_etcd
 	for entry in "${CALICO_CRDS[@]}"; do
 		read -r release version sum <<<"$entry"
@@ -201,6 +231,8 @@ if want core; then
 	done
 	for b in "${KUBE_CONTROL_PLANE[@]}" kubectl; do link "$cache/kube-$KUBE_VERSION/$b"; done
 	link "$cache/etcd-$ETCD_VERSION/etcd"
+	link "$cache/kube-proxy-$KUBE_VERSION/kube-proxy"
+	link "$cache/coredns-$COREDNS_BUILD/coredns"
 	link "$cache/kwok-$KWOK_VERSION/kwok"
 	link "$cache/calico-$CALICO_BUILD/k8scidr-calico-ipam"
 	link "$cache/calico-$CALICO_BUILD/calicoctl"

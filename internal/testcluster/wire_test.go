@@ -1,0 +1,134 @@
+package testcluster
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// startWire starts a cluster and its wire in this test's network namespace, with the seed.
+func startWire(t *testing.T, o WireOptions, services int) (*Cluster, *Wire, *WireSeed) {
+	t.Helper()
+	requireBinaries(t)
+	ctx := context.Background()
+	c, err := Start(ctx, Options{Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	w, err := c.StartWire(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := w.Seed(ctx, "wire", services, "100.64.0.10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w, seed
+}
+
+// windowsAfter are the windows of kind at svc that began at or after from.
+func windowsAfter(r *WireReport, kind ClientKind, svc string, from time.Time) []Window {
+	return slices.DeleteFunc(slices.Clone(r.Kinds[kind].Windows[svc]), func(w Window) bool { return w.From.Before(from) })
+}
+
+func hasReason(ws []Window, prefix string) bool {
+	return slices.ContainsFunc(ws, func(w Window) bool {
+		return slices.ContainsFunc(w.Reasons, func(r string) bool { return strings.HasPrefix(r, prefix) })
+	})
+}
+
+// failedAfter says whether kind failed at svc after from (in a window that may have begun before).
+func failedAfter(r *WireReport, kind ClientKind, svc string, from time.Time) bool {
+	return slices.ContainsFunc(r.Kinds[kind].Failures, func(f Failure) bool { return f.Service == svc && f.At.After(from) })
+}
+
+// TestWire_clientsSeeFailures proves the harness can fail: on a cluster served without a fault,
+// no client fails; then a Service deleted and not recreated fails every client of it (the name
+// through CoreDNS's cache of its last answer, kOps' Corefile), a Service moved by hand is
+// answered from that cache with its old IP, which no longer routes, and
+// with kube-proxy gone every kind of client fails, the restarted pod's included.
+func TestWire_clientsSeeFailures(t *testing.T) {
+	if RerunIsolated(t) {
+		return
+	}
+	c, w, seed := startWire(t, WireOptions{Corefile: CorefileKOps}, 3)
+	ctx := context.Background()
+	cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services, Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	time.Sleep(2 * time.Second)
+	if r := cl.Report(); r.Failed(ClientKinds...) != 0 {
+		t.Fatalf("clients failed on a cluster without a fault:\n%s", r)
+	}
+	svcs := c.Kube.CoreV1().Services("wire")
+
+	deleted := time.Now()
+	if err := svcs.Delete(ctx, "web-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moved := time.Now()
+	old, err := svcs.Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svcs.Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moved1 := old.DeepCopy()
+	moved1.ResourceVersion, moved1.UID, moved1.Spec.ClusterIP, moved1.Spec.ClusterIPs = "", "", "", nil
+	if _, err := svcs.Create(ctx, moved1, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	r := cl.Report()
+	for _, k := range []ClientKind{ClientOldResolver, ClientKeptIP, ClientServiceHost} {
+		if len(windowsAfter(r, k, "wire/web-0", deleted)) == 0 {
+			t.Errorf("%s: no failure at a deleted Service", k)
+		}
+	}
+	// The name answers again at once with its new IP, but CoreDNS's cache (kOps: cache 30,
+	// ttl 30) hands out the old one, which no Service holds: the request to it fails.
+	if !hasReason(windowsAfter(r, ClientOldResolver, "wire/web-1", moved), "http "+old.Spec.ClusterIP) {
+		t.Errorf("old-resolver at a Service moved by hand: no failed request to its cached old IP %s among %v",
+			old.Spec.ClusterIP, r.Kinds[ClientOldResolver].Windows["wire/web-1"])
+	}
+	if ws := windowsAfter(r, ClientOldResolver, "wire/web-2", deleted); len(ws) != 0 {
+		t.Errorf("old-resolver failed at web-2, which nothing touched: %v", ws)
+	}
+
+	// A restarted pod resolves through the DNS Service's new IP once the API shows it.
+	dns, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kube.CoreV1().Services("kube-system").Delete(ctx, "kube-dns", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dns.ResourceVersion, dns.UID, dns.Spec.ClusterIP, dns.Spec.ClusterIPs = "", "", "100.64.0.53", nil
+	if _, err := c.Kube.CoreV1().Services("kube-system").Create(ctx, dns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	stopped := time.Now()
+	if err := w.StopKubeProxy(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	r = cl.Stop()
+	t.Logf("what the clients saw:\n%s", r)
+	if r.Kinds[ClientNewResolver].Requests == 0 {
+		t.Errorf("new-resolver sent nothing after the DNS Service moved")
+	}
+	for _, k := range ClientKinds {
+		if !failedAfter(r, k, "wire/web-2", stopped) {
+			t.Errorf("%s: no failure at web-2 with kube-proxy gone", k)
+		}
+	}
+}

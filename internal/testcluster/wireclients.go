@@ -1,0 +1,439 @@
+// The wire's clients: one of each kind a real cluster has, sending real DNS queries and HTTP
+// requests through kube-proxy's rules, recording every failure with the Service and the time
+// relative to that Service's move.
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ClientKind is what a client does to reach a Service.
+type ClientKind string
+
+// The kinds of client the wire runs.
+const (
+	// ClientOldResolver is a pod not restarted since the cluster DNS moved: it resolves each
+	// request's name through the DNS Service's old IP (its resolv.conf), then connects.
+	ClientOldResolver ClientKind = "old-resolver"
+	// ClientNewResolver is a pod (re)started after the cluster DNS moved: its resolver is the
+	// DNS Service's new IP. It exists from the moment the API shows that IP.
+	ClientNewResolver ClientKind = "new-resolver"
+	// ClientKeptIP resolved the name once when it started and keeps the answer (nginx and
+	// Envoy upstreams, JVM caches).
+	ClientKeptIP ClientKind = "kept-ip"
+	// ClientServiceHost connects to <SVC>_SERVICE_HOST: the ClusterIP when the pod started.
+	ClientServiceHost ClientKind = "service-host"
+)
+
+// ClientKinds are every kind, in report order.
+var ClientKinds = []ClientKind{ClientOldResolver, ClientNewResolver, ClientKeptIP, ClientServiceHost}
+
+// Clients are the wire's clients of a set of Services.
+type Clients struct {
+	o        ClientOptions
+	mu       sync.Mutex
+	requests map[ClientKind]map[string]int
+	failures []Failure
+	moves    map[string][]time.Time // Service → the times it lost its ClusterIP (deleted or changed)
+	svcs     cache.Store
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// ClientOptions shape the clients.
+type ClientOptions struct {
+	// Services are "namespace/name" of the Services to reach, on port 80 (WireHTTPPort).
+	Services []string
+	// DNS is the cluster DNS Service, "namespace/name"; default kube-system/kube-dns.
+	DNS string
+	// Interval is how often each client reaches each Service; default 100 ms.
+	Interval time.Duration
+	// Timeout bounds each query and each request; default 500 ms. A real resolver whose query
+	// is dropped waits 5 s before it asks again: a failure here stands for at least that.
+	Timeout time.Duration
+}
+
+// Failure is one failed query or request.
+type Failure struct {
+	Kind    ClientKind
+	Service string
+	At      time.Time
+	// Since is At relative to the Service's last move before it (or its first move after it,
+	// negative), zero when the Service never moved.
+	Since  time.Duration
+	Reason string
+}
+
+// StartClients starts one client of each kind for each Service, after reading each Service's
+// ClusterIP (ClientServiceHost) and resolving each name once (ClientKeptIP) through the DNS
+// Service's current IP: both must work when the clients start.
+func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, error) {
+	if o.DNS == "" {
+		o.DNS = "kube-system/kube-dns"
+	}
+	if o.Interval == 0 {
+		o.Interval = 100 * time.Millisecond
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 500 * time.Millisecond
+	}
+	cl := &Clients{o: o, requests: map[ClientKind]map[string]int{}, moves: map[string][]time.Time{}}
+	for _, k := range ClientKinds {
+		cl.requests[k] = map[string]int{}
+	}
+	f := informers.NewSharedInformerFactory(w.c.Kube, 0)
+	inf := f.Core().V1().Services().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			if o, n := old.(*corev1.Service), obj.(*corev1.Service); o.Spec.ClusterIP != n.Spec.ClusterIP {
+				cl.moved(keyOf(obj))
+			}
+		},
+		DeleteFunc: func(obj any) { cl.moved(keyOf(obj)) },
+	}); err != nil {
+		return nil, err
+	}
+	ctx, cl.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cl.cancel()
+		return nil, errors.New("watching Services for the wire's clients: caches did not sync")
+	}
+	cl.svcs = inf.GetStore()
+	oldDNS := cl.clusterIP(o.DNS)
+	if oldDNS == "" {
+		cl.cancel()
+		return nil, fmt.Errorf("the cluster DNS Service %s has no ClusterIP", o.DNS)
+	}
+	for _, svc := range o.Services {
+		start := cl.clusterIP(svc)
+		var kept string
+		// A Service just made is served once kube-proxy's next sync has programmed it.
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			if kept, err = cl.resolve(ctx, oldDNS, svc); err == nil {
+				err = cl.get(ctx, start)
+			}
+			return err == nil, nil
+		})
+		if err != nil || start == "" {
+			cl.cancel()
+			return nil, fmt.Errorf("Service %s is not served on the wire before the clients start (ClusterIP %q, DNS %s): %v", svc, start, oldDNS, err)
+		}
+		cl.loop(ctx, ClientOldResolver, svc, func(ctx context.Context) error { return cl.byName(ctx, oldDNS, svc) })
+		cl.loop(ctx, ClientNewResolver, svc, func(ctx context.Context) error {
+			newDNS := cl.clusterIP(o.DNS)
+			if newDNS == oldDNS || newDNS == "" {
+				return errNotYet
+			}
+			return cl.byName(ctx, newDNS, svc)
+		})
+		cl.loop(ctx, ClientKeptIP, svc, func(ctx context.Context) error { return cl.get(ctx, kept) })
+		cl.loop(ctx, ClientServiceHost, svc, func(ctx context.Context) error { return cl.get(ctx, start) })
+	}
+	return cl, nil
+}
+
+// errNotYet says a client does not exist yet (a restarted pod before the DNS move).
+var errNotYet = errors.New("not yet")
+
+func (cl *Clients) loop(ctx context.Context, kind ClientKind, svc string, try func(context.Context) error) {
+	cl.wg.Go(func() {
+		// Spread the clients over the interval, so that together they sample it evenly.
+		t := time.NewTimer(rand.N(cl.o.Interval))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			at := time.Now()
+			err := try(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, errNotYet) {
+				cl.record(kind, svc, at, err)
+			}
+			t.Reset(max(0, cl.o.Interval-time.Since(at)))
+		}
+	})
+}
+
+func (cl *Clients) clusterIP(key string) string {
+	obj, ok, _ := cl.svcs.GetByKey(key)
+	if !ok {
+		return ""
+	}
+	return obj.(*corev1.Service).Spec.ClusterIP
+}
+
+func (cl *Clients) moved(svc string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.moves[svc] = append(cl.moves[svc], time.Now())
+}
+
+func (cl *Clients) record(kind ClientKind, svc string, at time.Time, err error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.requests[kind][svc]++
+	if err != nil {
+		cl.failures = append(cl.failures, Failure{Kind: kind, Service: svc, At: at, Reason: err.Error()})
+	}
+}
+
+// byName resolves svc through the resolver at dnsIP, then sends a request to the answer.
+func (cl *Clients) byName(ctx context.Context, dnsIP, svc string) error {
+	ip, err := cl.resolve(ctx, dnsIP, svc)
+	if err != nil {
+		return err
+	}
+	return cl.get(ctx, ip)
+}
+
+// resolve asks the resolver at dnsIP for svc's A record over UDP, as a pod's resolver does.
+func (cl *Clients) resolve(ctx context.Context, dnsIP, svc string) (string, error) {
+	ns, name, _ := strings.Cut(svc, "/")
+	qname, err := dnsmessage.NewName(name + "." + ns + ".svc.cluster.local.")
+	if err != nil {
+		return "", err
+	}
+	id := uint16(rand.Uint32())
+	query, err := (&dnsmessage.Message{Header: dnsmessage.Header{ID: id, RecursionDesired: true},
+		Questions: []dnsmessage.Question{{Name: qname, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}}}).Pack()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cl.o.Timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "udp", net.JoinHostPort(dnsIP, "53"))
+	if err != nil {
+		return "", fmt.Errorf("dns: %w", err)
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	if _, err := conn.Write(query); err != nil {
+		return "", fmt.Errorf("dns: %w", shortNetErr(err))
+	}
+	buf := make([]byte, 1500)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return "", fmt.Errorf("dns: %w", shortNetErr(err))
+		}
+		var m dnsmessage.Message
+		if m.Unpack(buf[:n]) != nil || m.ID != id {
+			continue
+		}
+		if m.RCode != dnsmessage.RCodeSuccess {
+			return "", fmt.Errorf("dns: %s", strings.TrimPrefix(m.RCode.String(), "RCode"))
+		}
+		for _, a := range m.Answers {
+			if r, ok := a.Body.(*dnsmessage.AResource); ok {
+				return netip.AddrFrom4(r.A).String(), nil
+			}
+		}
+		return "", errors.New("dns: no A record")
+	}
+}
+
+// get sends an HTTP request to ip on the wire's port, on a new connection.
+func (cl *Clients) get(ctx context.Context, ip string) error {
+	ctx, cancel := context.WithTimeout(ctx, cl.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, strconv.Itoa(WireHTTPPort))+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := noKeepAlive.Do(req)
+	if err != nil {
+		var uerr interface{ Unwrap() error }
+		if errors.As(err, &uerr) {
+			err = uerr.Unwrap()
+		}
+		return fmt.Errorf("http %s: %w", ip, shortNetErr(err))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("http %s: %s", ip, resp.Status)
+	}
+	return nil
+}
+
+// noKeepAlive opens a connection per request: each one meets kube-proxy's rules as they are.
+var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+
+// shortNetErr keeps what a failure was (refused, timed out, unreachable), not the addresses.
+func shortNetErr(err error) error {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return errors.New("timeout")
+	case strings.Contains(err.Error(), "connection refused"):
+		return errors.New("refused")
+	case strings.Contains(err.Error(), "network is unreachable"), strings.Contains(err.Error(), "no route"):
+		return errors.New("unreachable")
+	case strings.Contains(err.Error(), "operation not permitted"):
+		return errors.New("rejected")
+	}
+	return err
+}
+
+// Stop ends the clients and returns what they saw.
+func (cl *Clients) Stop() *WireReport {
+	cl.cancel()
+	cl.wg.Wait()
+	return cl.Report()
+}
+
+// Report is what the clients saw so far.
+func (cl *Clients) Report() *WireReport {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	r := &WireReport{Kinds: map[ClientKind]*KindReport{}}
+	for _, k := range ClientKinds {
+		kr := &KindReport{Windows: map[string][]Window{}}
+		for _, n := range cl.requests[k] {
+			kr.Requests += n
+		}
+		r.Kinds[k] = kr
+	}
+	fails := slices.Clone(cl.failures)
+	sort.Slice(fails, func(i, j int) bool { return fails[i].At.Before(fails[j].At) })
+	// Two failures of a client further apart than a few intervals are separate windows.
+	gap := 3*cl.o.Interval + cl.o.Timeout
+	for i := range fails {
+		f := &fails[i]
+		f.Since = sinceMove(cl.moves[f.Service], f.At)
+		kr := r.Kinds[f.Kind]
+		kr.Failures = append(kr.Failures, *f)
+		ws := kr.Windows[f.Service]
+		if n := len(ws); n > 0 && f.At.Sub(ws[n-1].To) <= gap {
+			ws[n-1].To, ws[n-1].Failures = f.At, ws[n-1].Failures+1
+			ws[n-1].addReason(f.Reason)
+		} else {
+			w := Window{From: f.At, To: f.At, Since: f.Since, Failures: 1}
+			w.addReason(f.Reason)
+			ws = append(ws, w)
+		}
+		kr.Windows[f.Service] = ws
+	}
+	return r
+}
+
+// sinceMove is at relative to the last move at or before it, else to the first one after it.
+func sinceMove(moves []time.Time, at time.Time) time.Duration {
+	i := sort.Search(len(moves), func(i int) bool { return moves[i].After(at) })
+	switch {
+	case i > 0:
+		return at.Sub(moves[i-1])
+	case i < len(moves):
+		return at.Sub(moves[i])
+	}
+	return 0
+}
+
+// WireReport is what each kind of client saw.
+type WireReport struct {
+	Kinds map[ClientKind]*KindReport
+}
+
+// KindReport is what one kind of client saw.
+type KindReport struct {
+	Requests int
+	Failures []Failure
+	// Windows are each Service's failure windows, in time order.
+	Windows map[string][]Window
+}
+
+// Window is a run of failures of one client at one Service.
+type Window struct {
+	From, To time.Time
+	// Since is From relative to the Service's move (see Failure.Since).
+	Since    time.Duration
+	Failures int
+	Reasons  []string
+}
+
+func (w *Window) addReason(r string) {
+	if !slices.Contains(w.Reasons, r) {
+		w.Reasons = append(w.Reasons, r)
+	}
+}
+
+// Duration is the window's length: from its first failure to its last.
+func (w Window) Duration() time.Duration { return w.To.Sub(w.From) }
+
+// Longest is the kind's longest window, and the Service it was at.
+func (k *KindReport) Longest() (Window, string) {
+	var longest Window
+	var at string
+	for svc, ws := range k.Windows {
+		for _, w := range ws {
+			if at == "" || w.Duration() > longest.Duration() {
+				longest, at = w, svc
+			}
+		}
+	}
+	return longest, at
+}
+
+// Failed is the number of failures of the given kinds.
+func (r *WireReport) Failed(kinds ...ClientKind) int {
+	n := 0
+	for _, k := range kinds {
+		n += len(r.Kinds[k].Failures)
+	}
+	return n
+}
+
+// String is a table of the kinds (requests, failures, Services with a failure, longest window)
+// followed by every window.
+func (r *WireReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-14s %9s %9s %9s %s\n", "client", "requests", "failures", "services", "longest window")
+	for _, k := range ClientKinds {
+		kr := r.Kinds[k]
+		longest := "-"
+		if w, svc := kr.Longest(); svc != "" {
+			longest = fmt.Sprintf("%v at %s (%+v from its move: %s)", w.Duration().Round(time.Millisecond), svc,
+				w.Since.Round(time.Millisecond), strings.Join(w.Reasons, ", "))
+		}
+		fmt.Fprintf(&b, "%-14s %9d %9d %9d %s\n", k, kr.Requests, len(kr.Failures), len(kr.Windows), longest)
+	}
+	for _, k := range ClientKinds {
+		kr := r.Kinds[k]
+		for _, svc := range slices.Sorted(maps.Keys(kr.Windows)) {
+			for _, w := range kr.Windows[svc] {
+				fmt.Fprintf(&b, "  %s %s: %d failures over %v from %+v after its move (%s)\n", k, svc, w.Failures,
+					w.Duration().Round(time.Millisecond), w.Since.Round(time.Millisecond), strings.Join(w.Reasons, ", "))
+			}
+		}
+	}
+	return b.String()
+}
