@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -87,8 +88,12 @@ func RerunIsolated(t TB) bool {
 	if os.Geteuid() != 0 {
 		t.Skipf("the wire needs a network namespace of its own, which only root can make")
 	}
-	cmd := IsolatedCommand(os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.v", "-test.count=1",
-		"-test.timeout=30m")
+	// -test.run matches each level of a subtest's name on its own.
+	var run []string
+	for _, level := range strings.Split(t.Name(), "/") {
+		run = append(run, "^"+regexp.QuoteMeta(level)+"$")
+	}
+	cmd := IsolatedCommand(os.Args[0], "-test.run="+strings.Join(run, "/"), "-test.v", "-test.count=1", "-test.timeout=30m")
 	out, err := cmd.CombinedOutput()
 	t.Logf("in a network namespace of its own:\n%s", out)
 	if err != nil {
