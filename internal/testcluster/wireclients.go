@@ -56,6 +56,7 @@ type Clients struct {
 	failures []Failure
 	moves    map[string][]time.Time // Service → the times it lost its ClusterIP (deleted or changed)
 	svcs     cache.Store
+	oldDNS   string // the DNS Service's IP when the clients started
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
@@ -121,6 +122,7 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 	}
 	cl.svcs = inf.GetStore()
 	oldDNS := cl.clusterIP(o.DNS)
+	cl.oldDNS = oldDNS
 	if oldDNS == "" {
 		cl.cancel()
 		return nil, fmt.Errorf("the cluster DNS Service %s has no ClusterIP", o.DNS)
@@ -152,6 +154,21 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		cl.loop(ctx, ClientServiceHost, svc, func(ctx context.Context) error { return cl.get(ctx, start) })
 	}
 	return cl, nil
+}
+
+// Reach tries once what a client of kind does to reach svc (ClientKeptIP and
+// ClientServiceHost: the IP given), outside the clients' loops and records.
+func (cl *Clients) Reach(ctx context.Context, kind ClientKind, svc, ip string) error {
+	switch kind {
+	case ClientOldResolver, ClientNewResolver:
+		dns := cl.clusterIP(cl.o.DNS)
+		if kind == ClientOldResolver {
+			dns = cl.oldDNS
+		}
+		return cl.byName(ctx, dns, svc)
+	default:
+		return cl.get(ctx, ip)
+	}
 }
 
 // errNotYet says a client does not exist yet (a restarted pod before the DNS move).
