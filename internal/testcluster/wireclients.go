@@ -106,7 +106,9 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 	inf := f.Core().V1().Services().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) {
-			if o, n := old.(*corev1.Service), obj.(*corev1.Service); o.Spec.ClusterIP != n.Spec.ClusterIP {
+			o, ok1 := old.(*corev1.Service)
+			n, ok2 := obj.(*corev1.Service)
+			if ok1 && ok2 && o.Spec.ClusterIP != n.Spec.ClusterIP {
 				cl.moved(keyOf(obj))
 			}
 		},
@@ -199,11 +201,11 @@ func (cl *Clients) loop(ctx context.Context, kind ClientKind, svc string, try fu
 }
 
 func (cl *Clients) clusterIP(key string) string {
-	obj, ok, _ := cl.svcs.GetByKey(key)
-	if !ok {
-		return ""
+	obj, _, _ := cl.svcs.GetByKey(key)
+	if svc, ok := obj.(*corev1.Service); ok {
+		return svc.Spec.ClusterIP
 	}
-	return obj.(*corev1.Service).Spec.ClusterIP
+	return ""
 }
 
 func (cl *Clients) moved(svc string) {
