@@ -96,7 +96,7 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions) {
 			}
 		}
 		for _, svc := range seed.Services {
-			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 				return cl.Reach(ctx, k, svc, "") == nil, nil
 			})
 			if err != nil {

@@ -58,7 +58,7 @@ func TestWire_clientsSeeFailures(t *testing.T) {
 	}
 	c, w, seed := startWire(t, WireOptions{Corefile: CorefileKOps}, 3)
 	ctx := context.Background()
-	cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services, Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond})
+	cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services, Interval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestWire_clientsSeeFailures(t *testing.T) {
 	if _, err := svcs.Create(ctx, moved1, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(4 * time.Second) // longer than the clients' timeout: a dropped packet is recorded
 	r := cl.Report()
 	for _, k := range []ClientKind{ClientOldResolver, ClientKeptIP, ClientServiceHost} {
 		if len(windowsAfter(r, k, "wire/web-0", deleted)) == 0 {
@@ -120,7 +120,7 @@ func TestWire_clientsSeeFailures(t *testing.T) {
 	if err := w.StopKubeProxy(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(4 * time.Second)
 	r = cl.Stop()
 	t.Logf("what the clients saw:\n%s", r)
 	if r.Kinds[ClientNewResolver].Requests == 0 {
