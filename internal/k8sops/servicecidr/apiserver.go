@@ -315,11 +315,19 @@ func createAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMo
 	err := k8sops.RetryWrite(ctx, func(bool) error {
 		var err error
 		got, err = api.Create(ctx, fresh, metav1.CreateOptions{FieldManager: c.FieldManager})
-		if apierrors.IsAlreadyExists(err) { // kube-apiserver was quicker
-			got, err = api.Get(ctx, APIServerServiceName, metav1.GetOptions{})
+		if apierrors.IsAlreadyExists(err) || ipTaken(err) {
+			// kube-apiserver was quicker: its Service, or (refused as an IP already allocated)
+			// its allocation of the IP for a Service not yet stored, which is tried again.
+			found, getErr := api.Get(ctx, APIServerServiceName, metav1.GetOptions{})
+			switch {
+			case getErr == nil:
+				got, err = found, nil
+			case !apierrors.IsNotFound(getErr):
+				err = getErr
+			}
 		}
 		return err
-	})
+	}, ipTaken)
 	if err != nil {
 		return fmt.Errorf("creating default/kubernetes at %s: %w (kube-apiserver recreates it within seconds)", strings.Join(s.NewIPs, ", "), err)
 	}
@@ -460,14 +468,16 @@ func ensureAPIServerBridge(ctx context.Context, c *k8sops.Client, s *APIServerSt
 	return err
 }
 
+// ipTaken says whether a create was refused because an IP it asked for is allocated.
+func ipTaken(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated")
+}
+
 // createAPIServerBridge creates the bridge on ips. Right after the delete the old IPs may still
 // be taken for a moment, so an IP conflict is retried.
 func createAPIServerBridge(ctx context.Context, c *k8sops.Client, name string, ips []string, ports []corev1.ServicePort) (*corev1.Service, error) {
 	svc := bridgeService(name, ips, ports)
 	var got *corev1.Service
-	taken := func(err error) bool {
-		return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated")
-	}
 	err := k8sops.RetryWrite(ctx, func(bool) error {
 		var err error
 		got, err = c.Kube.CoreV1().Services(APIServerNamespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: c.FieldManager})
@@ -475,7 +485,7 @@ func createAPIServerBridge(ctx context.Context, c *k8sops.Client, name string, i
 			got, err = c.Kube.CoreV1().Services(APIServerNamespace).Get(ctx, name, metav1.GetOptions{})
 		}
 		return err
-	}, taken)
+	}, ipTaken)
 	if err != nil {
 		return nil, fmt.Errorf("creating the apiserver bridge %s on %s: %w", name, strings.Join(ips, ", "), err)
 	}
