@@ -59,8 +59,11 @@ func (c *Cluster) startCalicoAPIServer(ctx context.Context, o Options, files map
 	}
 	return func() error {
 		return waitFor(ctx, "kube-apiserver to serve "+k8sops.CalicoV3Group+" through Calico's API server", []*process{p}, func(context.Context) (bool, error) {
-			list, err := c.Kube.Discovery().ServerResourcesForGroupVersion(k8sops.CalicoV3Group)
-			return err == nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "ippools" }), nil
+			// As the provider finds it (k8sops.Probe): in the list of groups, where kube-apiserver
+			// adds an aggregated group some time after it proxies the group's own path, and ippools
+			// in the group's resources.
+			caps, err := k8sops.Probe(c.Kube.Discovery())
+			return err == nil && slices.Contains(caps.CalicoServed, k8sops.CalicoV3Group), nil
 		})
 	}, nil
 }
