@@ -165,7 +165,7 @@ func (w *Wire) start(ctx context.Context) error {
 	}
 	w.http = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		// The pod IP the request reached: a client can tell which Service's backend answered.
-		fmt.Fprintln(rw, r.Context().Value(http.LocalAddrContextKey))
+		_, _ = fmt.Fprintln(rw, r.Context().Value(http.LocalAddrContextKey))
 	})}
 	go func() { _ = w.http.Serve(l) }()
 	if err := w.startCoreDNS(ctx); err != nil {

@@ -143,7 +143,7 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		})
 		if err != nil || start == "" {
 			cl.cancel()
-			return nil, fmt.Errorf("Service %s is not served on the wire before the clients start (ClusterIP %q, DNS %s): %v", svc, start, oldDNS, err)
+			return nil, fmt.Errorf("the Service %s is not served on the wire before the clients start (ClusterIP %q, DNS %s): %v", svc, start, oldDNS, err)
 		}
 		cl.loop(ctx, ClientOldResolver, svc, func(ctx context.Context) error { return cl.byName(ctx, oldDNS, svc) })
 		cl.loop(ctx, ClientNewResolver, svc, func(ctx context.Context) error {
@@ -253,7 +253,7 @@ func (cl *Clients) resolve(ctx context.Context, dnsIP, svc string) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("dns: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	if _, err := conn.Write(query); err != nil {
