@@ -3,6 +3,7 @@
 package testcluster
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -94,8 +95,16 @@ func RerunIsolated(t TB) bool {
 		run = append(run, "^"+regexp.QuoteMeta(level)+"$")
 	}
 	cmd := IsolatedCommand(os.Args[0], "-test.run="+strings.Join(run, "/"), "-test.v", "-test.count=1", "-test.timeout=30m")
-	out, err := cmd.CombinedOutput()
-	t.Logf("in a network namespace of its own:\n%s", out)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// Forked from the spawner's thread, as every child of this package: Pdeathsig follows it.
+	errc := make(chan error, 1)
+	spawner() <- func() { errc <- cmd.Start() }
+	err := <-errc
+	if err == nil {
+		err = cmd.Wait()
+	}
+	t.Logf("in a network namespace of its own:\n%s", out.Bytes())
 	if err != nil {
 		t.Fatalf("the test failed in its network namespace: %v", err)
 	}
