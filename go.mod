@@ -16,6 +16,7 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
 	github.com/rhysd/actionlint v1.7.7
+	golang.org/x/net v0.57.0
 	golang.org/x/sync v0.22.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -125,7 +126,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/mod v0.37.0 // indirect
-	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
