@@ -3,7 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // TestWire_handOverProtocol moves every Service of the wire (the cluster DNS among them) by
@@ -86,7 +87,10 @@ const handOverSync = 1500 * time.Millisecond
 // Service as ExternalName C, the bridge B (old IP, new IP as external IP), the Service as
 // ExternalName B, C deleted, the Service at the new IP, B without the external IP.
 func handOver(ctx context.Context, kube kubernetes.Interface, key, newIP string) error {
-	ns, name := splitKey(key)
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
 	api := kube.CoreV1().Services(ns)
 	s, err := api.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -95,8 +99,7 @@ func handOver(ctx context.Context, kube kubernetes.Interface, key, newIP string)
 	oldIP := s.Spec.ClusterIP
 	fqdn := func(n string) string { return n + "." + ns + ".svc.cluster.local" }
 	helper := func(n, clusterIP, externalIP string) *corev1.Service {
-		ports := make([]corev1.ServicePort, len(s.Spec.Ports))
-		copy(ports, s.Spec.Ports)
+		ports := slices.Clone(s.Spec.Ports)
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}, Spec: corev1.ServiceSpec{
 			ClusterIP: clusterIP, Selector: s.Spec.Selector, Ports: ports, ExternalIPs: []string{externalIP}}}
 	}
@@ -158,9 +161,4 @@ func synced(ctx context.Context, kube kubernetes.Interface, ns, name string) err
 	}
 	time.Sleep(handOverSync)
 	return nil
-}
-
-func splitKey(key string) (string, string) {
-	ns, name, _ := strings.Cut(key, "/")
-	return ns, name
 }
