@@ -124,6 +124,7 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 		Blocks: map[string]schema.Block{"timeouts": timeoutsBlock(ctx, serviceRecreationTimeout, serviceRecreationTimeout, 0)},
 	}
 	maps.Copy(resp.Schema.Attributes, oldIPBridgeAttributes())
+	maps.Copy(resp.Schema.Attributes, handOverAttributes())
 }
 
 func (r *serviceRecreationResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -398,8 +399,8 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 	}
 	res, err := recreation.ExecuteRecreation(ctx, client, snap, steps, recreation.ExecOptions{
 		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
-		SliceWait: plan.endpointWait(),
-		Log:       logInfo, Watches: watches,
+		SliceWait: plan.endpointWait(), HandOver: plan.handOver(),
+		Log: logInfo, Watches: watches,
 		HoldAfterDelete: faultHold("AFTER_DELETE"), HoldBeforeDelete: faultHold("BEFORE_DELETE"),
 	})
 	for _, n := range res.Notes {
@@ -543,6 +544,11 @@ type serviceRecreationModel struct {
 	OldIPBridgeTTL    types.String `tfsdk:"old_ip_bridge_ttl"`
 	OldIPForceRemoval types.Bool   `tfsdk:"old_ip_bridges_force_removal"`
 	Bridges           types.Map    `tfsdk:"bridges"`
+	// recreation_handover.go
+	HandOver      types.Bool   `tfsdk:"hand_over"`
+	ClusterDomain types.String `tfsdk:"cluster_domain"`
+	ProxySyncWait types.String `tfsdk:"proxy_sync_wait"`
+	DNSTTL        types.String `tfsdk:"dns_ttl"`
 }
 
 const defaultEndpointWait = "2m"

@@ -14,6 +14,15 @@ import (
 // k8scidr_service_recreation "this" that makes its moves, with resourceArgs. after, when not
 // "", is an address the resource depends on (e.g. the ServiceCIDR of the target range).
 func recreationHCL(after, dataArgs, resourceArgs string) string {
+	return recreationHCLWith(after, dataArgs, fastHandOver+resourceArgs)
+}
+
+// fastHandOver shortens the hand-over's waits for kube-proxy and for cached DNS answers in the
+// tests without either (the wire tests, which have both, keep the defaults).
+const fastHandOver = "  proxy_sync_wait = \"100ms\"\n  dns_ttl = \"1s\"\n"
+
+// recreationHCLWith is recreationHCL with nothing set but resourceArgs.
+func recreationHCLWith(after, dataArgs, resourceArgs string) string {
 	const name = "this"
 	dependsOn := ""
 	if after != "" {

@@ -69,7 +69,7 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions) {
 		t.Fatalf("clients failed before the move:\n%s", r)
 	}
 
-	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+recreationHCL("", `  target_cidrs = ["`+faultTarget.String()+`"]`, ""))
+	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+recreationHCLWith("", `  target_cidrs = ["`+faultTarget.String()+`"]`, ""))
 	w.planFile()
 	start := time.Now()
 	w.applyFile()

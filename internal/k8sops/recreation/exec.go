@@ -43,6 +43,9 @@ type ExecOptions struct {
 	// ProgressEvery is how often progress Events are posted on the journal's Lease; default
 	// DefaultProgressEvery.
 	ProgressEvery time.Duration
+	// HandOver is what the hand-over must know of the cluster's data path; zero values take
+	// the defaults.
+	HandOver HandOverOptions
 	// Watches are the run's EndpointSlice and admission-guard watches, started before the
 	// snapshot (StartWatches); nil: the run starts its own.
 	Watches *Watches
@@ -109,6 +112,9 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	if o.SliceWait == 0 {
 		o.SliceWait = 2 * time.Minute
 	}
+	o.HandOver.ClusterDomain = cmp.Or(o.HandOver.ClusterDomain, DefaultClusterDomain)
+	o.HandOver.ProxySync = cmp.Or(o.HandOver.ProxySync, DefaultProxySync)
+	o.HandOver.DNSTTL = cmp.Or(o.HandOver.DNSTTL, DefaultDNSTTL)
 	x := &executor{c: c, o: o, services: map[string]*corev1.Service{},
 		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, takeOver: plan.TakeOver, dnsKey: plan.DNSService,
 		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}}
@@ -158,6 +164,9 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		return x.res, err
 	}
 	x.syncBridgeEndpoints(ctx, snap)
+	if err := x.sweepHandOvers(ctx, snap.Services); err != nil {
+		return x.res, err
+	}
 	restoreLater, err := x.settleJournal(ctx, snap.Journal, plan.Restore, plan.Settled)
 	if err != nil {
 		return x.res, err
@@ -178,6 +187,9 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		return x.res, err
 	}
 	x.retireBridgeMirror(ctx)
+	if err := x.retireTransients(ctx); err != nil {
+		return x.res, err
+	}
 	x.sweepCopies(ctx, sweepWait) // this run's and any an earlier, failed or killed, run left
 	if err := deleteJournal(ctx, c, o.Journal.Namespace, x.heldJournals); err != nil {
 		return x.res, err
@@ -221,6 +233,9 @@ type executor struct {
 	oldIPBridges map[string]*corev1.Service
 	// takeOver are the bridges whose IPs a Service goes back to, by its key (RecreationSteps.TakeOver).
 	takeOver map[string][]*corev1.Service
+
+	// transients are the hand-over bridges that are not kept, removed at their time.
+	transients map[types.UID]transientBridge
 
 	// finishedLate are the moves finished after the apply was interrupted (afterCancel), cutOff
 	// those past their delete that the grace period did not let finish.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -73,7 +74,31 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 		}
 		var chunkWG sync.WaitGroup
 		chunkErrs := make([]error, len(entries))
+		// The Services that can be handed over move together, step by step (handOverAll);
+		// the rest by delete and create, each on its own.
+		handOvers, err := x.handOvers(ctx, entries)
+		if err != nil {
+			fail(err)
+			break
+		}
+		if len(handOvers) > 0 {
+			chunkWG.Add(1)
+			wg.Go(func() {
+				defer chunkWG.Done()
+				hs := slices.Collect(maps.Values(handOvers))
+				x.handOverAll(ctx, hs)
+				for i, h := range handOvers {
+					if h.err != nil {
+						chunkErrs[i] = h.err
+						fail(h.err)
+					}
+				}
+			})
+		}
 		for i := range entries {
+			if handOvers[i] != nil {
+				continue
+			}
 			if failed() {
 				break // the rest of the chunk stays untouched; the next plan drops its entries
 			}
@@ -176,6 +201,25 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 			"under restore and the next apply recreates it", err, strings.Join(kept, ", "), x.o.Journal)
 	}
 	return nil
+}
+
+// handOvers are the hand-overs among the moves of entries, by index; the rest move by delete
+// and create, and why is logged.
+func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (map[int]*handOver, error) {
+	out := map[int]*handOver{}
+	for i, e := range entries {
+		svc := x.services[e.Key]
+		why, err := x.handOverBlocker(ctx, svc, e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: asking whether it can be handed over: %w", e.Key, err)
+		}
+		if why != "" {
+			x.log("moving by delete and create", map[string]any{"service": e.Key, "why": why})
+			continue
+		}
+		out[i] = x.newHandOver(e, svc)
+	}
+	return out, nil
 }
 
 // entry is the journal entry for a move: the object to create and what its deletion takes along.
@@ -412,24 +456,34 @@ func (c changedAway) Error() string { return c.reason }
 
 // deleteCurrent deletes the Service as it is journaled: with its resourceVersion as a
 // precondition, so that a change another client made since (a label, an annotation, a port)
-// is not lost. On a conflict it reads the Service again, journals that copy, and tries again;
-// the Service and journal entry returned are the ones deleted.
+// is not lost (actOnCurrent).
 func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e JournalEntry) (*corev1.Service, JournalEntry, error) {
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
-	uid := old.UID
-	for attempt := 0; ; attempt++ {
-		rv := old.ResourceVersion
+	return x.actOnCurrent(ctx, old, e, func(old *corev1.Service) error {
+		rv, uid := old.ResourceVersion, old.UID
 		pre := metav1.Preconditions{UID: &uid}
 		if rv != "" {
 			pre.ResourceVersion = &rv
 		}
-		err := k8sops.RetryWrite(ctx, func(again bool) error {
+		return k8sops.RetryWrite(ctx, func(again bool) error {
 			err := api.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &pre})
 			if again && apierrors.IsNotFound(err) {
 				return nil // the earlier attempt deleted it
 			}
 			return err
 		})
+	})
+}
+
+// actOnCurrent does act (a delete, or an update from the object it is given) to the Service as
+// it is journaled, act failing with a conflict when the Service changed since. On a conflict it
+// reads the Service again, journals that copy, and tries again; the Service and journal entry
+// returned are the ones acted on.
+func (x *executor) actOnCurrent(ctx context.Context, old *corev1.Service, e JournalEntry, act func(*corev1.Service) error) (*corev1.Service, JournalEntry, error) {
+	api := x.c.Kube.CoreV1().Services(old.Namespace)
+	uid := old.UID
+	for attempt := 0; ; attempt++ {
+		err := act(old)
 		if !apierrors.IsConflict(err) {
 			return old, e, err
 		}
@@ -440,7 +494,7 @@ func (x *executor) deleteCurrent(ctx context.Context, old *corev1.Service, e Jou
 		case fresh.UID != uid:
 			return old, e, err // replaced: reported as such
 		case attempt >= 5:
-			return old, e, fmt.Errorf("%s: changed by another client on every attempt to delete it; left as it is: %w", e.Key, err)
+			return old, e, fmt.Errorf("%s: changed by another client on every attempt to move it; left as it is: %w", e.Key, err)
 		}
 		m := Move{Key: e.Key, UID: string(uid), Type: serviceType(old), OldIPs: e.OldIPs, NewIPs: e.Service.Spec.ClusterIPs}
 		if reason := moveHolds(fresh, m, x.targets, nil); reason != "" {

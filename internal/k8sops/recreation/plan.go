@@ -501,6 +501,10 @@ func skipReason(svc *corev1.Service, ips []netip.Addr, o RecreationOptions, sel 
 		slices.Contains(o.Exclude, key),
 		!sel.Matches(labels.Set(svc.Labels)):
 		return skipOutOfScope
+	case handingOver(svc):
+		return "mid-move: an interrupted apply's hand-over, which the restore finishes"
+	case svc.Labels[HandOverLabel] != "":
+		return "made by a move's hand-over (" + svc.Labels[HandOverLabel] + "), removed by it"
 	case svc.Spec.Type == corev1.ServiceTypeExternalName:
 		return "ExternalName: has no ClusterIP"
 	case len(ips) == 0:

@@ -135,6 +135,9 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 		}
 		cur, err = nil, apierrors.NewNotFound(corev1.Resource("services"), e.Service.Name)
 	}
+	if err == nil && handingOver(cur) {
+		return x.resumeHandOver(ctx, e, cur)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		// The Service first, then the bridge: a refused bridge must not keep the cluster DNS
@@ -190,6 +193,11 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 		if exists && deletingOld(svc, e) {
 			exists = false // the Service the move deleted, held by a finalizer: restored once gone
 		}
+		if exists && handingOver(svc) {
+			// Cut off mid-hand-over: its restore goes on from there, to the journaled IPs.
+			p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: slices.Clone(e.Service.Spec.ClusterIPs)})
+			continue
+		}
 		if exists {
 			// The cluster DNS Service moved, but its bridge was not created (refused, or the run
 			// stopped): the entry holds its old IPs, and restoring it creates the bridge. A bridge
@@ -234,7 +242,7 @@ func dnsBridgeMissing(services []corev1.Service, ips []string) bool {
 // not being deleted, with the hand-made Endpoints it had. Entries with owned EndpointSlices
 // always get their slices checked (they are rare, and a plan does not list slices).
 func journalSettled(e JournalEntry, svc *corev1.Service, endpoints map[string]corev1.Endpoints) bool {
-	if svc == nil || svc.DeletionTimestamp != nil || len(e.Slices) > 0 {
+	if svc == nil || svc.DeletionTimestamp != nil || len(e.Slices) > 0 || handingOver(svc) {
 		return false
 	}
 	_, ok := endpoints[e.Key]

@@ -1,0 +1,677 @@
+// The hand-over: how one Service moves without a moment in which its name, its old IPs or its
+// new IPs go unserved on the wire, read top to bottom in handOverSteps.
+//
+// A ClusterIP Service's IPs cannot change in place, and a delete and create leaves, for one
+// kube-proxy sync or more, the old IP routed nowhere (kube-proxy's rules are rewritten at most
+// once per --min-sync-period, the first change after a quiet second at once) and the name
+// absent (CoreDNS answers NXDOMAIN, and caches it for the Corefile's TTL). The apiserver allows
+// one change of the IPs without a delete: to ExternalName (no IPs) and back to ClusterIP with
+// new ones. The hand-over goes through it with two helpers, so that at every instant each IP a
+// client may hold is a ClusterIP or an external IP of a Service with the moving Service's
+// selector and ports, and its name answers with one of those IPs:
+//
+//	carry    C, the carrier, on the new IPs with the old ones as external IPs  -> wait a sync
+//	release  the Service becomes ExternalName C: its old IPs are free, C serves them
+//	bridge   B, the bridge, on the old IPs with the new ones as external IPs
+//	repoint  the Service becomes ExternalName B                                 -> wait a sync
+//	drop     C is deleted: B serves the new IPs
+//	take     the Service is ClusterIP again, on the new IPs                      -> wait a sync
+//	settle   B keeps the old IPs only: the DNS bridge, an old-IP bridge, or (old_ip_bridges =
+//	         "dns") a bridge removed once the DNS answers naming the old IPs have expired
+//
+// The Service keeps its UID, labels, annotations, owners and EndpointSlices throughout (the
+// EndpointSlice controller leaves an ExternalName Service's slices alone); only the fields of a
+// ClusterIP Service (its IPs, IP families, internal traffic policy, session affinity) are set
+// back by take from the journal, which holds the Service as it was before the move.
+//
+// What cannot go through it moves by delete and create (move): NodePort and LoadBalancer
+// Services (their node ports and load balancers would be released), selector-less Services,
+// Services with external IPs of their own or a family that stays, and any Service whose
+// carrier or ExternalName form admission refuses (policies against external IPs,
+// CVE-2020-8554, or ExternalName, CVE-2021-25740). A hand-over cut off at any step leaves every
+// IP served; the Service's journal entry stays, and the next apply goes on from where it was.
+package recreation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+)
+
+// HandOverOptions are what the hand-over must know of the cluster's data path, which the
+// Kubernetes API does not tell.
+type HandOverOptions struct {
+	// Off moves every Service by delete and create.
+	Off bool
+	// ClusterDomain is the cluster DNS zone (kubelet clusterDomain): the ExternalName form
+	// names the carrier and the bridge in it, and CoreDNS answers with their IPs. Default
+	// DefaultClusterDomain.
+	ClusterDomain string
+	// ProxySync is how long after a Service change kube-proxy has its rules for it in place on
+	// every node: its --min-sync-period and the time a sync takes. Default DefaultProxySync.
+	ProxySync time.Duration
+	// DNSTTL is how long an answer of the cluster DNS may be cached (the Corefile's kubernetes
+	// ttl): a bridge that is not kept stays this long after the Service took its new IPs.
+	// Default DefaultDNSTTL.
+	DNSTTL time.Duration
+}
+
+// The hand-over's defaults: kubeadm's and kOps' cluster domain, kube-proxy's default
+// --min-sync-period (1 s) with a second for the sync itself, and the ttl of the Corefile
+// kubeadm and the Kubernetes DNS addon ship (kOps' is the plugin's default, 5 s).
+const (
+	DefaultClusterDomain = "cluster.local"
+	DefaultProxySync     = 2 * time.Second
+	DefaultDNSTTL        = 30 * time.Second
+)
+
+// The marks of a hand-over. HandOverLabel is on the carrier ("carrier") and on a bridge that
+// is not kept ("bridge"); handOverToAnnotation on the Service while it is ExternalName (its
+// new IPs); handOverIPsAnnotation on a bridge that serves the new IPs as external IPs;
+// handOverUntilAnnotation on a bridge that is not kept: when it may go.
+const (
+	HandOverLabel           = "k8scidr.io/hand-over"
+	handOverToAnnotation    = "k8scidr.io/hand-over-to"
+	handOverIPsAnnotation   = "k8scidr.io/hand-over-external-ips"
+	handOverUntilAnnotation = "k8scidr.io/hand-over-until"
+)
+
+// handOverSteps is the hand-over, in order. sync: the next step relies on kube-proxy having
+// programmed what this one wrote, so all hand-overs in a batch wait ProxySync once after it.
+var handOverSteps = []struct {
+	name string
+	do   func(*executor, context.Context, *handOver) error
+	sync bool
+}{
+	{"carry", (*executor).carry, true},
+	{"release", (*executor).release, false},
+	{"bridge", (*executor).bridgeOld, false},
+	{"repoint", (*executor).repoint, true},
+	{"drop carrier", (*executor).dropCarrier, false},
+	{"take", (*executor).take, true},
+	{"settle", (*executor).settle, false},
+}
+
+// stepNamed is the index of the step called name.
+func stepNamed(name string) int {
+	return slices.IndexFunc(handOverSteps, func(s struct {
+		name string
+		do   func(*executor, context.Context, *handOver) error
+		sync bool
+	}) bool {
+		return s.name == name
+	})
+}
+
+// bridgeKind is which bridge a hand-over makes on the old IPs.
+type bridgeKind int
+
+const (
+	bridgeTransient bridgeKind = iota // removed DNSTTL after the take
+	bridgeDNS                         // the DNS bridge
+	bridgeOldIP                       // an old-IP bridge (old_ip_bridges = "all")
+)
+
+// handOver is one Service's hand-over in progress.
+type handOver struct {
+	e        JournalEntry
+	svc      *corev1.Service // the Service as last read or written
+	carrier  *corev1.Service // what carry creates
+	bridge   *corev1.Service // what bridge creates
+	kind     bridgeKind
+	next     int // the first step still to do
+	done     bool
+	err      error
+	bridgeUp *corev1.Service // the bridge as created or found
+	copies   []string        // EndpointSlice copies of an old-IP bridge, deleted once served
+	took     time.Time       // when the Service took its new IPs
+}
+
+func (h *handOver) newIPs() []string { return h.e.Service.Spec.ClusterIPs }
+func (h *handOver) oldIPs() []string { return h.e.OldIPs }
+
+// newHandOver is the hand-over of the journaled move e of svc, from the step svc's state says.
+func (x *executor) newHandOver(e JournalEntry, svc *corev1.Service) *handOver {
+	h := &handOver{e: e, svc: svc}
+	group := x.o.Journal.group()
+	h.carrier = bridgeFor(&e.Service, carrierName(e.Service.Namespace, e.Service.Name, h.newIPs()), h.newIPs())
+	h.carrier.Spec.ExternalIPs = slices.Clone(h.oldIPs())
+	h.carrier.Labels[HandOverLabel] = "carrier"
+	h.carrier.Labels[JournalGroupLabel] = group
+	h.carrier.Annotations["k8scidr.io/description"] = "Carries " + e.Key + "'s new IPs while it moves to them; removed by the move."
+	switch {
+	case e.Key == x.dnsKey && x.bridge != nil:
+		h.kind, h.bridge = bridgeDNS, x.bridge.DeepCopy()
+	case e.Bridge != nil:
+		h.kind, h.bridge = bridgeOldIP, e.Bridge.DeepCopy()
+	default:
+		h.bridge = bridgeFor(&e.Service, transientName(e.Service.Namespace, e.Service.Name, h.oldIPs()), h.oldIPs())
+		h.bridge.Labels[HandOverLabel] = "bridge"
+		h.bridge.Labels[JournalGroupLabel] = group
+		h.bridge.Annotations["k8scidr.io/description"] = "Keeps " + e.Key + "'s old IPs answering until cached DNS answers naming them expire; removed by the move."
+	}
+	switch {
+	case svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Annotations[handOverToAnnotation] == "" &&
+		slices.Equal(svc.Spec.ClusterIPs, h.newIPs()):
+		h.next = stepNamed("settle") // took its IPs; a bridge may still carry them
+	case svc.Spec.ExternalName == x.fqdn(h.bridge):
+		h.next = stepNamed("drop carrier")
+	case svc.Spec.ExternalName == x.fqdn(h.carrier):
+		h.next = stepNamed("bridge")
+	}
+	return h
+}
+
+// carrierName and transientName name a hand-over's carrier (after the new IPs) and its bridge
+// that is not kept (after the old), as old-IP bridges are named.
+func carrierName(namespace, name string, ips []string) string {
+	return name[:min(len(name), bridgeNamePrefixMax)] + "-new-" + shortHash(namespace+"/"+name+" "+strings.Join(ips, ","))
+}
+
+func transientName(namespace, name string, ips []string) string {
+	return name[:min(len(name), bridgeNamePrefixMax)] + "-was-" + shortHash(namespace+"/"+name+" "+strings.Join(ips, ","))
+}
+
+// fqdn is svc's name in the cluster DNS zone.
+func (x *executor) fqdn(svc *corev1.Service) string {
+	return svc.Name + "." + svc.Namespace + ".svc." + x.o.HandOver.ClusterDomain
+}
+
+// handOverBlocker says why the move of e cannot be a hand-over ("" when it can): what the
+// Service is, then what admission says of the carrier, the bridge and the ExternalName form,
+// by dry runs. Its move is then a delete and create.
+func (x *executor) handOverBlocker(ctx context.Context, svc *corev1.Service, e JournalEntry) (string, error) {
+	switch {
+	case x.o.HandOver.Off:
+		return "the hand-over is off", nil
+	case svc.Spec.Type != corev1.ServiceTypeClusterIP:
+		return string(svc.Spec.Type) + " Service: the hand-over would release its node ports", nil
+	case len(svc.Spec.Selector) == 0:
+		return "selector-less Service", nil
+	case len(svc.Spec.ExternalIPs) > 0:
+		return "has external IPs of its own", nil
+	case len(MovingIPs(e.OldIPs, e.Service.Spec.ClusterIPs)) != len(svc.Spec.ClusterIPs) || !slices.Equal(e.OldIPs, svc.Spec.ClusterIPs):
+		return "a family of its IPs stays", nil
+	}
+	h := x.newHandOver(e, svc)
+	held := ipStrings(k8sops.ClusterIPs(svc))
+	for _, b := range []*corev1.Service{h.carrier, withExternalIPs(h.bridge, h.newIPs())} {
+		if refusal, err := AdmissionRefusal(ctx, x.c, b, held, true); err != nil || refusal != "" {
+			return "admission refuses " + b.Name + ": " + refusal, err
+		}
+	}
+	_, err := x.c.Kube.CoreV1().Services(svc.Namespace).Update(ctx, externalNameOf(svc, x.fqdn(h.carrier), h.newIPs()),
+		metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: x.c.FieldManager})
+	switch {
+	case apierrors.IsConflict(err):
+		return "", nil // changed since: release reads it again
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return "admission refuses its ExternalName form: " + err.Error(), nil
+	}
+	return "", err
+}
+
+// resumeHandOver finishes the hand-over of e that a cut-off apply left at svc.
+func (x *executor) resumeHandOver(ctx context.Context, e JournalEntry, svc *corev1.Service) error {
+	h := x.newHandOver(e, svc)
+	if h.next == 0 {
+		return fmt.Errorf("%s is mid-hand-over, but its ExternalName %q names neither its carrier %s nor its bridge %s: "+
+			"set it back to ClusterIP by hand (the journal holds it as it was)", e.Key, svc.Spec.ExternalName, x.fqdn(h.carrier), x.fqdn(h.bridge))
+	}
+	x.handOverAll(ctx, []*handOver{h})
+	if h.err != nil {
+		return h.err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.res.Restored = append(x.res.Restored, e.Key)
+	return nil
+}
+
+// handOverAll carries out the hand-overs step by step across all of them: each step's writes
+// in parallel (at most Parallelism at once), and after a step the next relies on kube-proxy
+// for, one wait for all. A hand-over whose step fails does no later step, and stays as the
+// steps before left it, served; so does every hand-over once ctx ends.
+func (x *executor) handOverAll(ctx context.Context, hs []*handOver) {
+	sem := make(chan struct{}, max(1, x.o.Parallelism))
+	for i, step := range handOverSteps {
+		var wg sync.WaitGroup
+		ran := false
+		for _, h := range hs {
+			if h.err != nil || h.done || h.next > i {
+				continue
+			}
+			if ctx.Err() != nil {
+				h.err = context.Cause(ctx)
+				continue
+			}
+			ran = true
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if err := step.do(x, ctx, h); err != nil {
+					h.err = fmt.Errorf("%s: hand-over step %q: %w", h.e.Key, step.name, err)
+				}
+			})
+		}
+		wg.Wait()
+		if ran && step.sync {
+			x.proxySync(ctx)
+		}
+	}
+}
+
+// proxySync waits until kube-proxy has programmed what was just written, on every node.
+func (x *executor) proxySync(ctx context.Context) {
+	t := time.NewTimer(x.o.HandOver.ProxySync)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// carry creates the carrier, and gives it copies of the Service's EndpointSlices so that
+// kube-proxy routes it at once.
+func (x *executor) carry(ctx context.Context, h *handOver) error {
+	c, found, err := x.createOnFreedIPs(ctx, h.carrier)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if _, err := x.copySlices(ctx, familiesOf(x.currentSlices(h.e.Key), c), c); err != nil {
+			x.note("%s: copying its endpoints to its carrier %s failed (%v): the carrier answers once kube-controller-manager writes its EndpointSlice.", h.e.Key, c.Name, err)
+		}
+	}
+	h.carrier = c
+	return nil
+}
+
+// release makes the Service ExternalName for the carrier, with the journaled Service's
+// resourceVersion as precondition: a change another client made since is journaled first
+// (actOnCurrent), and a Service changed so that its move no longer holds is left, its carrier
+// deleted.
+func (x *executor) release(ctx context.Context, h *handOver) error {
+	if x.o.HoldBeforeDelete != nil {
+		x.o.HoldBeforeDelete(ctx, h.e.Key)
+	}
+	api := x.c.Kube.CoreV1().Services(h.svc.Namespace)
+	old, e, err := x.actOnCurrent(ctx, h.svc, h.e, func(old *corev1.Service) error {
+		next := externalNameOf(old, x.fqdn(h.carrier), h.newIPs())
+		next.ResourceVersion = old.ResourceVersion
+		updated, err := api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+		if err == nil {
+			h.svc = updated
+		}
+		return err
+	})
+	h.e = e
+	var changed changedAway
+	switch {
+	case err == nil:
+		if x.o.HoldAfterDelete != nil {
+			x.o.HoldAfterDelete(ctx, h.e.Key)
+		}
+		return nil
+	case errors.As(err, &changed):
+		x.notMoved(h.e.Key, changed.reason)
+	case apierrors.IsNotFound(err):
+		x.notMoved(h.e.Key, "deleted by another client during the apply")
+	case apierrors.IsConflict(err):
+		x.notMoved(h.e.Key, "replaced by another client during the apply (its UID changed); left as it is")
+	default:
+		return err
+	}
+	h.done, h.svc = true, old
+	return x.deleteHelper(ctx, h.carrier)
+}
+
+// bridgeOld creates the bridge on the old IPs the release freed, with the new IPs as external
+// IPs, serving at once from copies of the Service's EndpointSlices (which stay while it is
+// ExternalName).
+func (x *executor) bridgeOld(ctx context.Context, h *handOver) error {
+	want := withExternalIPs(h.bridge, h.newIPs())
+	b, found, err := x.createOnFreedIPs(ctx, want)
+	if err != nil {
+		return fmt.Errorf("creating the bridge %s/%s on the old IPs %v: %w", want.Namespace, want.Name, h.oldIPs(), err)
+	}
+	if found && !slices.Equal(b.Spec.ExternalIPs, want.Spec.ExternalIPs) {
+		if b, err = x.setExternalIPs(ctx, b, h.newIPs(), nil); err != nil {
+			return err
+		}
+	}
+	var copies []string
+	if !found {
+		copies, err = x.copySlices(ctx, familiesOf(x.currentSlices(h.e.Key), b), b)
+		if err != nil {
+			x.note("%s: copying its endpoints to the bridge %s failed (%v): it answers once kube-controller-manager writes its EndpointSlice.", h.e.Key, b.Name, err)
+		}
+	}
+	h.bridgeUp = b
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch h.kind {
+	case bridgeDNS:
+		x.bridgeUID, x.bridgeMirror = b.UID, append(x.bridgeMirror, copies...)
+		x.res.BridgeCreated = k8sops.SvcKey(b)
+	case bridgeOldIP:
+		h.copies = copies
+		x.res.OldIPBridgesCreated = append(x.res.OldIPBridgesCreated, OldIPBridge{Name: b.Name, For: h.e.Key,
+			IPs: b.Spec.ClusterIPs, Created: b.CreationTimestamp.UTC()})
+	}
+	return nil
+}
+
+// repoint makes the Service ExternalName for the bridge: its name answers with the old IPs,
+// which stay, while the carrier goes.
+func (x *executor) repoint(ctx context.Context, h *handOver) error {
+	return x.updateHandingOver(ctx, h, func(svc *corev1.Service) { svc.Spec.ExternalName = x.fqdn(h.bridge) })
+}
+
+// dropCarrier deletes the carrier: the bridge serves the new IPs until the Service takes them.
+func (x *executor) dropCarrier(ctx context.Context, h *handOver) error {
+	return x.deleteHelper(ctx, h.carrier)
+}
+
+// take makes the Service ClusterIP on its new IPs, with the fields of a ClusterIP Service as
+// journaled. The carrier's IPs are free once its delete is through; the allocator may lag
+// behind it for a moment.
+func (x *executor) take(ctx context.Context, h *handOver) error {
+	var taken *corev1.Service
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := x.updateHandingOver(ctx, h, func(svc *corev1.Service) { takeBack(svc, &h.e.Service) })
+		if takenIP(err, h.newIPs()) >= 0 {
+			return false, nil
+		}
+		taken = h.svc
+		return err == nil, err
+	})
+	if err != nil {
+		return err
+	}
+	h.took = time.Now()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.res.Recreated = append(x.res.Recreated, Move{Key: h.e.Key, UID: string(taken.UID), Type: serviceType(taken), OldIPs: h.oldIPs(), NewIPs: taken.Spec.ClusterIPs})
+	if h.e.Key == x.dnsKey {
+		x.res.DNSMovedAt = updatedAt(taken, x.c.FieldManager, h.took)
+	}
+	return nil
+}
+
+// settle takes the new IPs off the bridge: the DNS bridge and an old-IP bridge stay on the old
+// IPs, and a bridge that is not kept is removed by the run once the cluster DNS's answers
+// naming the old IPs have expired (retireTransients).
+func (x *executor) settle(ctx context.Context, h *handOver) error {
+	b := h.bridgeUp
+	if b == nil {
+		cur, err := x.c.Kube.CoreV1().Services(h.bridge.Namespace).Get(ctx, h.bridge.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		b = cur
+	}
+	mark := map[string]string{}
+	if h.kind == bridgeTransient {
+		// From the take on, the Service's name answers with its new IPs; a resumed hand-over's
+		// take was an earlier apply's, at the time the apiserver recorded.
+		until := updatedAt(h.svc, x.c.FieldManager, time.Now()).Add(x.o.HandOver.DNSTTL)
+		if !h.took.IsZero() {
+			until = h.took.Add(x.o.HandOver.DNSTTL)
+		}
+		x.retireAfter(b, until)
+		mark[handOverUntilAnnotation] = until.UTC().Format(time.RFC3339)
+	}
+	if len(b.Spec.ExternalIPs) > 0 || len(mark) > 0 {
+		if _, err := x.setExternalIPs(ctx, b, nil, mark); err != nil {
+			return err
+		}
+	}
+	if h.kind == bridgeOldIP {
+		x.waitOldIPBridge(ctx, oldIPBridgeRun{svc: b, copies: h.copies})
+	}
+	h.done = true
+	return nil
+}
+
+// retireAfter records a bridge that is not kept, to be removed at until.
+func (x *executor) retireAfter(b *corev1.Service, until time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.transients == nil {
+		x.transients = map[types.UID]transientBridge{}
+	}
+	if t, ok := x.transients[b.UID]; !ok || until.After(t.until) {
+		x.transients[b.UID] = transientBridge{key: k8sops.SvcKey(b), until: until}
+	}
+}
+
+type transientBridge struct {
+	key   string
+	until time.Time
+}
+
+// retireTransients removes the bridges that are not kept once their time has come: the
+// latest at most DNSTTL after the last take of the run. One the run cannot wait for (ctx
+// ended) stays, and the next apply removes it (sweepHandOvers).
+func (x *executor) retireTransients(ctx context.Context) error {
+	x.mu.Lock()
+	ts := maps.Clone(x.transients)
+	x.mu.Unlock()
+	var last time.Time
+	for _, t := range ts {
+		if t.until.After(last) {
+			last = t.until
+		}
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	x.log("waiting for cached DNS answers naming the old IPs to expire before removing the hand-over bridges",
+		map[string]any{"bridges": len(ts), "wait_ms": max(0, time.Until(last).Milliseconds())})
+	t := time.NewTimer(time.Until(last))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return fmt.Errorf("interrupted (%v) before the hand-over bridges were removed: the next apply removes them", context.Cause(ctx))
+	}
+	for uid, t := range ts {
+		ns, name, _ := strings.Cut(t.key, "/")
+		if err := x.deleteHelper(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepHandOvers finishes, at the start of a run, what a cut-off hand-over of this journal
+// group left that its Service's restore does not: a carrier or a bridge that is not kept whose
+// Service no longer names it (deleted now, or when its time comes), and new IPs still carried
+// by a bridge as external IPs.
+func (x *executor) sweepHandOvers(ctx context.Context, services []corev1.Service) error {
+	named := map[string]bool{} // the names Services mid-hand-over point at
+	for _, svc := range services {
+		if svc.Spec.Type == corev1.ServiceTypeExternalName && svc.Annotations[handOverToAnnotation] != "" {
+			named[svc.Spec.ExternalName] = true
+		}
+	}
+	group := x.o.Journal.group()
+	for i := range services {
+		svc := &services[i]
+		if named[x.fqdn(svc)] {
+			continue
+		}
+		switch {
+		case svc.Labels[HandOverLabel] == "carrier" && groupOf(svc.Labels) == group:
+			if err := x.deleteHelper(ctx, svc); err != nil {
+				return err
+			}
+		case svc.Labels[HandOverLabel] == "bridge" && groupOf(svc.Labels) == group:
+			until, err := time.Parse(time.RFC3339, svc.Annotations[handOverUntilAnnotation])
+			if err != nil {
+				until = time.Now().Add(x.o.HandOver.DNSTTL) // cut off before its settle: when the take was is not known
+			}
+			x.retireAfter(svc, until)
+		case svc.Annotations[handOverIPsAnnotation] != "" && len(svc.Spec.ExternalIPs) > 0:
+			if _, err := x.setExternalIPs(ctx, svc, nil, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// deleteHelper deletes a carrier or bridge (with its UID as precondition when known).
+func (x *executor) deleteHelper(ctx context.Context, svc *corev1.Service) error {
+	var pre *metav1.Preconditions
+	if svc.UID != "" {
+		pre = &metav1.Preconditions{UID: &svc.UID}
+	}
+	err := k8sops.RetryWrite(ctx, func(bool) error {
+		return x.c.Kube.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{Preconditions: pre})
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting %s: %w", k8sops.SvcKey(svc), err)
+	}
+	return nil
+}
+
+// setExternalIPs sets a bridge's external IPs to ips (none: nil), marking the ones it carries
+// for a hand-over so that a cut-off run's are found again, and sets the annotations mark.
+func (x *executor) setExternalIPs(ctx context.Context, b *corev1.Service, ips []string, mark map[string]string) (*corev1.Service, error) {
+	api := x.c.Kube.CoreV1().Services(b.Namespace)
+	var out *corev1.Service
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, b.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		next := withExternalIPs(cur, ips)
+		maps.Copy(next.Annotations, mark)
+		out, err = api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting the external IPs of %s to %v: %w", k8sops.SvcKey(b), ips, err)
+	}
+	return out, nil
+}
+
+// updateHandingOver changes the Service mid-hand-over (read again on a conflict); one that is
+// no longer mid-hand-over was finished by another apply, and is taken as it is.
+func (x *executor) updateHandingOver(ctx context.Context, h *handOver, change func(*corev1.Service)) error {
+	api := x.c.Kube.CoreV1().Services(h.svc.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, h.svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != h.svc.UID {
+			return fmt.Errorf("replaced by another client mid-hand-over (its UID changed)")
+		}
+		if cur.Annotations[handOverToAnnotation] == "" {
+			h.svc = cur
+			return nil
+		}
+		next := cur.DeepCopy()
+		change(next)
+		updated, err := api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+		if err == nil {
+			h.svc = updated
+		}
+		return err
+	})
+}
+
+// externalNameOf is svc as ExternalName for name, marked with the IPs it moves to: without the
+// fields only a ClusterIP Service has, which takeBack sets again from the journal.
+func externalNameOf(svc *corev1.Service, name string, to []string) *corev1.Service {
+	next := svc.DeepCopy()
+	next.ManagedFields = nil // the server's stay
+	next.Spec.Type = corev1.ServiceTypeExternalName
+	next.Spec.ExternalName = name
+	next.Spec.ClusterIP, next.Spec.ClusterIPs = "", nil
+	next.Spec.IPFamilies, next.Spec.IPFamilyPolicy = nil, nil
+	next.Spec.InternalTrafficPolicy = nil
+	next.Spec.SessionAffinity, next.Spec.SessionAffinityConfig = corev1.ServiceAffinityNone, nil
+	if next.Annotations == nil {
+		next.Annotations = map[string]string{}
+	}
+	next.Annotations[handOverToAnnotation] = strings.Join(to, ",")
+	return next
+}
+
+// takeBack sets svc, mid-hand-over, to the journaled Service's type and ClusterIP fields at its
+// new IPs, and drops the hand-over's mark.
+func takeBack(svc, journaled *corev1.Service) {
+	svc.Spec.Type = journaled.Spec.Type
+	svc.Spec.ExternalName = ""
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = journaled.Spec.ClusterIP, slices.Clone(journaled.Spec.ClusterIPs)
+	svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = slices.Clone(journaled.Spec.IPFamilies), journaled.Spec.IPFamilyPolicy
+	svc.Spec.InternalTrafficPolicy = journaled.Spec.InternalTrafficPolicy
+	svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = journaled.Spec.SessionAffinity, journaled.Spec.SessionAffinityConfig.DeepCopy()
+	delete(svc.Annotations, handOverToAnnotation)
+	if prev := journaled.Annotations[k8sops.PreviousClusterIPsAnnotation]; prev != "" {
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[k8sops.PreviousClusterIPsAnnotation] = prev
+	}
+}
+
+// withExternalIPs is a copy of b with ips (none: nil) as external IPs, marked as the
+// hand-over's.
+func withExternalIPs(b *corev1.Service, ips []string) *corev1.Service {
+	out := b.DeepCopy()
+	out.Spec.ExternalIPs = slices.Clone(ips)
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	if len(ips) > 0 {
+		out.Annotations[handOverIPsAnnotation] = strings.Join(ips, ",")
+	} else {
+		delete(out.Annotations, handOverIPsAnnotation)
+	}
+	return out
+}
+
+// familiesOf are the slices among from of the address families svc has.
+func familiesOf(from []discoveryv1.EndpointSlice, svc *corev1.Service) []discoveryv1.EndpointSlice {
+	return slices.DeleteFunc(slices.Clone(from), func(s discoveryv1.EndpointSlice) bool {
+		return !slices.Contains(svc.Spec.IPFamilies, corev1.IPFamily(s.AddressType))
+	})
+}
+
+// updatedAt is when manager last updated svc, as the apiserver recorded it; else fallback.
+func updatedAt(svc *corev1.Service, manager string, fallback time.Time) time.Time {
+	for _, f := range svc.ManagedFields {
+		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationUpdate && f.Time != nil {
+			return f.Time.UTC()
+		}
+	}
+	return fallback.UTC()
+}
+
+// handingOver reports whether svc is mid-hand-over: ExternalName for its carrier or bridge.
+func handingOver(svc *corev1.Service) bool {
+	return svc != nil && svc.Spec.Type == corev1.ServiceTypeExternalName && svc.Annotations[handOverToAnnotation] != ""
+}
