@@ -438,6 +438,13 @@ func servicesIn(t *testing.T, kube kubernetes.Interface, ns string) map[string]c
 
 // specWithoutIPs is what must survive a move: everything a user or controller set, but the IPs
 // (and the record of the IPs before, which a move writes).
+// handedOver reports whether the move of svc is a hand-over, which keeps the Service (its UID):
+// a ClusterIP Service with a selector and no external IPs of its own, every IP moving.
+func handedOver(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.Selector) > 0 && len(svc.Spec.ExternalIPs) == 0 &&
+		len(svc.Spec.ClusterIPs) == 1
+}
+
 func specWithoutIPs(s corev1.Service) corev1.Service {
 	ann := maps.Clone(s.Annotations)
 	delete(ann, k8sops.PreviousClusterIPsAnnotation)
@@ -474,8 +481,9 @@ func checkMoved(kube kubernetes.Interface, before map[string]corev1.Service, mov
 		switch {
 		case moved && !slices.Equal(now.Spec.ClusterIPs, mv[1]):
 			problems = append(problems, fmt.Sprintf("%s has %v, planned %v", key, now.Spec.ClusterIPs, mv[1]))
-		case moved && now.UID == old.UID:
-			problems = append(problems, key+" was not recreated")
+		case moved && (now.UID == old.UID) != handedOver(&old):
+			problems = append(problems, fmt.Sprintf("%s kept its UID: %v, want %v (only a ClusterIP Service with a selector is handed over, never deleted)",
+				key, now.UID == old.UID, handedOver(&old)))
 		case !moved && now.UID != old.UID:
 			problems = append(problems, key+" was recreated but not planned")
 		}
@@ -817,8 +825,8 @@ func TestAccServiceRecreation_includeLoadBalancersAndOwned(t *testing.T) {
 	for key, mv := range moves {
 		b, a := before[key], after[key]
 		switch {
-		case a.UID == "" || a.UID == b.UID:
-			t.Errorf("%s was not recreated (UID %s → %s)", key, b.UID, a.UID)
+		case a.UID == "" || (a.UID == b.UID) != handedOver(&b):
+			t.Errorf("%s: UID %s → %s (handed over, keeping it: %v)", key, b.UID, a.UID, handedOver(&b))
 		case !slices.Equal(a.Spec.ClusterIPs, mv[1]):
 			t.Errorf("%s has %v, planned %v", key, a.Spec.ClusterIPs, mv[1])
 		case !reflect.DeepEqual(specWithoutIPs(b), specWithoutIPs(a)):

@@ -204,9 +204,12 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 }
 
 // handOvers are the hand-overs among the moves of entries, by index; the rest move by delete
-// and create, and why is logged.
+// and create, and why is logged. A hand-over has two more Services at once (its carrier and
+// its bridge): in a namespace whose ResourceQuota leaves less room than that for all of them,
+// as many as fit are handed over.
 func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (map[int]*handOver, error) {
 	out := map[int]*handOver{}
+	need := map[string]int{}
 	for i, e := range entries {
 		svc := x.services[e.Key]
 		why, err := x.handOverBlocker(ctx, svc, e)
@@ -218,6 +221,26 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (map[i
 			continue
 		}
 		out[i] = x.newHandOver(e, svc)
+		need[svc.Namespace] += 2
+	}
+	short, err := ServiceQuotaShortfalls(ctx, x.c, need)
+	if err != nil {
+		return nil, fmt.Errorf("reading the ResourceQuotas of the Services to hand over: %w", err)
+	}
+	for _, q := range short {
+		room := int(q.Free()) / 2
+		for _, i := range slices.Sorted(maps.Keys(out)) {
+			if entries[i].Service.Namespace != q.Namespace {
+				continue
+			}
+			if room > 0 {
+				room--
+				continue
+			}
+			delete(out, i)
+			x.log("moving by delete and create", map[string]any{"service": entries[i].Key,
+				"why": fmt.Sprintf("the ResourceQuota %s has no room for its carrier and bridge", q.Quota)})
+		}
 	}
 	return out, nil
 }
