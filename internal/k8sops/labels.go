@@ -2,6 +2,8 @@
 package k8sops
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -27,6 +29,20 @@ const APIServerBridgeLabel = "k8scidr.io/apiserver-bridge"
 // ClusterIPs it had before (comma-separated, in spec.clusterIPs order): what ip_assignment =
 // "previous" moves it back to.
 const PreviousClusterIPsAnnotation = "k8scidr.io/previous-cluster-ips"
+
+// MovedAtAnnotation on the cluster DNS Service that k8scidr_service_recreation handed over to
+// new IPs (which keeps the object, and so its creationTimestamp) is when it took them, in the
+// apiserver's time (RFC 3339): the time pods' resolvers started to lag behind it.
+const MovedAtAnnotation = "k8scidr.io/moved-at"
+
+// MovedAt is when svc got its current ClusterIPs: its creation, or its last hand-over if later.
+func MovedAt(svc *corev1.Service) time.Time {
+	at := svc.CreationTimestamp.UTC()
+	if t, err := time.Parse(time.RFC3339, svc.Annotations[MovedAtAnnotation]); err == nil && t.After(at) {
+		at = t.UTC()
+	}
+	return at
+}
 
 // StandsInFor reports whether b is a DNS or old-IP bridge of the Service key (namespace/name):
 // the Service may take b's IPs back, deleting b. The apiserver's bridge is never one.

@@ -129,8 +129,8 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				MarkdownDescription: "The cluster DNS Service's ClusterIPs once the moves are done: the value for the kubelet " +
 					"`clusterDNS` setting (kOps: `kubeDNS.serverIP`). Empty without a cluster DNS Service."},
 			"dns_moved_at": schema.StringAttribute{Computed: true,
-				MarkdownDescription: "RFC 3339 time the cluster DNS Service got its current IPs (its creation: a ClusterIP never " +
-					"changes in place); null without one. Pods started before it may still resolve through its old IP: feed " +
+				MarkdownDescription: "RFC 3339 time the cluster DNS Service got its current IPs (its creation, or the time " +
+					"`k8scidr_service_recreation` handed it over to them, recorded on it as `k8scidr.io/moved-at`); null without one. Pods started before it may still resolve through its old IP: feed " +
 					"it to `k8scidr_workload_restarts.started_before` once it has moved."},
 			"bridges": schema.MapNestedAttribute{Computed: true,
 				MarkdownDescription: "The old-IP bridges in the cluster of `journal_group` (`k8scidr_service_recreation`'s " +

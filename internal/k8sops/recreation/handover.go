@@ -405,11 +405,27 @@ func (x *executor) take(ctx context.Context, h *handOver) error {
 		return err
 	}
 	h.took = time.Now()
+	var movedAt time.Time
+	if h.e.Key == x.dnsKey {
+		// The object keeps its creationTimestamp: the plans after this one read the time of the
+		// move from its annotation (k8sops.MovedAt), the apiserver's time of the take.
+		movedAt = updatedAt(taken, x.c.FieldManager, h.took)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, k8sops.MovedAtAnnotation, movedAt.Format(time.RFC3339))
+		err := k8sops.RetryWrite(ctx, func(bool) error {
+			_, err := x.c.Kube.CoreV1().Services(taken.Namespace).Patch(ctx, taken.Name, types.MergePatchType, []byte(patch),
+				metav1.PatchOptions{FieldManager: x.c.FieldManager})
+			return err
+		})
+		if err != nil {
+			x.note("%s moved at %s, but recording the time on it failed (%v): the next plan's dns_moved_at is its creation "+
+				"time; set the roll's started_before to this apply's dns_moved_at.", h.e.Key, movedAt.Format(time.RFC3339), err)
+		}
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.res.Recreated = append(x.res.Recreated, Move{Key: h.e.Key, UID: string(taken.UID), Type: serviceType(taken), OldIPs: h.oldIPs(), NewIPs: taken.Spec.ClusterIPs})
 	if h.e.Key == x.dnsKey {
-		x.res.DNSMovedAt = updatedAt(taken, x.c.FieldManager, h.took)
+		x.res.DNSMovedAt = movedAt
 	}
 	return nil
 }

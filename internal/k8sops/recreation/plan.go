@@ -120,7 +120,7 @@ type RecreationPlan struct {
 	Skipped map[string]string
 	// DNSService is the cluster DNS Service ("" when the cluster has none); DNSIPs its
 	// ClusterIPs once the plan is carried out; DNSMovedAt the time it got its current IPs (its
-	// creation: a ClusterIP never changes in place), zero when it does not exist.
+	// creation, or its hand-over: k8sops.MovedAt), zero when it does not exist.
 	DNSService string
 	DNSIPs     []string
 	DNSMovedAt time.Time
@@ -409,7 +409,7 @@ func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service
 		p.DNSIPs = p.Restore[slices.IndexFunc(p.Restore, func(r Restore) bool { return r.Key == key })].NewIPs
 	}
 	if dns != nil {
-		p.DNSMovedAt = dns.CreationTimestamp.UTC()
+		p.DNSMovedAt = k8sops.MovedAt(dns)
 	}
 	if i < 0 && !restored {
 		return
