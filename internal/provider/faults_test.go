@@ -76,7 +76,7 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 		switch {
 		case !ok:
 			return fmt.Errorf("%s is new", key)
-		case !target.Contains(netip.MustParseAddr(s.Spec.ClusterIP)):
+		case !clusterIPIn(target, &s):
 			return fmt.Errorf("%s not moved: %s", key, s.Spec.ClusterIP)
 		case !reflect.DeepEqual(specWithoutIPs(old), specWithoutIPs(s)):
 			return fmt.Errorf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(old).Spec, specWithoutIPs(s).Spec)
@@ -265,7 +265,7 @@ func TestAccFaults_outage(t *testing.T) {
 			func(ctx context.Context) (bool, error) {
 				moved := 0
 				for _, s := range servicesIn(t, c.Kube, "outage") {
-					if faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) {
+					if clusterIPIn(faultTarget, &s) {
 						moved++
 					}
 				}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/netip"
 	"reflect"
 	"regexp"
 	"slices"
@@ -326,7 +325,7 @@ func checkMovedKeepingSpecs(now, before map[string]corev1.Service) error {
 		switch {
 		case !ok:
 			return fmt.Errorf("%s is new", key)
-		case !faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)):
+		case !clusterIPIn(faultTarget, &s):
 			return fmt.Errorf("%s not moved: %s", key, s.Spec.ClusterIP)
 		case !reflect.DeepEqual(specWithoutIPs(old), specWithoutIPs(s)):
 			return fmt.Errorf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(old).Spec, specWithoutIPs(s).Spec)

@@ -311,7 +311,7 @@ func TestAccServiceRecreation_quotaFull(t *testing.T) {
 	w.applyFile()
 	after := servicesIn(t, c.Kube, "app")
 	for key, s := range after {
-		if !faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) || s.UID == before[key].UID {
+		if !clusterIPIn(faultTarget, &s) || s.UID == before[key].UID {
 			t.Errorf("%s not moved under a full quota without bridges: %s", key, s.Spec.ClusterIP)
 		}
 	}

@@ -431,6 +431,9 @@ func servicesIn(t *testing.T, kube kubernetes.Interface, ns string) map[string]c
 	}
 	out := map[string]corev1.Service{}
 	for _, s := range list.Items {
+		if s.Labels[recreation.HandOverLabel] != "" {
+			continue // a hand-over's carrier or bridge, there only mid-move
+		}
 		out[s.Namespace+"/"+s.Name] = s
 	}
 	return out

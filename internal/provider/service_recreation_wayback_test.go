@@ -66,7 +66,7 @@ func TestAccServiceRecreation_wayBack(t *testing.T) {
 	for k, s := range servicesIn(t, c.Kube, "") {
 		if _, ok := original[k]; ok {
 			there[k] = s.Spec.ClusterIPs
-			if !faultTarget.Contains(netip.MustParseAddr(s.Spec.ClusterIP)) {
+			if !clusterIPIn(faultTarget, &s) {
 				t.Fatalf("%s not moved into %s: %v", k, faultTarget, s.Spec.ClusterIPs)
 			}
 		}
