@@ -236,6 +236,11 @@ type executor struct {
 
 	// transients are the hand-over bridges that are not kept, removed at their time.
 	transients map[types.UID]transientBridge
+	// externalIPsAsked: whether admission admits external IPs where no visible guard may
+	// refuse them was asked (externalIPsRefusal), and what it said.
+	externalIPsMu      sync.Mutex
+	externalIPsAsked   bool
+	externalIPsRefused string
 
 	// finishedLate are the moves finished after the apply was interrupted (afterCancel), cutOff
 	// those past their delete that the grace period did not let finish.

@@ -210,12 +210,25 @@ func (x *executor) handOverBlocker(ctx context.Context, svc *corev1.Service, e J
 	}
 	h := x.newHandOver(e, svc)
 	held := ipStrings(k8sops.ClusterIPs(svc))
+	mayRefuse := x.guards.current(ctx, x.c)
 	for _, b := range []*corev1.Service{h.carrier, withExternalIPs(h.bridge, h.newIPs())} {
+		// Only a policy, a webhook or a quota refuses one of them and not the others; the
+		// admission plugin that denies external IPs (which no API shows) refuses all: asked once.
+		if !mayRefuse(withExternalIPs(b, nil), true) {
+			if refusal, err := x.externalIPsRefusal(ctx, b, held); err != nil || refusal != "" {
+				return "admission refuses external IPs: " + refusal, err
+			}
+			continue
+		}
 		if refusal, err := AdmissionRefusal(ctx, x.c, b, held, true); err != nil || refusal != "" {
 			return "admission refuses " + b.Name + ": " + refusal, err
 		}
 	}
-	_, err := x.c.Kube.CoreV1().Services(svc.Namespace).Update(ctx, externalNameOf(svc, x.fqdn(h.carrier), h.newIPs()),
+	next := externalNameOf(svc, x.fqdn(h.carrier), h.newIPs())
+	if !mayRefuse(next, false) {
+		return "", nil
+	}
+	_, err := x.c.Kube.CoreV1().Services(svc.Namespace).Update(ctx, next,
 		metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: x.c.FieldManager})
 	switch {
 	case apierrors.IsConflict(err):
@@ -224,6 +237,22 @@ func (x *executor) handOverBlocker(ctx context.Context, svc *corev1.Service, e J
 		return "admission refuses its ExternalName form: " + err.Error(), nil
 	}
 	return "", err
+}
+
+// externalIPsRefusal is what admission said of the first helper of the run asked about
+// (b, by a dry run), where nothing but the admission plugin that denies external IPs may
+// refuse it: that answer holds for every other such helper.
+func (x *executor) externalIPsRefusal(ctx context.Context, b *corev1.Service, held []string) (string, error) {
+	x.externalIPsMu.Lock()
+	defer x.externalIPsMu.Unlock()
+	if x.externalIPsAsked {
+		return x.externalIPsRefused, nil
+	}
+	refusal, err := AdmissionRefusal(ctx, x.c, b, held, true)
+	if err == nil {
+		x.externalIPsAsked, x.externalIPsRefused = true, refusal
+	}
+	return refusal, err
 }
 
 // resumeHandOver finishes the hand-over of e that a cut-off apply left at svc.
@@ -645,6 +674,11 @@ func takeBack(svc, journaled *corev1.Service) {
 	svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = slices.Clone(journaled.Spec.IPFamilies), journaled.Spec.IPFamilyPolicy
 	svc.Spec.InternalTrafficPolicy = journaled.Spec.InternalTrafficPolicy
 	svc.Spec.SessionAffinity, svc.Spec.SessionAffinityConfig = journaled.Spec.SessionAffinity, journaled.Spec.SessionAffinityConfig.DeepCopy()
+	for i, p := range svc.Spec.Ports { // a Service made NodePort by another client mid-move gets its node ports back
+		if j := slices.IndexFunc(journaled.Spec.Ports, func(q corev1.ServicePort) bool { return q.Port == p.Port && q.Protocol == p.Protocol }); j >= 0 {
+			svc.Spec.Ports[i].NodePort = journaled.Spec.Ports[j].NodePort
+		}
+	}
 	delete(svc.Annotations, handOverToAnnotation)
 	if prev := journaled.Annotations[k8sops.PreviousClusterIPsAnnotation]; prev != "" {
 		if svc.Annotations == nil {
