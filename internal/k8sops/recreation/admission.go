@@ -48,7 +48,7 @@ func AdmissionRefusal(ctx context.Context, c *k8sops.Client, svc *corev1.Service
 		err := k8sops.RetryWrite(ctx, func(bool) error {
 			_, err := api.Create(ctx, try, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: c.FieldManager})
 			return err
-		}, rangeNotLoaded)
+		}, rangeNotLoaded, quotaConflict)
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
 			return "", nil

@@ -44,7 +44,7 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key, manager
 					}
 				}
 				return err
-			}, rangeNotLoaded, quotaExceeded)
+			}, rangeNotLoaded, quotaExceeded, quotaConflict)
 		}
 		err := try()
 		for err != nil && quotaExceeded(err) && x.awaitQuotaRecount(ctx, svc.Namespace, key) {
@@ -143,6 +143,13 @@ func rangeNotLoaded(err error) bool {
 // and the journal keeps the Service for the next apply.
 func quotaExceeded(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
+// quotaConflict is a create refused because the ResourceQuota admission's own update of the
+// namespace's quota usage lost a race with another create's (kube-apiserver gives up after a
+// few tries of its own): nothing was written, and the create is tried again.
+func quotaConflict(err error) bool {
+	return apierrors.IsConflict(err) && strings.Contains(err.Error(), "resourcequotas")
 }
 
 // takenIP finds which of ips an "already allocated" error names, or -1. The apiserver names the

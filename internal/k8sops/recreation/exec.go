@@ -117,7 +117,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	o.HandOver.DNSTTL = cmp.Or(o.HandOver.DNSTTL, DefaultDNSTTL)
 	x := &executor{c: c, o: o, services: map[string]*corev1.Service{},
 		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, takeOver: plan.TakeOver, dnsKey: plan.DNSService,
-		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}}
+		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}, requests: make(chan struct{}, o.Parallelism)}
 	for _, m := range plan.Moves[:plan.First] {
 		x.first[m.Key] = true
 	}
@@ -238,6 +238,9 @@ type executor struct {
 	transients map[types.UID]transientBridge
 	// externalIPsAsked: whether admission admits external IPs where no visible guard may
 	// refuse them was asked (externalIPsRefusal), and what it said.
+	// requests bounds the hand-overs' requests in flight across the run (Parallelism).
+	requests chan struct{}
+
 	externalIPsMu      sync.Mutex
 	externalIPsAsked   bool
 	externalIPsRefused string

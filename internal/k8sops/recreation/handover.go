@@ -48,7 +48,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -192,23 +191,28 @@ func (x *executor) fqdn(svc *corev1.Service) string {
 	return svc.Name + "." + svc.Namespace + ".svc." + x.o.HandOver.ClusterDomain
 }
 
-// handOverBlocker says why the move of e cannot be a hand-over ("" when it can): what the
-// Service is, then what admission says of the carrier, the bridge and the ExternalName form,
-// by dry runs. Its move is then a delete and create.
-func (x *executor) handOverBlocker(ctx context.Context, svc *corev1.Service, e JournalEntry) (string, error) {
+// handOverBlocker says why the move of e cannot be a hand-over ("" when it can), by what the
+// Service is. Its move is then a delete and create.
+func (x *executor) handOverBlocker(svc *corev1.Service, e JournalEntry) string {
 	switch {
 	case x.o.HandOver.Off:
-		return "the hand-over is off", nil
+		return "the hand-over is off"
 	case svc.Spec.Type != corev1.ServiceTypeClusterIP:
-		return string(svc.Spec.Type) + " Service: the hand-over would release its node ports", nil
+		return string(svc.Spec.Type) + " Service: the hand-over would release its node ports"
 	case len(svc.Spec.Selector) == 0:
-		return "selector-less Service", nil
+		return "selector-less Service"
 	case len(svc.Spec.ExternalIPs) > 0:
-		return "has external IPs of its own", nil
+		return "has external IPs of its own"
 	case len(MovingIPs(e.OldIPs, e.Service.Spec.ClusterIPs)) != len(svc.Spec.ClusterIPs) || !slices.Equal(e.OldIPs, svc.Spec.ClusterIPs):
-		return "a family of its IPs stays", nil
+		return "a family of its IPs stays"
 	}
-	h := x.newHandOver(e, svc)
+	return ""
+}
+
+// handOverRefusal says what admission would refuse of h's carrier, its bridge and the
+// Service's ExternalName form ("" nothing), by dry runs.
+func (x *executor) handOverRefusal(ctx context.Context, h *handOver) (string, error) {
+	svc := h.svc
 	held := ipStrings(k8sops.ClusterIPs(svc))
 	mayRefuse := x.guards.current(ctx, x.c)
 	for _, b := range []*corev1.Service{h.carrier, withExternalIPs(h.bridge, h.newIPs())} {
@@ -262,7 +266,7 @@ func (x *executor) resumeHandOver(ctx context.Context, e JournalEntry, svc *core
 		return fmt.Errorf("%s is mid-hand-over, but its ExternalName %q names neither its carrier %s nor its bridge %s: "+
 			"set it back to ClusterIP by hand (the journal holds it as it was)", e.Key, svc.Spec.ExternalName, x.fqdn(h.carrier), x.fqdn(h.bridge))
 	}
-	x.handOverAll(ctx, []*handOver{h})
+	x.handOverAll(ctx, []*handOver{h}, nil)
 	if h.err != nil {
 		return h.err
 	}
@@ -273,11 +277,12 @@ func (x *executor) resumeHandOver(ctx context.Context, e JournalEntry, svc *core
 }
 
 // handOverAll carries out the hand-overs step by step across all of them: each step's writes
-// in parallel (at most Parallelism at once), and after a step the next relies on kube-proxy
-// for, one wait for all. A hand-over whose step fails does no later step, and stays as the
-// steps before left it, served; so does every hand-over once ctx ends.
-func (x *executor) handOverAll(ctx context.Context, hs []*handOver) {
-	sem := make(chan struct{}, max(1, x.o.Parallelism))
+// in parallel (at most Parallelism at once across the run), and after a step the next relies on
+// kube-proxy for, one wait for all. A hand-over whose step fails does no later step, and stays
+// as the steps before left it, served; so does every hand-over once ctx ends. Once stop says a
+// move of the run failed, hand-overs not yet started are not started (as no new move starts
+// then): they stay as they are, and the next plan moves them.
+func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() bool) {
 	for i, step := range handOverSteps {
 		var wg sync.WaitGroup
 		ran := false
@@ -289,10 +294,14 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver) {
 				h.err = context.Cause(ctx)
 				continue
 			}
+			if h.next == 0 && i == 0 && stop != nil && stop() {
+				h.done = true // not started
+				continue
+			}
 			ran = true
-			sem <- struct{}{}
+			x.requests <- struct{}{}
 			wg.Go(func() {
-				defer func() { <-sem }()
+				defer func() { <-x.requests }()
 				if err := step.do(x, ctx, h); err != nil {
 					h.err = fmt.Errorf("%s: hand-over step %q: %w", h.e.Key, step.name, err)
 				}
@@ -605,7 +614,7 @@ func (x *executor) deleteHelper(ctx context.Context, svc *corev1.Service) error 
 func (x *executor) setExternalIPs(ctx context.Context, b *corev1.Service, ips []string, mark map[string]string) (*corev1.Service, error) {
 	api := x.c.Kube.CoreV1().Services(b.Namespace)
 	var out *corev1.Service
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := k8sops.RetryWrite(ctx, func(bool) error {
 		cur, err := api.Get(ctx, b.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -614,18 +623,19 @@ func (x *executor) setExternalIPs(ctx context.Context, b *corev1.Service, ips []
 		maps.Copy(next.Annotations, mark)
 		out, err = api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
 		return err
-	})
+	}, apierrors.IsConflict)
 	if err != nil {
 		return nil, fmt.Errorf("setting the external IPs of %s to %v: %w", k8sops.SvcKey(b), ips, err)
 	}
 	return out, nil
 }
 
-// updateHandingOver changes the Service mid-hand-over (read again on a conflict); one that is
-// no longer mid-hand-over was finished by another apply, and is taken as it is.
+// updateHandingOver changes the Service mid-hand-over (read again on a conflict, retried as
+// writes are); one that is no longer mid-hand-over was finished by another apply, and is taken
+// as it is.
 func (x *executor) updateHandingOver(ctx context.Context, h *handOver, change func(*corev1.Service)) error {
 	api := x.c.Kube.CoreV1().Services(h.svc.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return k8sops.RetryWrite(ctx, func(bool) error {
 		cur, err := api.Get(ctx, h.svc.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -644,7 +654,7 @@ func (x *executor) updateHandingOver(ctx context.Context, h *handOver, change fu
 			h.svc = updated
 		}
 		return err
-	})
+	}, apierrors.IsConflict)
 }
 
 // externalNameOf is svc as ExternalName for name, marked with the IPs it moves to: without the

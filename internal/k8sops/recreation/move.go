@@ -86,7 +86,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 			wg.Go(func() {
 				defer chunkWG.Done()
 				hs := slices.Collect(maps.Values(handOvers))
-				x.handOverAll(ctx, hs)
+				x.handOverAll(ctx, hs, failed)
 				for i, h := range handOvers {
 					if h.err != nil {
 						chunkErrs[i] = h.err
@@ -206,18 +206,17 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 // handOvers are the hand-overs among the moves of entries, by index; the rest move by delete
 // and create, and why is logged. A hand-over has two more Services at once (its carrier and
 // its bridge): in a namespace whose ResourceQuota leaves less room than that for all of them,
-// as many as fit are handed over.
+// as many as fit are handed over. Admission is asked last, of those left.
 func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (map[int]*handOver, error) {
 	out := map[int]*handOver{}
 	need := map[string]int{}
+	byDeleteAndCreate := func(key, why string) {
+		x.log("moving by delete and create", map[string]any{"service": key, "why": why})
+	}
 	for i, e := range entries {
 		svc := x.services[e.Key]
-		why, err := x.handOverBlocker(ctx, svc, e)
-		if err != nil {
-			return nil, fmt.Errorf("%s: asking whether it can be handed over: %w", e.Key, err)
-		}
-		if why != "" {
-			x.log("moving by delete and create", map[string]any{"service": e.Key, "why": why})
+		if why := x.handOverBlocker(svc, e); why != "" {
+			byDeleteAndCreate(e.Key, why)
 			continue
 		}
 		out[i] = x.newHandOver(e, svc)
@@ -238,8 +237,17 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (map[i
 				continue
 			}
 			delete(out, i)
-			x.log("moving by delete and create", map[string]any{"service": entries[i].Key,
-				"why": fmt.Sprintf("the ResourceQuota %s has no room for its carrier and bridge", q.Quota)})
+			byDeleteAndCreate(entries[i].Key, fmt.Sprintf("the ResourceQuota %s has no room for its carrier and bridge", q.Quota))
+		}
+	}
+	for i, h := range out {
+		why, err := x.handOverRefusal(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: asking whether it can be handed over: %w", h.e.Key, err)
+		}
+		if why != "" {
+			delete(out, i)
+			byDeleteAndCreate(h.e.Key, why)
 		}
 	}
 	return out, nil
