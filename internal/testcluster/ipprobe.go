@@ -14,7 +14,8 @@ import (
 )
 
 // IPProbe is a resolver check at the API level: it answers whether traffic to a Service IP
-// would reach a backend, from what kube-proxy reads — a Service holding the IP, and an
+// would reach a backend, from what kube-proxy reads — a Service holding the IP (as a ClusterIP,
+// or as an external IP, which kube-proxy serves alike: the hand-over's carrier and bridge), and an
 // EndpointSlice labelled with that Service's name (any manager, as kube-proxy merges them)
 // with a ready endpoint. It watches Services and EndpointSlices in one namespace and records,
 // per IP, when it first routed and every interval after that in which it did not.
@@ -137,7 +138,8 @@ func (p *IPProbe) evaluate() {
 func (p *IPProbe) routes(ip string) bool {
 	for _, o := range p.svcs.List() {
 		s, ok := o.(*corev1.Service)
-		if !ok || !slices.Contains(s.Spec.ClusterIPs, ip) && s.Spec.ClusterIP != ip {
+		if !ok || s.Spec.Type == corev1.ServiceTypeExternalName ||
+			!slices.Contains(s.Spec.ClusterIPs, ip) && s.Spec.ClusterIP != ip && !slices.Contains(s.Spec.ExternalIPs, ip) {
 			continue
 		}
 		for _, o := range p.slices.List() {
