@@ -68,7 +68,13 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 		return err
 	}
 	if len(list.Items) != len(before) {
-		return fmt.Errorf("%d Services before, %d now", len(before), len(list.Items))
+		var extra []string
+		for _, s := range list.Items {
+			if _, ok := before[s.Namespace+"/"+s.Name]; !ok {
+				extra = append(extra, fmt.Sprintf("%s (%s %v, labels %v)", s.Name, s.Spec.Type, s.Spec.ClusterIPs, s.Labels))
+			}
+		}
+		return fmt.Errorf("%d Services before, %d now; not there before: %v", len(before), len(list.Items), extra)
 	}
 	for _, s := range list.Items {
 		key := s.Namespace + "/" + s.Name

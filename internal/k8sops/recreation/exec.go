@@ -238,6 +238,8 @@ type executor struct {
 	transients map[types.UID]transientBridge
 	// externalIPsAsked: whether admission admits external IPs where no visible guard may
 	// refuse them was asked (externalIPsRefusal), and what it said.
+	// resumes are the hand-overs a cut-off apply left, queued by the restore.
+	resumes []*handOver
 	// requests bounds the hand-overs' requests in flight across the run (Parallelism).
 	requests chan struct{}
 

@@ -259,20 +259,42 @@ func (x *executor) externalIPsRefusal(ctx context.Context, b *corev1.Service, he
 	return refusal, err
 }
 
-// resumeHandOver finishes the hand-over of e that a cut-off apply left at svc.
-func (x *executor) resumeHandOver(ctx context.Context, e JournalEntry, svc *corev1.Service) error {
+// queueResume queues the hand-over of e that a cut-off apply left at svc, for
+// resumeHandOvers to finish with the others, their waits for kube-proxy shared.
+func (x *executor) queueResume(e JournalEntry, svc *corev1.Service) error {
 	h := x.newHandOver(e, svc)
 	if h.next == 0 {
 		return fmt.Errorf("%s is mid-hand-over, but its ExternalName %q names neither its carrier %s nor its bridge %s: "+
 			"set it back to ClusterIP by hand (the journal holds it as it was)", e.Key, svc.Spec.ExternalName, x.fqdn(h.carrier), x.fqdn(h.bridge))
 	}
-	x.handOverAll(ctx, []*handOver{h}, nil)
-	if h.err != nil {
-		return h.err
-	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.res.Restored = append(x.res.Restored, e.Key)
+	x.resumes = append(x.resumes, h)
+	return nil
+}
+
+// resumeHandOvers finishes the queued hand-overs; one that fails stays as it is (served), its
+// journal object unsettled, and the next apply goes on with it.
+func (x *executor) resumeHandOvers(ctx context.Context, settled map[string]bool) error {
+	x.mu.Lock()
+	hs := x.resumes
+	x.resumes = nil
+	x.mu.Unlock()
+	x.handOverAll(ctx, hs, nil)
+	for _, h := range hs {
+		switch {
+		case h.err == nil:
+			x.mu.Lock()
+			x.res.Restored = append(x.res.Restored, h.e.Key)
+			x.mu.Unlock()
+		case ctx.Err() != nil:
+			return h.err
+		default:
+			x.note("%s could not be finished from journal %s/%s: %v. It is served as it is; the next plan shows it under "+
+				"restore again.", h.e.Key, x.o.Journal.Namespace, h.e.Object, h.err)
+			settled[h.e.Object] = false
+		}
+	}
 	return nil
 }
 

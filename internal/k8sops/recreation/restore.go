@@ -56,11 +56,17 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 			}
 		}
 	}
+	if err := x.resumeHandOvers(ctx, settled); err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context) error {
 		for _, e := range deferred {
 			if err := x.settleEntry(ctx, e, planned[e.Object+" "+e.Key], settled); err != nil {
 				return err
 			}
+		}
+		if err := x.resumeHandOvers(ctx, settled); err != nil {
+			return err
 		}
 		var done []string
 		for obj, ok := range settled {
@@ -136,7 +142,7 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 		cur, err = nil, apierrors.NewNotFound(corev1.Resource("services"), e.Service.Name)
 	}
 	if err == nil && handingOver(cur) {
-		return x.resumeHandOver(ctx, e, cur)
+		return x.queueResume(e, cur) // finished with the others by resumeHandOvers
 	}
 	switch {
 	case apierrors.IsNotFound(err):
