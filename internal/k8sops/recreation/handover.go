@@ -546,8 +546,11 @@ type transientBridge struct {
 }
 
 // retireTransients removes the bridges that are not kept once their time has come: the
-// latest at most DNSTTL after the last take of the run. One the run cannot wait for (ctx
-// ended) stays, and the next apply removes it (sweepHandOvers).
+// latest at most DNSTTL after the last take of the run. Then it reads the hand-over helpers of
+// the journal group that are left, whatever left them (a cut-off run this one did not see), and
+// removes those no Service mid-hand-over names: a bridge once its time has come (DNSTTL from
+// now when it has none). One the run cannot wait for (ctx ended) stays, and the next apply
+// removes it.
 func (x *executor) retireTransients(ctx context.Context) error {
 	x.mu.Lock()
 	ts := maps.Clone(x.transients)
@@ -558,25 +561,94 @@ func (x *executor) retireTransients(ctx context.Context) error {
 			last = t.until
 		}
 	}
-	if len(ts) == 0 {
-		return nil
+	if len(ts) > 0 {
+		x.log("waiting for cached DNS answers naming the old IPs to expire before removing the hand-over bridges",
+			map[string]any{"bridges": len(ts), "wait_ms": max(0, time.Until(last).Milliseconds())})
+		if err := x.sleepUntil(ctx, last); err != nil {
+			return err
+		}
+		for uid, t := range ts {
+			ns, name, _ := strings.Cut(t.key, "/")
+			if err := x.deleteHelper(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}}); err != nil {
+				return err
+			}
+		}
 	}
-	x.log("waiting for cached DNS answers naming the old IPs to expire before removing the hand-over bridges",
-		map[string]any{"bridges": len(ts), "wait_ms": max(0, time.Until(last).Milliseconds())})
-	t := time.NewTimer(time.Until(last))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return fmt.Errorf("interrupted (%v) before the hand-over bridges were removed: the next apply removes them", context.Cause(ctx))
+	left, err := x.leftHelpers(ctx)
+	if err != nil || len(left) == 0 {
+		return err
 	}
-	for uid, t := range ts {
-		ns, name, _ := strings.Cut(t.key, "/")
-		if err := x.deleteHelper(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}}); err != nil {
+	last = time.Time{}
+	for _, h := range left {
+		if h.Labels[HandOverLabel] != "bridge" {
+			continue
+		}
+		until, err := time.Parse(time.RFC3339, h.Annotations[handOverUntilAnnotation])
+		if err != nil {
+			until = time.Now().Add(x.o.HandOver.DNSTTL)
+		}
+		if until.After(last) {
+			last = until
+		}
+	}
+	var names []string
+	for _, h := range left {
+		names = append(names, k8sops.SvcKey(&h))
+	}
+	x.log("removing hand-over helpers left behind", map[string]any{"helpers": strings.Join(names, ","), "wait_ms": max(0, time.Until(last).Milliseconds())})
+	if err := x.sleepUntil(ctx, last); err != nil {
+		return err
+	}
+	for i := range left {
+		if err := x.deleteHelper(ctx, &left[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sleepUntil waits until t, or fails when ctx ends first.
+func (x *executor) sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("interrupted (%v) before the hand-over bridges were removed: the next apply removes them", context.Cause(ctx))
+	}
+}
+
+// leftHelpers are the carriers and bridges of the journal group's hand-overs in the cluster
+// that no Service mid-hand-over names (read from the API, one list by label).
+func (x *executor) leftHelpers(ctx context.Context) ([]corev1.Service, error) {
+	var out []corev1.Service
+	group := x.o.Journal.group()
+	list := x.c.Kube.CoreV1().Services("").List
+	err := k8sops.EachItem(ctx, k8sops.ListPages(func(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
+		o.LabelSelector = HandOverLabel
+		return list(ctx, o)
+	}), func(svc *corev1.Service) error {
+		if groupOf(svc.Labels) != group {
+			return nil
+		}
+		ns, name, _ := strings.Cut(svc.Annotations[k8sops.BridgeForAnnotation], "/")
+		if name != "" {
+			owner, err := x.c.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			if err == nil && handingOver(owner) && owner.Spec.ExternalName == x.fqdn(svc) {
+				return nil // its Service's hand-over goes on from it: the restore finishes it
+			}
+		}
+		out = append(out, *svc)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the hand-overs' carriers and bridges: %w", err)
+	}
+	return out, nil
 }
 
 // sweepHandOvers finishes, at the start of a run, what a cut-off hand-over of this journal
