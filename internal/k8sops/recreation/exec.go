@@ -115,7 +115,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	o.HandOver.ClusterDomain = cmp.Or(o.HandOver.ClusterDomain, DefaultClusterDomain)
 	o.HandOver.ProxySync = cmp.Or(o.HandOver.ProxySync, DefaultProxySync)
 	o.HandOver.DNSTTL = cmp.Or(o.HandOver.DNSTTL, DefaultDNSTTL)
-	x := &executor{c: c, o: o, services: map[string]*corev1.Service{},
+	x := &executor{c: c, o: o, services: map[string]*corev1.Service{}, ranges: snap.Ranges,
 		endpoints: snap.Endpoints, bridge: plan.Bridge, oldIPBridges: plan.OldIPBridges, takeOver: plan.TakeOver, dnsKey: plan.DNSService,
 		targets: plan.Targets, planned: map[netip.Addr]bool{}, first: map[string]bool{}, requests: make(chan struct{}, o.Parallelism)}
 	for _, m := range plan.Moves[:plan.First] {
@@ -238,6 +238,8 @@ type executor struct {
 	transients map[types.UID]transientBridge
 	// externalIPsAsked: whether admission admits external IPs where no visible guard may
 	// refuse them was asked (externalIPsRefusal), and what it said.
+	// ranges are the ServiceCIDRs as the run's snapshot read them.
+	ranges []k8sops.ServiceCIDR
 	// resumes are the hand-overs a cut-off apply left, queued by the restore.
 	resumes []*handOver
 	// requests bounds the hand-overs' requests in flight across the run (Parallelism).

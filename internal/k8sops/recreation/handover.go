@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -205,6 +206,8 @@ func (x *executor) handOverBlocker(svc *corev1.Service, e JournalEntry) string {
 		return "has external IPs of its own"
 	case len(MovingIPs(e.OldIPs, e.Service.Spec.ClusterIPs)) != len(svc.Spec.ClusterIPs) || !slices.Equal(e.OldIPs, svc.Spec.ClusterIPs):
 		return "a family of its IPs stays"
+	case slices.ContainsFunc(parseAddrs(e.OldIPs), func(ip netip.Addr) bool { return !k8sops.ReadyHolds(x.ranges, ip) }):
+		return "its old IPs are in no Ready ServiceCIDR (the old range is retired): no bridge can hold them"
 	}
 	return ""
 }
