@@ -93,11 +93,7 @@ const (
 
 // handOverSteps is the hand-over, in order. sync: the next step relies on kube-proxy having
 // programmed what this one wrote, so all hand-overs in a batch wait ProxySync once after it.
-var handOverSteps = []struct {
-	name string
-	do   func(*executor, context.Context, *handOver) error
-	sync bool
-}{
+var handOverSteps = []handOverStep{
 	{"carry", (*executor).carry, true},
 	{"release", (*executor).release, false},
 	{"bridge", (*executor).bridgeOld, false},
@@ -107,15 +103,15 @@ var handOverSteps = []struct {
 	{"settle", (*executor).settle, false},
 }
 
+type handOverStep struct {
+	name string
+	do   func(*executor, context.Context, *handOver) error
+	sync bool
+}
+
 // stepNamed is the index of the step called name.
 func stepNamed(name string) int {
-	return slices.IndexFunc(handOverSteps, func(s struct {
-		name string
-		do   func(*executor, context.Context, *handOver) error
-		sync bool
-	}) bool {
-		return s.name == name
-	})
+	return slices.IndexFunc(handOverSteps, func(s handOverStep) bool { return s.name == name })
 }
 
 // bridgeKind is which bridge a hand-over makes on the old IPs.
