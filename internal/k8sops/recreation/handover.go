@@ -202,6 +202,8 @@ func (x *executor) handOverBlocker(svc *corev1.Service, e JournalEntry) string {
 		return "has external IPs of its own"
 	case len(MovingIPs(e.OldIPs, e.Service.Spec.ClusterIPs)) != len(svc.Spec.ClusterIPs) || !slices.Equal(e.OldIPs, svc.Spec.ClusterIPs):
 		return "a family of its IPs stays"
+	case len(x.takeOver[e.Key]) > 0:
+		return "goes back to IPs its bridge holds (ip_assignment = \"previous\"): the bridge gives them up at its create"
 	case slices.ContainsFunc(parseAddrs(e.OldIPs), func(ip netip.Addr) bool { return !k8sops.ReadyHolds(x.ranges, ip) }):
 		return "its old IPs are in no Ready ServiceCIDR (the old range is retired): no bridge can hold them"
 	}
