@@ -145,7 +145,7 @@ func (h *handOver) oldIPs() []string { return h.e.OldIPs }
 func (x *executor) newHandOver(e JournalEntry, svc *corev1.Service) *handOver {
 	h := &handOver{e: e, svc: svc}
 	group := x.o.Journal.group()
-	h.carrier = bridgeFor(&e.Service, carrierName(e.Service.Namespace, e.Service.Name, h.newIPs()), h.newIPs())
+	h.carrier = bridgeFor(&e.Service, carrierName(e.Service.Namespace, e.Service.Name, h.oldIPs()), h.newIPs())
 	h.carrier.Spec.ExternalIPs = slices.Clone(h.oldIPs())
 	h.carrier.Labels[HandOverLabel] = "carrier"
 	h.carrier.Labels[JournalGroupLabel] = group
@@ -173,8 +173,9 @@ func (x *executor) newHandOver(e JournalEntry, svc *corev1.Service) *handOver {
 	return h
 }
 
-// carrierName and transientName name a hand-over's carrier (after the new IPs) and its bridge
-// that is not kept (after the old), as old-IP bridges are named.
+// carrierName and transientName name a hand-over's carrier and its bridge that is not kept, as
+// old-IP bridges are named (after the old IPs, which do not change when a planned new IP turns
+// out to be taken).
 func carrierName(namespace, name string, ips []string) string {
 	return name[:min(len(name), bridgeNamePrefixMax)] + "-new-" + shortHash(namespace+"/"+name+" "+strings.Join(ips, ","))
 }
@@ -348,16 +349,43 @@ func (x *executor) proxySync(ctx context.Context) {
 }
 
 // carry creates the carrier, and gives it copies of the Service's EndpointSlices so that
-// kube-proxy routes it at once.
+// kube-proxy routes it at once. A planned IP another client took meanwhile is replaced as a
+// create replaces it (the next free one, noted), and the Service takes the carrier's IPs: its
+// journal entry is written again with them.
 func (x *executor) carry(ctx context.Context, h *handOver) error {
-	c, found, err := x.createOnFreedIPs(ctx, h.carrier)
+	api := x.c.Kube.CoreV1().Services(h.carrier.Namespace)
+	cur, err := api.Get(ctx, h.carrier.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && cur.Labels[HandOverLabel] != "carrier":
+		return fmt.Errorf("the name %s/%s is taken by a Service that is not its carrier", cur.Namespace, cur.Name)
+	case err == nil && slices.Equal(cur.Spec.ClusterIPs, h.newIPs()):
+		h.carrier = cur // a cut-off run's, on the planned IPs
+		return nil
+	case err == nil:
+		if err := x.deleteHelper(ctx, cur); err != nil {
+			return err
+		}
+		if err := waitDeleted(ctx, objectWatch(api.List, api.Watch, cur.Name), &corev1.Service{}, cur.UID); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	c, err := x.create(ctx, h.carrier.DeepCopy(), h.e.Key, x.c.FieldManager)
 	if err != nil {
 		return err
 	}
-	if !found {
-		if _, err := x.copySlices(ctx, familiesOf(x.currentSlices(h.e.Key), c), c); err != nil {
-			x.note("%s: copying its endpoints to its carrier %s failed (%v): the carrier answers once kube-controller-manager writes its EndpointSlice.", h.e.Key, c.Name, err)
+	if !slices.Equal(c.Spec.ClusterIPs, h.newIPs()) {
+		next := h.e
+		next.Service = *h.e.Service.DeepCopy()
+		next.Service.Spec.ClusterIPs, next.Service.Spec.ClusterIP = slices.Clone(c.Spec.ClusterIPs), c.Spec.ClusterIPs[0]
+		if err := x.rejournal(ctx, next, "re-journaled a Service whose planned IP another client took"); err != nil {
+			return err
 		}
+		h.e = next
+	}
+	if _, err := x.copySlices(ctx, familiesOf(x.currentSlices(h.e.Key), c), c); err != nil {
+		x.note("%s: copying its endpoints to its carrier %s failed (%v): the carrier answers once kube-controller-manager writes its EndpointSlice.", h.e.Key, c.Name, err)
 	}
 	h.carrier = c
 	return nil
