@@ -307,14 +307,20 @@ func (x *executor) resumeHandOvers(ctx context.Context, settled map[string]bool)
 // move of the run failed, hand-overs not yet started are not started (as no new move starts
 // then): they stay as they are, and the next plan moves them.
 func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() bool) {
+	// Once the Service is ExternalName, the hand-over is finished even when the apply is
+	// interrupted, within a grace period long enough for its waits: a Service is not left
+	// without its ClusterIP for the next apply to find. One not released yet stops there.
+	gctx, finished := afterCancel(ctx, interruptGrace+3*x.o.HandOver.ProxySync)
+	defer finished()
+	released, take := stepNamed("release"), stepNamed("take")
 	for i, step := range handOverSteps {
 		var wg sync.WaitGroup
-		ran := false
+		ran, late := false, ctx.Err() != nil
 		for _, h := range hs {
 			if h.err != nil || h.done || h.next > i {
 				continue
 			}
-			if ctx.Err() != nil {
+			if gctx.Err() != nil || (ctx.Err() != nil && i <= released) {
 				h.err = context.Cause(ctx)
 				continue
 			}
@@ -326,14 +332,23 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 			x.requests <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-x.requests }()
-				if err := step.do(x, ctx, h); err != nil {
+				if err := step.do(x, gctx, h); err != nil {
 					h.err = fmt.Errorf("%s: hand-over step %q: %w", h.e.Key, step.name, err)
 				}
 			})
 		}
 		wg.Wait()
+		if late && i == take {
+			x.mu.Lock()
+			for _, h := range hs {
+				if h.err == nil && !h.took.IsZero() {
+					x.finishedLate = append(x.finishedLate, h.e.Key) // finished after the interruption
+				}
+			}
+			x.mu.Unlock()
+		}
 		if ran && step.sync {
-			x.proxySync(ctx)
+			x.proxySync(gctx)
 		}
 	}
 }
