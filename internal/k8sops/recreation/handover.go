@@ -303,9 +303,9 @@ func (x *executor) resumeHandOvers(ctx context.Context, settled map[string]bool)
 // handOverAll carries out the hand-overs step by step across all of them: each step's writes
 // in parallel (at most Parallelism at once across the run), and after a step the next relies on
 // kube-proxy for, one wait for all. A hand-over whose step fails does no later step, and stays
-// as the steps before left it, served; so does every hand-over once ctx ends. Once stop says a
-// move of the run failed, hand-overs not yet started are not started (as no new move starts
-// then): they stay as they are, and the next plan moves them.
+// as the steps before left it, served. Once stop says a move of the run failed, no further step
+// starts (in an outage every one would spend its retries): hand-overs not started stay as they
+// are, and the others are left where they are (errLeftMidway), for the next apply to finish.
 func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() bool) {
 	// Once the Service is ExternalName, the hand-over is finished even when the apply is
 	// interrupted, within a grace period long enough for its waits: a Service is not left
@@ -324,8 +324,12 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 				h.err = context.Cause(ctx)
 				continue
 			}
-			if h.next == 0 && i == 0 && stop != nil && stop() {
-				h.done = true // not started
+			if stop != nil && stop() {
+				if h.next == 0 && i == 0 {
+					h.done = true // not started
+				} else {
+					h.err = errLeftMidway
+				}
 				continue
 			}
 			ran = true
@@ -352,6 +356,10 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 		}
 	}
 }
+
+// errLeftMidway is the state of a hand-over the run stopped because another move failed: every
+// IP it touched is served, its journal entry stays, and the next apply finishes it.
+var errLeftMidway = errors.New("left mid-hand-over, served, after another move failed: the next apply finishes it")
 
 // proxySync waits until kube-proxy has programmed what was just written, on every node.
 func (x *executor) proxySync(ctx context.Context) {

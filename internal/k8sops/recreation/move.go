@@ -89,8 +89,10 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				x.handOverAll(ctx, hs, failed)
 				for i, h := range handOvers {
 					if h.err != nil {
-						chunkErrs[i] = h.err
-						fail(h.err)
+						chunkErrs[i] = h.err // its journal entry stays
+						if !errors.Is(h.err, errLeftMidway) {
+							fail(h.err)
+						}
 					}
 				}
 			})
