@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -312,6 +313,30 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 	// without its ClusterIP for the next apply to find. One not released yet stops there.
 	gctx, finished := afterCancel(ctx, interruptGrace+3*x.o.HandOver.ProxySync)
 	defer finished()
+	// Once another move failed, the steps in flight are cut off too: every state they may
+	// leave is served, and in an outage each would otherwise spend its retries.
+	sctx, cut := context.WithCancel(gctx)
+	defer cut()
+	var failedHere atomic.Bool
+	if stop != nil {
+		others := stop
+		stop = func() bool { return failedHere.Load() || others() }
+		go func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case <-tick.C:
+					if stop() {
+						cut()
+						return
+					}
+				}
+			}
+		}()
+	}
 	released, take := stepNamed("release"), stepNamed("take")
 	for i, step := range handOverSteps {
 		var wg sync.WaitGroup
@@ -336,8 +361,14 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 			x.requests <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-x.requests }()
-				if err := step.do(x, gctx, h); err != nil {
+				err := step.do(x, sctx, h)
+				switch {
+				case err == nil:
+				case sctx.Err() != nil && gctx.Err() == nil:
+					h.err = errLeftMidway // cut off by another move's failure
+				default:
 					h.err = fmt.Errorf("%s: hand-over step %q: %w", h.e.Key, step.name, err)
+					failedHere.Store(true)
 				}
 			})
 		}
@@ -352,7 +383,7 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 			x.mu.Unlock()
 		}
 		if ran && step.sync {
-			x.proxySync(gctx)
+			x.proxySync(sctx)
 		}
 	}
 }
