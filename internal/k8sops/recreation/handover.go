@@ -49,7 +49,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -535,18 +534,22 @@ func (x *executor) dropCarrier(ctx context.Context, h *handOver) error {
 // journaled. The carrier's IPs are free once its delete is through; the allocator may lag
 // behind it for a moment.
 func (x *executor) take(ctx context.Context, h *handOver) error {
-	var taken *corev1.Service
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		err := x.updateHandingOver(ctx, h, func(svc *corev1.Service) { takeBack(svc, &h.e.Service) })
-		if takenIP(err, h.newIPs()) >= 0 {
-			return false, nil
+	// Only the allocator's lag is waited for here; any other failure is the update's own, after
+	// its retries.
+	var err error
+	for lag := time.Now().Add(10 * time.Second); ; {
+		err = x.updateHandingOver(ctx, h, func(svc *corev1.Service) { takeBack(svc, &h.e.Service) })
+		if takenIP(err, h.newIPs()) < 0 || time.Now().After(lag) {
+			break
 		}
-		taken = h.svc
-		return err == nil, err
-	})
+		if err := x.sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
+	taken := h.svc
 	h.took = time.Now()
 	var movedAt time.Time
 	if h.e.Key == x.dnsKey {
@@ -648,7 +651,7 @@ func (x *executor) retireTransients(ctx context.Context) error {
 		x.log("waiting for cached DNS answers naming the old IPs to expire before removing the hand-over bridges",
 			map[string]any{"bridges": len(ts), "wait_ms": max(0, time.Until(last).Milliseconds())})
 		if err := x.sleepUntil(ctx, last); err != nil {
-			return err
+			return bridgesLeft(err)
 		}
 		for uid, t := range ts {
 			ns, name, _ := strings.Cut(t.key, "/")
@@ -680,7 +683,7 @@ func (x *executor) retireTransients(ctx context.Context) error {
 	}
 	x.log("removing hand-over helpers left behind", map[string]any{"helpers": strings.Join(names, ","), "wait_ms": max(0, time.Until(last).Milliseconds())})
 	if err := x.sleepUntil(ctx, last); err != nil {
-		return err
+		return bridgesLeft(err)
 	}
 	for i := range left {
 		if err := x.deleteHelper(ctx, &left[i]); err != nil {
@@ -698,8 +701,13 @@ func (x *executor) sleepUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("interrupted (%v) before the hand-over bridges were removed: the next apply removes them", context.Cause(ctx))
+		return context.Cause(ctx)
 	}
+}
+
+// bridgesLeft says why the hand-over bridges are not removed yet.
+func bridgesLeft(err error) error {
+	return fmt.Errorf("interrupted (%v) before the hand-over bridges were removed: the next apply removes them", err)
 }
 
 // leftHelpers are the carriers and bridges of the journal group's hand-overs in the cluster
