@@ -272,6 +272,9 @@ func TestAccRehearsal_hazards(t *testing.T) {
 	got, want := twin.Outcome(), orig.Outcome()
 	if !slices.Equal(got, want) {
 		t.Errorf("the twin's rehearsal differs from the original's:\n%s", lineDiff(want, got))
+		if md, err := orig.Markdown("the original", nil); err == nil {
+			t.Logf("the original's report:\n%s", md)
+		}
 	}
 	t.Logf("the original's outcome:\n%s", strings.Join(want, "\n"))
 	for _, hazard := range []struct{ what, line string }{
