@@ -222,7 +222,7 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 		f.service("app", ipService(fmt.Sprintf("s%d", i), "ClusterIP", fmt.Sprintf("100.64.1.%d", 10+i)))
 	}
 	before := servicesIn(t, c.Kube, "app")
-	config := bridgeConfig(c, "")
+	config := bridgeConfig(c, deleteAndCreate)
 	first, second := newCLIWorkspace(t, config), newCLIWorkspace(t, config)
 	first.planFile()
 	second.planFile()

@@ -166,7 +166,7 @@ func TestAccServiceRecreation_dnsGotAnotherIP(t *testing.T) {
 	requireOwnCluster(t)
 	c := targetCluster(t)
 	f := dnsAndWeb(t, c)
-	w := newCLIWorkspace(t, moveTo(c, faultTarget, "", ""))
+	w := newCLIWorkspace(t, moveTo(c, faultTarget, "", deleteAndCreate))
 	w.planFile()
 	expect(t, "planned", w.planned(recreationAddr, "plan.moves"),
 		movesCheck(map[string][2][]string{"kube-system/kube-dns": {{"100.64.0.10"}, {"172.24.0.10"}}}))
@@ -201,7 +201,7 @@ func TestAccServiceRecreation_dnsGotAnotherIP(t *testing.T) {
 	w.planFile()
 	expect(t, "dns_service", w.planned(recreationAddr, "plan.dns_service"), knownvalue.StringExact("kube-system/kube-dns"))
 	expect(t, "the data source's dns_service_ips", w.readAtPlan("data.k8scidr_service_moves.this", "dns_service_ips"), strListCheck("172.24.0.11"))
-	w.write(moveTo(c, faultTarget, "  dns_bridge = false", ""))
+	w.write(moveTo(c, faultTarget, "  dns_bridge = false", deleteAndCreate))
 	refused := diagRE("Kubelets Do Not Name the Cluster DNS Service", "clusterDNS 172.24.0.10", "cluster DNS Service's IP 172.24.0.11")
 	if out, err := w.run("apply", "-auto-approve"); err == nil || !refused.MatchString(out) {
 		t.Fatalf("the bridge removal under kubelets naming another Service: %v\n%s", err, out)
@@ -251,7 +251,7 @@ func TestAccServiceRecreation_bridgeEndpointsNotPruned(t *testing.T) {
 	_, err := c.Kube.CoreV1().Endpoints("app").Get(context.Background(), "gone", metav1.GetOptions{})
 	assertGone(t, err, "the Endpoints the second kubectl apply left out")
 
-	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
+	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`+"\n"+deleteAndCreate))
 	w.planFile()
 	w.applyFile()
 	bname := recreation.OldIPBridgeName("app", "ext", []string{"100.64.1.7"})
@@ -325,7 +325,7 @@ func TestAccServiceRecreation_interruptSweepsCopies(t *testing.T) {
 		t.Logf("%d copies made, %d left (each named as kept)", made.count(), len(left))
 	}
 
-	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`))
+	w := newCLIWorkspace(t, bridgeConfig(c, `  old_ip_bridges = "all"`+"\n"+deleteAndCreate))
 	interrupted(w, true)
 	w.planFile()
 	w.applyFile()

@@ -238,11 +238,11 @@ func TestAccServiceRecreation_bridgeRetried(t *testing.T) {
 	f.service("kube-system", dnsService("kube-dns", "100.64.0.10"))
 	f.waitReadySlice("kube-system", "kube-dns")
 
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", `dns_bridge_name = "kube_dns_old"`, "172.24.0.0/15"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", deleteAndCreate+`dns_bridge_name = "kube_dns_old"`, "172.24.0.0/15"))
 	if out, err := w.run("validate"); err == nil || !diagRE("dns_bridge_name", "must be a Service name").MatchString(out) {
 		t.Errorf("an invalid dns_bridge_name passes validate: %v\n%s", err, out)
 	}
-	w.write(recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w.write(recreationConfig(c.Kubeconfig, "", deleteAndCreate, "172.24.0.0/15"))
 	allow := refuseBridges(t, c)
 	w.planFile()
 	if out, err := w.run("apply", "tfplan"); err == nil ||
@@ -286,7 +286,7 @@ func TestAccServiceRecreation_changeDuringApplyKept(t *testing.T) {
 	f := fixture{t, c.Kube}
 	f.namespace("app")
 	f.service("app", ipService("web", "ClusterIP", "100.64.1.5"))
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", deleteAndCreate, "172.24.0.0/15"))
 	w.planFile()
 
 	ctx := context.Background()
@@ -387,7 +387,7 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 	for i := range n {
 		f.service("app", ipService(fmt.Sprintf("s%d", i), "ClusterIP", fmt.Sprintf("100.64.1.%d", 10+i)))
 	}
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", deleteAndCreate, "172.24.0.0/15"))
 	w.planFile()
 
 	ctx := context.Background()
@@ -525,7 +525,7 @@ func TestAccServiceRecreation_noResurrection(t *testing.T) {
 	refused.Labels = map[string]string{refuseLabel: "true"}
 	f.service("app", refused)
 	f.service("app", ipService("c", "ClusterIP", "100.64.1.3"))
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, "", "172.24.0.0/15"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, deleteAndCreate, "172.24.0.0/15"))
 	w.planFile()
 
 	ctx := context.Background()
@@ -593,7 +593,7 @@ func TestAccServiceRecreation_namespaceGoingDropped(t *testing.T) {
 	refused := ipService("x", "ClusterIP", "100.64.2.1")
 	refused.Labels = map[string]string{refuseLabel: "true"}
 	f.service("doomed", refused)
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", deleteAndCreate, "172.24.0.0/15"))
 	w.planFile()
 	after, openAfter := faultGate(t, "AFTER_DELETE")
 	cmd, out := w.start([]string{after}, "apply", "tfplan")
@@ -694,7 +694,7 @@ func TestAccServiceRecreation_endpointsKeptCurrent(t *testing.T) {
 	f.namespace("app")
 	selectorless(f, "app", "ext", "100.64.1.1", "10.0.0.1", true, nil)
 	selectorless(f, "app", "ext2", "100.64.1.2", "10.0.0.2", false, map[string]string{refuseLabel: "true"})
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, "", "172.24.0.0/15"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, deleteAndCreate, "172.24.0.0/15"))
 	w.planFile()
 
 	ctx := context.Background()

@@ -21,6 +21,11 @@ func recreationHCL(after, dataArgs, resourceArgs string) string {
 // tests without either (the wire tests, which have both, keep the defaults).
 const fastHandOver = "  proxy_sync_wait = \"100ms\"\n  dns_ttl = \"1s\"\n"
 
+// deleteAndCreate, among a recreation's resource arguments, moves every Service by delete and
+// create: for the tests of that path (what NodePort, LoadBalancer and selector-less Services
+// still take), whose fault gates hold a move between its delete and its create.
+const deleteAndCreate = "  hand_over = false\n"
+
 // recreationHCLWith is recreationHCL with nothing set but resourceArgs.
 func recreationHCLWith(after, dataArgs, resourceArgs string) string {
 	const name = "this"
