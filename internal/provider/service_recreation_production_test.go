@@ -460,7 +460,7 @@ func TestAccServiceRecreation_stalledControllerStops(t *testing.T) {
 		f.service("app", s)
 		f.waitReadySlice("app", s.Name)
 	}
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, `  endpoint_wait = "3s"`, "172.24.0.0/15"))
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  namespaces = ["app"]`, deleteAndCreate+`  endpoint_wait = "3s"`, "172.24.0.0/15"))
 	// The new range first: kube-controller-manager is what makes it Ready.
 	if out, err := w.run("apply", "-auto-approve", "-target=k8scidr_service_cidr.this"); err != nil {
 		t.Fatalf("creating the target range: %v\n%s", err, out)
