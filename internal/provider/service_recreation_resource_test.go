@@ -451,6 +451,7 @@ func handedOver(svc *corev1.Service) bool {
 func specWithoutIPs(s corev1.Service) corev1.Service {
 	ann := maps.Clone(s.Annotations)
 	delete(ann, k8sops.PreviousClusterIPsAnnotation)
+	delete(ann, k8sops.MovedAtAnnotation)
 	if len(ann) == 0 {
 		ann = nil
 	}

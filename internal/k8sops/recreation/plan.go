@@ -534,6 +534,7 @@ func recreationCopy(svc *corev1.Service, ips []string) *corev1.Service {
 	out.TypeMeta = metav1.TypeMeta{}
 	clearServerFields(&out.ObjectMeta)
 	out.Finalizers = slices.DeleteFunc(out.Finalizers, func(f string) bool { return f == lbCleanupFinalizer })
+	delete(out.Annotations, k8sops.MovedAtAnnotation) // a recreated Service's creation is its move
 	out.Status = corev1.ServiceStatus{}
 	out.Spec.ClusterIPs = slices.Clone(ips)
 	out.Spec.ClusterIP = ips[0]
