@@ -945,7 +945,7 @@ func TestAccServiceRecreation_formerOwnersKeep(t *testing.T) {
 // made beforehand), with its own journal_group ns, which the resource takes with the plan.
 func groupConfig(kubeconfig, ns, journalNamespace string) string {
 	data := fmt.Sprintf("  target_cidrs = [%q]\n  namespaces = [%q]\n  journal_group = %q\n  journal_namespace = %q", faultTarget, ns, ns, journalNamespace)
-	return providerBlock(kubeconfig) + recreationHCL("", data, "")
+	return providerBlock(kubeconfig) + recreationHCL("", data, deleteAndCreate)
 }
 
 // TestAccServiceRecreation_journalPerResource: two recreations with journal groups of their own

@@ -551,6 +551,10 @@ func (x *executor) take(ctx context.Context, h *handOver) error {
 	}
 	taken := h.svc
 	h.took = time.Now()
+	// Every field the hand-over's updates took goes back to its owner before the move (a Helm
+	// chart's spec.type, kubectl's sessionAffinity): the mover keeps the IPs alone.
+	api := x.c.Kube.CoreV1().Services(taken.Namespace)
+	giveFieldsBack(ctx, x, h.e.Key, taken, h.e.Owners, movedFields, api.Get, api.Update)
 	var movedAt time.Time
 	if h.e.Key == x.dnsKey {
 		// The object keeps its creationTimestamp: the plans after this one read the time of the
