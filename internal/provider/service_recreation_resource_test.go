@@ -441,11 +441,11 @@ func servicesIn(t *testing.T, kube kubernetes.Interface, ns string) map[string]c
 
 // specWithoutIPs is what must survive a move: everything a user or controller set, but the IPs
 // (and the record of the IPs before, which a move writes).
-// handedOver reports whether the move of svc is a hand-over, which keeps the Service (its UID):
-// a ClusterIP Service with a selector and no external IPs of its own, every IP moving.
-func handedOver(svc *corev1.Service) bool {
+// handedOver reports whether the move of svc to newIPs is a hand-over, which keeps the Service
+// (its UID): a ClusterIP Service with a selector and no external IPs of its own, every IP moving.
+func handedOver(svc *corev1.Service, newIPs []string) bool {
 	return svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.Selector) > 0 && len(svc.Spec.ExternalIPs) == 0 &&
-		len(svc.Spec.ClusterIPs) == 1
+		len(recreation.MovingIPs(svc.Spec.ClusterIPs, newIPs)) == len(svc.Spec.ClusterIPs)
 }
 
 func specWithoutIPs(s corev1.Service) corev1.Service {
@@ -485,9 +485,9 @@ func checkMoved(kube kubernetes.Interface, before map[string]corev1.Service, mov
 		switch {
 		case moved && !slices.Equal(now.Spec.ClusterIPs, mv[1]):
 			problems = append(problems, fmt.Sprintf("%s has %v, planned %v", key, now.Spec.ClusterIPs, mv[1]))
-		case moved && (now.UID == old.UID) != handedOver(&old):
+		case moved && (now.UID == old.UID) != handedOver(&old, mv[1]):
 			problems = append(problems, fmt.Sprintf("%s kept its UID: %v, want %v (only a ClusterIP Service with a selector is handed over, never deleted)",
-				key, now.UID == old.UID, handedOver(&old)))
+				key, now.UID == old.UID, handedOver(&old, mv[1])))
 		case !moved && now.UID != old.UID:
 			problems = append(problems, key+" was recreated but not planned")
 		}
@@ -829,8 +829,8 @@ func TestAccServiceRecreation_includeLoadBalancersAndOwned(t *testing.T) {
 	for key, mv := range moves {
 		b, a := before[key], after[key]
 		switch {
-		case a.UID == "" || (a.UID == b.UID) != handedOver(&b):
-			t.Errorf("%s: UID %s → %s (handed over, keeping it: %v)", key, b.UID, a.UID, handedOver(&b))
+		case a.UID == "" || (a.UID == b.UID) != handedOver(&b, mv[1]):
+			t.Errorf("%s: UID %s → %s (handed over, keeping it: %v)", key, b.UID, a.UID, handedOver(&b, mv[1]))
 		case !slices.Equal(a.Spec.ClusterIPs, mv[1]):
 			t.Errorf("%s has %v, planned %v", key, a.Spec.ClusterIPs, mv[1])
 		case !reflect.DeepEqual(specWithoutIPs(b), specWithoutIPs(a)):

@@ -49,6 +49,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -553,8 +554,14 @@ func (x *executor) take(ctx context.Context, h *handOver) error {
 	h.took = time.Now()
 	// Every field the hand-over's updates took goes back to its owner before the move (a Helm
 	// chart's spec.type, kubectl's sessionAffinity): the mover keeps the IPs alone.
+	// A sole former updater that reapplies nothing (an operator's client) gets every field back,
+	// as a create under its name gives it after a delete (creator).
+	mine := movedFields
+	if creator(h.e.Owners, x.c.FieldManager) != x.c.FieldManager {
+		mine = &fieldpath.Set{}
+	}
 	api := x.c.Kube.CoreV1().Services(taken.Namespace)
-	giveFieldsBack(ctx, x, h.e.Key, taken, h.e.Owners, movedFields, api.Get, api.Update)
+	giveFieldsBack(ctx, x, h.e.Key, taken, h.e.Owners, mine, api.Get, api.Update)
 	var movedAt time.Time
 	if h.e.Key == x.dnsKey {
 		// The object keeps its creationTimestamp: the plans after this one read the time of the
