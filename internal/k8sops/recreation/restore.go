@@ -200,8 +200,10 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 			exists = false // the Service the move deleted, held by a finalizer: restored once gone
 		}
 		if exists && handingOver(svc) {
-			// Cut off mid-hand-over: its restore goes on from there, to the journaled IPs.
+			// Cut off mid-hand-over: its restore goes on from there, to the journaled IPs, which
+			// no other move may be planned onto (its carrier may have let them go already).
 			p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: slices.Clone(e.Service.Spec.ClusterIPs)})
+			*held = append(*held, parseAddrs(e.Service.Spec.ClusterIPs)...)
 			continue
 		}
 		if exists {
