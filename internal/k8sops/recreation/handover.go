@@ -392,14 +392,10 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 // IP it touched is served, its journal entry stays, and the next apply finishes it.
 var errLeftMidway = errors.New("left mid-hand-over, served, after another move failed: the next apply finishes it")
 
-// proxySync waits until kube-proxy has programmed what was just written, on every node.
+// proxySync waits until kube-proxy has programmed what was just written, on every node (or
+// ctx ends: the next step then sees it).
 func (x *executor) proxySync(ctx context.Context) {
-	t := time.NewTimer(x.o.HandOver.ProxySync)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	_ = x.sleepUntil(ctx, time.Now().Add(x.o.HandOver.ProxySync))
 }
 
 // carry creates the carrier, and gives it copies of the Service's EndpointSlices so that
