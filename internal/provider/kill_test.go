@@ -198,7 +198,7 @@ func TestAccKill_underQuota(t *testing.T) {
 	}
 	t.Logf("the apply after the kill took %s", time.Since(start).Round(time.Millisecond))
 	if err := checkNothingLostIn(c.Kube, ns, before, faultTarget); err != nil {
-		t.Fatalf("%v; the apply's warnings: %q", err, cliWarnings(out))
+		t.Fatalf("%v; the apply's warnings: %q; its output:\n%s", err, cliWarnings(out), out)
 	}
 	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
 		t.Fatalf("the plan after recovery is not empty: %v\n%s", err, out)

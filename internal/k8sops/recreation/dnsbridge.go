@@ -55,7 +55,8 @@ func (x *executor) ensureBridge(ctx context.Context, dnsSlices []discoveryv1.End
 // exists on them (found): the delete releases the IPs, and the allocator may lag behind it for a
 // moment. A bridge that exists already (an interrupted apply made it) holds the IPs itself,
 // and the apiserver checks the IPs before the name: its create is refused as "provided IP is
-// already allocated", never as AlreadyExists, so a taken IP is first checked against it.
+// already allocated", never as AlreadyExists, so a taken IP is first checked against it. A
+// full quota is waited for as create waits for it (quotaExceeded, awaitQuotaRecount).
 func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (svc *corev1.Service, found bool, err error) {
 	api := x.c.Kube.CoreV1().Services(b.Namespace)
 	looked := false // for the bridge itself, once: while the allocator lags, every create is refused
@@ -77,12 +78,15 @@ func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (svc
 				}
 			}
 			return err
-		})
+		}, quotaExceeded, quotaConflict)
 		if err != nil && takenIP(err, b.Spec.ClusterIPs) >= 0 {
 			return false, nil // still held by the deleted Service: the allocator lags
 		}
 		return err == nil, err
 	})
+	if err != nil && quotaExceeded(err) && x.awaitQuotaRecount(ctx, b.Namespace, k8sops.SvcKey(b)) {
+		return x.createOnFreedIPs(ctx, b) // a stale quota, recounted
+	}
 	return svc, found, err
 }
 

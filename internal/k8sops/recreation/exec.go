@@ -234,6 +234,9 @@ type executor struct {
 	// takeOver are the bridges whose IPs a Service goes back to, by its key (RecreationSteps.TakeOver).
 	takeOver map[string][]*corev1.Service
 
+	// quotaHeld is the room in each namespace's services quota that the run has promised and
+	// that its quota's usage may not show yet (holdQuota).
+	quotaHeld map[string]int
 	// transients are the hand-over bridges that are not kept, removed at their time.
 	transients map[types.UID]transientBridge
 	// externalIPsAsked: whether admission admits external IPs where no visible guard may

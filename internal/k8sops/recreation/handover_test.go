@@ -1,11 +1,16 @@
 package recreation
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -124,5 +129,57 @@ func TestPlanMidHandOver(t *testing.T) {
 		if p.Skipped[key] == "" {
 			t.Errorf("%s not skipped with a reason: %v", key, p.Skipped)
 		}
+	}
+}
+
+// In a namespace with a services quota, hand-overs take only the room the moves in flight and
+// the restores left to after the moves do not hold (found by TestAccKill_underQuota: hand-overs
+// took the room a stale quota's recount freed, and the restores after the moves found none).
+func TestHandOverRoom(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name             string
+		hard, used, held int64
+		want             int
+	}{
+		{"no quota room beside the moves", 10, 7, 0, 0},
+		{"room for one beside the moves", 10, 6, 0, 1},
+		{"room held by restores", 10, 3, 3, 1},
+		{"room for all", 10, 1, 0, 3},
+		{"a roomy quota", 1000, 1, 0, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "q"},
+				Status: corev1.ResourceQuotaStatus{
+					Hard: corev1.ResourceList{corev1.ResourceServices: *resource.NewQuantity(c.hard, resource.DecimalSI)},
+					Used: corev1.ResourceList{corev1.ResourceServices: *resource.NewQuantity(c.used, resource.DecimalSI)}}}
+			x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(q)}, services: map[string]*corev1.Service{},
+				ranges: []k8sops.ServiceCIDR{readyRange("old", "100.64.0.0/16")},
+				o:      ExecOptions{HandOver: HandOverOptions{ClusterDomain: "cluster.local"}}}
+			x.holdQuota(map[string]int{"app": int(c.held), "other": 5}, 1)
+			var entries []JournalEntry
+			for i := range 3 {
+				key, ip := fmt.Sprintf("app/s%d", i), fmt.Sprintf("100.64.1.%d", i+1)
+				svc := rsvc(key, "ClusterIP", ip)
+				x.services[key] = &svc
+				entries = append(entries, JournalEntry{Key: key, OldIPs: []string{ip}, Service: *movedCopy(&svc, []string{fmt.Sprintf("172.24.1.%d", i+1)})})
+			}
+			hs, release, err := x.handOvers(ctx, entries)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hs) != c.want {
+				t.Errorf("%d hand-overs, want %d", len(hs), c.want)
+			}
+			// The chunk holds one per move and one more per hand-over until it is done.
+			if got, want := x.heldQuota()["app"], int(c.held)+3+c.want; got != want {
+				t.Errorf("held %d while the chunk runs, want %d", got, want)
+			}
+			release()
+			if got := x.heldQuota(); got["app"] != int(c.held) || got["other"] != 5 {
+				t.Errorf("held %v after the chunk, want app %d, other 5", got, c.held)
+			}
+		})
 	}
 }

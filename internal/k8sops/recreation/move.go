@@ -76,7 +76,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 		chunkErrs := make([]error, len(entries))
 		// The Services that can be handed over move together, step by step (handOverAll);
 		// the rest by delete and create, each on its own.
-		handOvers, err := x.handOvers(ctx, entries)
+		handOvers, releaseQuota, err := x.handOvers(ctx, entries)
 		if err != nil {
 			fail(err)
 			break
@@ -130,6 +130,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 		}
 		wg.Go(func() {
 			chunkWG.Wait()
+			releaseQuota()
 			if errors.Join(chunkErrs...) != nil {
 				// The journal stays for the failed moves; not for the Services another client
 				// deleted or replaced meanwhile, which the next apply must not bring back. Done
@@ -206,30 +207,41 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 }
 
 // handOvers are the hand-overs among the moves of entries, by index; the rest move by delete
-// and create, and why is logged. A hand-over has two more Services at once (its carrier and
-// its bridge): in a namespace whose ResourceQuota leaves less room than that for all of them,
-// as many as fit are handed over. Admission is asked last, of those left.
-func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (map[int]*handOver, error) {
-	out := map[int]*handOver{}
-	need := map[string]int{}
+// and create, and why is logged. Admission is asked last, of those left.
+//
+// In a namespace with a services quota, room is what decides. Every move may hold one Service
+// more than the quota's usage shows while it runs (a delete and create's create comes before
+// the recount of its delete; a carrier before the Service is released), and a hand-over one
+// more (its bridge). The run's moves in flight and the restores left to after the moves hold
+// their room already (holdQuota): a hand-over takes only what is left after them, so that
+// neither a move's create nor a restore finds the quota filled by the run's own helpers. As
+// many as fit are handed over; the chunk's room is held until its moves are done (release).
+func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (out map[int]*handOver, release func(), err error) {
+	out = map[int]*handOver{}
+	moves, wanted := map[string]int{}, map[string]int{}
 	byDeleteAndCreate := func(key, why string) {
 		x.log("moving by delete and create", map[string]any{"service": key, "why": why})
 	}
 	for i, e := range entries {
+		moves[e.Service.Namespace]++
 		svc := x.services[e.Key]
 		if why := x.handOverBlocker(svc, e); why != "" {
 			byDeleteAndCreate(e.Key, why)
 			continue
 		}
 		out[i] = x.newHandOver(e, svc)
-		need[svc.Namespace] += 2
+		wanted[svc.Namespace]++
+	}
+	held, need := x.heldQuota(), map[string]int{}
+	for ns, n := range wanted {
+		need[ns] = held[ns] + moves[ns] + n
 	}
 	short, err := ServiceQuotaShortfalls(ctx, x.c, need)
 	if err != nil {
-		return nil, fmt.Errorf("reading the ResourceQuotas of the Services to hand over: %w", err)
+		return nil, nil, fmt.Errorf("reading the ResourceQuotas of the Services to hand over: %w", err)
 	}
 	for _, q := range short {
-		room := int(q.Free()) / 2
+		room := int(q.Free()) - held[q.Namespace] - moves[q.Namespace]
 		for _, i := range slices.Sorted(maps.Keys(out)) {
 			if entries[i].Service.Namespace != q.Namespace {
 				continue
@@ -239,20 +251,45 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (map[i
 				continue
 			}
 			delete(out, i)
-			byDeleteAndCreate(entries[i].Key, fmt.Sprintf("the ResourceQuota %s has no room for its carrier and bridge", q.Quota))
+			byDeleteAndCreate(entries[i].Key, fmt.Sprintf("the ResourceQuota %s has no room for its carrier and bridge "+
+				"beside the moves and restores of this apply in %s", q.Quota, q.Namespace))
 		}
 	}
 	for i, h := range out {
 		why, err := x.handOverRefusal(ctx, h)
 		if err != nil {
-			return nil, fmt.Errorf("%s: asking whether it can be handed over: %w", h.e.Key, err)
+			return nil, nil, fmt.Errorf("%s: asking whether it can be handed over: %w", h.e.Key, err)
 		}
 		if why != "" {
 			delete(out, i)
 			byDeleteAndCreate(h.e.Key, why)
 		}
 	}
-	return out, nil
+	hold := moves
+	for _, h := range out {
+		hold[h.svc.Namespace]++
+	}
+	x.holdQuota(hold, 1)
+	return out, func() { x.holdQuota(hold, -1) }, nil
+}
+
+// holdQuota adds (sign 1) or gives back (-1) room held in namespaces' services quotas.
+func (x *executor) holdQuota(n map[string]int, sign int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.quotaHeld == nil {
+		x.quotaHeld = map[string]int{}
+	}
+	for ns, k := range n {
+		x.quotaHeld[ns] += sign * k
+	}
+}
+
+// heldQuota is the room held now, by namespace.
+func (x *executor) heldQuota() map[string]int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.quotaHeld)
 }
 
 // entry is the journal entry for a move: the object to create and what its deletion takes along.

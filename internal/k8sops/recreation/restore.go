@@ -59,7 +59,14 @@ func (x *executor) settleJournal(ctx context.Context, journal []JournalEntry, re
 	if err := x.resumeHandOvers(ctx, settled); err != nil {
 		return nil, err
 	}
+	// The moves' hand-overs leave the deferred restores their room.
+	hold := map[string]int{}
+	for _, e := range deferred {
+		hold[e.Service.Namespace]++
+	}
+	x.holdQuota(hold, 1)
 	return func(ctx context.Context) error {
+		x.holdQuota(hold, -1)
 		for _, e := range deferred {
 			if err := x.settleEntry(ctx, e, planned[e.Object+" "+e.Key], settled); err != nil {
 				return err
