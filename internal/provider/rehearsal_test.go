@@ -15,6 +15,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +58,7 @@ func rehearseCmd(t *testing.T, env []string, args ...string) (string, int) {
 // exportSnapshot exports the cluster kubeconfig reaches and reads the snapshot back.
 func exportSnapshot(t *testing.T, kubeconfig string) *rehearse.Snapshot {
 	t.Helper()
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "snapshot") // made by the export
 	out, code := rehearseCmd(t, nil, "export", "-kubeconfig", kubeconfig, "-out", dir)
 	t.Logf("export:\n%s", out)
 	if code != 0 {
@@ -144,6 +145,9 @@ func controlPlanePods(t *testing.T, c *testcluster.Cluster, kcmFlags []string) {
 // raised, so that the 600 Services move at the provider's pace (twice, on the twin and here).
 var hazardKCMFlags = []string{"--kube-api-qps=1000", "--kube-api-burst=2000"}
 
+// plantedSecret is the start of the credentials hazardCluster plants in a manifest.
+const plantedSecret = "planted-secret-hunter2"
+
 // hazardCluster is a cluster carrying the hazards of the other tests at once: an admission policy
 // refusing recreated Services in namespace guarded, namespace capped at its Service quota, a
 // dual-stack cluster DNS Service named coredns, 600 Services in namespace big, and Calico pools
@@ -162,9 +166,19 @@ func hazardCluster(t *testing.T) *testcluster.Cluster {
 	if err := c.CreateCalicoPool(ctx, "crd.projectcalico.org/v1", "default-ipv4-ippool", pool); err != nil {
 		t.Fatal(err)
 	}
-	controlPlanePods(t, c, hazardKCMFlags)
+	// A credential on the controller-manager's command line, which the twin does not take.
+	controlPlanePods(t, c, slices.Concat(hazardKCMFlags, []string{"--token=" + plantedSecret + "-flag"}))
 	f := fixture{t, c.Kube}
 	f.deployment("kube-system", "coredns", map[string]string{"k8s-app": "kube-dns"})
+	// Credentials written into a manifest, as they too often are: none may reach the snapshot.
+	leaky := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "leaky", Annotations: map[string]string{"example.org/creds": plantedSecret + "-annotation"}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "leaky"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "leaky"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c:1", Args: []string{"--password=" + plantedSecret + "-arg"},
+					Env: []corev1.EnvVar{{Name: "DB_PASSWORD", Value: plantedSecret + "-env"}}}}}}}}
+	if _, err := c.Kube.AppsV1().Deployments("kube-system").Create(ctx, leaky, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	dns := dnsService("coredns", "100.64.0.10", "fd00:10::a")
 	dns.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 	f.service("kube-system", dns)
@@ -298,8 +312,10 @@ func TestAccRehearsal_hazards(t *testing.T) {
 	}
 }
 
-// checkSnapshot: every kind was readable with the plan role, no Secret and no other ConfigMap
-// is in it, and the control plane's flags were found.
+// checkSnapshot: every kind was readable with the plan role, none of the credentials
+// hazardCluster planted in manifests (an env value, an arg, an annotation, a controller-manager
+// flag) and no other ConfigMap is in it, only its owner may read it, and the control plane's
+// flags were found.
 func checkSnapshot(t *testing.T, snap *rehearse.Snapshot) {
 	t.Helper()
 	m := snap.Manifest
@@ -321,14 +337,27 @@ func checkSnapshot(t *testing.T, snap *rehearse.Snapshot) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if fi, err := os.Stat(snap.Dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the snapshot's directory: %v, mode %v; want 0700", err, fi.Mode())
+	}
+	planted := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(data), "kind: Secret") {
-			t.Errorf("%s holds a Secret", f)
+		if i := strings.Index(string(data), plantedSecret); i >= 0 {
+			t.Errorf("%s holds a planted credential: %q", f, string(data)[max(0, i-80):min(len(data), i+40)])
 		}
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v; want 0600", f, err, fi.Mode())
+		}
+		if strings.Contains(string(data), "example.org/creds: "+rehearse.Redacted) {
+			planted++ // the leaky Deployment is there, redacted
+		}
+	}
+	if planted != 1 {
+		t.Errorf("the Deployment whose manifest holds credentials is in %d files, want 1 (deployments.yaml)", planted)
 	}
 	cms, err := snap.Objects("configmaps.yaml")
 	if err != nil {

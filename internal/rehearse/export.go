@@ -147,7 +147,7 @@ func Export(ctx context.Context, cfg *rest.Config, dir string) (*Manifest, error
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	m := &Manifest{ExportedAt: start.UTC().Truncate(time.Second)}
@@ -177,7 +177,7 @@ func Export(ctx context.Context, cfg *rest.Config, dir string) (*Manifest, error
 			if err != nil {
 				return nil, err
 			}
-			if err := os.WriteFile(filepath.Join(dir, k.File), data, 0o644); err != nil { //nolint:gosec // a reviewer reads it
+			if err := os.WriteFile(filepath.Join(dir, k.File), data, 0o600); err != nil {
 				return nil, err
 			}
 			f.Objects, f.Bytes = len(items), int64(len(data))
@@ -194,7 +194,7 @@ func Export(ctx context.Context, cfg *rest.Config, dir string) (*Manifest, error
 	if err != nil {
 		return nil, err
 	}
-	return m, os.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644) //nolint:gosec // a reviewer reads it
+	return m, os.WriteFile(filepath.Join(dir, ManifestFile), data, 0o600)
 }
 
 var errNotServed = errors.New("not served")
@@ -345,17 +345,168 @@ func (e *exporter) keep(k Kind, o *unstructured.Unstructured) map[string]any {
 	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink", "ownerReferences", "deletionTimestamp", "deletionGracePeriodSeconds"} {
 		delete(md, f)
 	}
-	if a, _ := md["annotations"].(map[string]any); a != nil {
-		delete(a, "kubectl.kubernetes.io/last-applied-configuration")
-		delete(a, "deployment.kubernetes.io/revision")
-		if len(a) == 0 {
-			delete(md, "annotations")
-		}
+	redactAnnotations(md)
+	switch k.GVR.Resource {
+	case "pods":
+		redactPodSpec(obj, controlPlaneFlag(o), "spec")
+	case "deployments", "statefulsets", "daemonsets":
+		redactAnnotations(nested(obj, "spec", "template", "metadata"))
+		redactPodSpec(obj, nil, "spec", "template", "spec")
 	}
 	if !k.Status {
 		delete(obj, "status")
 	}
 	return obj
+}
+
+// Redacted stands in for a value the snapshot leaves out.
+const Redacted = "<redacted>"
+
+// keptAnnotations are the annotations whose values the snapshot keeps, by prefix: the
+// provider's own, and what kube-controller-manager, kubelet and Calico set and the twin may
+// read. Every other annotation keeps its key, with its value Redacted: annotations are free
+// text, and some tools keep credentials in them.
+var keptAnnotations = []string{"k8scidr.io/", "kubectl.kubernetes.io/restartedAt", "kubernetes.io/config.",
+	"projectcalico.org/", "cni.projectcalico.org/", "deprecated.daemonset.template.generation", "endpoints.kubernetes.io/",
+	"service.kubernetes.io/"}
+
+// redactAnnotations redacts the annotations of the object metadata md (keptAnnotations), and
+// drops kubectl's last-applied configuration (the whole object again, unredacted) and the
+// Deployment controller's revision.
+func redactAnnotations(md map[string]any) {
+	a, _ := md["annotations"].(map[string]any)
+	if a == nil {
+		return
+	}
+	delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+	delete(a, "deployment.kubernetes.io/revision")
+	for key := range a {
+		if !slices.ContainsFunc(keptAnnotations, func(p string) bool { return strings.HasPrefix(key, p) }) {
+			a[key] = Redacted
+		}
+	}
+	if len(a) == 0 {
+		delete(md, "annotations")
+	}
+}
+
+// redactPodSpec redacts, in the pod spec at path of obj, what its containers are told: each
+// word of their command and args (but the flags kept says the provider reads), the literal
+// value of each environment variable (its name and valueFrom stay: a reference, not a
+// secret), and their probes' and lifecycle hooks' commands and HTTP headers, which the twin's
+// kwok nodes never run. A literal password or --token= flag in a manifest never reaches the
+// snapshot.
+func redactPodSpec(obj map[string]any, kept func(string) bool, path ...string) {
+	spec := nested(obj, path...)
+	for _, field := range []string{"containers", "initContainers", "ephemeralContainers"} {
+		cs, _ := spec[field].([]any)
+		for _, c := range cs {
+			if cm, ok := c.(map[string]any); ok {
+				redactContainer(cm, kept)
+			}
+		}
+	}
+}
+
+// readFlags are the flags of kube-apiserver and kube-controller-manager that the provider's
+// preflight reads from their static pods, and the twin takes (kcmFlags): the mirror pods keep
+// them, so that the twin's plans find what the cluster's find.
+var readFlags = []string{"--service-cluster-ip-range", "--cluster-cidr", "--allocate-node-cidrs", "--node-cidr-mask-size", "--feature-gates"}
+
+// controlPlaneFlag says, for the mirror pod of kube-apiserver or kube-controller-manager, which
+// words of its command line stay (readFlags); nil for any other pod.
+func controlPlaneFlag(o *unstructured.Unstructured) func(string) bool {
+	component := o.GetLabels()["component"]
+	if component == "" {
+		component = o.GetLabels()["k8s-app"]
+	}
+	if o.GetNamespace() != "kube-system" || (component != "kube-apiserver" && component != "kube-controller-manager") {
+		return nil
+	}
+	return func(word string) bool {
+		name, _, _ := strings.Cut(word, "=")
+		return slices.ContainsFunc(slices.Concat(readFlags, kcmFlags), func(f string) bool {
+			return strings.HasPrefix(name, strings.TrimSuffix(f, "="))
+		})
+	}
+}
+
+// nested is the map at path in obj, in place (nil where there is none).
+func nested(obj map[string]any, path ...string) map[string]any {
+	for _, p := range path {
+		obj, _ = obj[p].(map[string]any)
+	}
+	return obj
+}
+
+func redactContainer(c map[string]any, kept func(string) bool) {
+	redactWords := func(m map[string]any, field string) {
+		if words, ok := m[field].([]any); ok {
+			for i := range words {
+				words[i] = Redacted
+			}
+		}
+	}
+	// A flag kept keeps its value, also as the next word ("--cluster-cidr 10.0.0.0/8").
+	keepFlags := func(field string) {
+		words, _ := c[field].([]any)
+		valueOf := false
+		for i, w := range words {
+			word, _ := w.(string)
+			if valueOf && !strings.HasPrefix(word, "-") {
+				valueOf = false
+				continue
+			}
+			if valueOf = strings.HasPrefix(word, "--") && kept(word); valueOf {
+				valueOf = !strings.Contains(word, "=")
+				continue
+			}
+			words[i] = Redacted
+		}
+	}
+	if kept != nil {
+		keepFlags("command")
+		keepFlags("args")
+	} else {
+		redactWords(c, "command")
+		redactWords(c, "args")
+	}
+	if env, ok := c["env"].([]any); ok {
+		for _, e := range env {
+			if em, ok := e.(map[string]any); ok {
+				if _, literal := em["value"]; literal {
+					em["value"] = Redacted
+				}
+			}
+		}
+	}
+	handlers := []map[string]any{}
+	for _, probe := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
+		if m, ok := c[probe].(map[string]any); ok {
+			handlers = append(handlers, m)
+		}
+	}
+	if l, ok := c["lifecycle"].(map[string]any); ok {
+		for _, hook := range []string{"postStart", "preStop"} {
+			if m, ok := l[hook].(map[string]any); ok {
+				handlers = append(handlers, m)
+			}
+		}
+	}
+	for _, h := range handlers {
+		if exec, ok := h["exec"].(map[string]any); ok {
+			redactWords(exec, "command")
+		}
+		if get, ok := h["httpGet"].(map[string]any); ok {
+			if headers, ok := get["httpHeaders"].([]any); ok {
+				for _, hd := range headers {
+					if hm, ok := hd.(map[string]any); ok {
+						hm["value"] = Redacted
+					}
+				}
+			}
+		}
+	}
 }
 
 // controlPlaneFlags records kube-apiserver's --service-cluster-ip-range and kube-controller-manager's
@@ -393,7 +544,10 @@ func (e *exporter) controlPlaneFlags(o *unstructured.Unstructured) {
 		}
 		source := "the command line of pod kube-system/" + o.GetName()
 		if component == "kube-controller-manager" {
-			e.kcmFlags, e.kcmSource = flags, source
+			// Only the flags the twin takes: the rest may name anything.
+			e.kcmFlags, e.kcmSource = slices.DeleteFunc(flags, func(f string) bool {
+				return !slices.ContainsFunc(kcmFlags, func(p string) bool { return strings.HasPrefix(f, p) })
+			}), source
 			return
 		}
 		for _, f := range flags {

@@ -3,11 +3,13 @@ package rehearse
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -107,8 +109,13 @@ func TestKeep(t *testing.T) {
 		[]any{"/bin/sh", "-c", "mkfifo /tmp/pipe; /usr/local/bin/kube-apiserver --service-cluster-ip-range=100.64.0.0/13 --v=2 2>&1 | tee -a /var/log/x"})) == nil {
 		t.Error("a static pod's mirror pod not copied: it runs in production, and no controller restarts it")
 	}
-	e.keep(kind("pods"), pod("kube-controller-manager-n", false, mirror, map[string]any{"k8s-app": "kube-controller-manager"},
-		[]any{"kube-controller-manager", "--kube-api-qps=100"}))
+	kcm := e.keep(kind("pods"), pod("kube-controller-manager-n", false, mirror, map[string]any{"k8s-app": "kube-controller-manager"},
+		[]any{"kube-controller-manager", "--kube-api-qps=100", "--allocate-node-cidrs", "--token=planted-secret-flag", "--cluster-cidr", "100.96.0.0/11"}))
+	// The flags the provider reads and the twin takes stay on the command line; the rest goes.
+	if got := kcm["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["command"]; !reflect.DeepEqual(got,
+		[]any{Redacted, "--kube-api-qps=100", "--allocate-node-cidrs", Redacted, "--cluster-cidr", "100.96.0.0/11"}) {
+		t.Errorf("controller-manager's command line in the snapshot: %v", got)
+	}
 	if ranges, source := e.serviceRanges(); !slices.Equal(ranges, []string{"100.64.0.0/13"}) || !strings.Contains(source, "kube-apiserver-n") {
 		t.Errorf("ranges %v from %s", ranges, source)
 	}
@@ -117,6 +124,46 @@ func TestKeep(t *testing.T) {
 	}
 	if e.keep(kind("configmaps"), obj(map[string]any{"metadata": map[string]any{"name": "app-settings", "namespace": "kube-system"}})) != nil {
 		t.Error("a ConfigMap the provider does not read copied")
+	}
+
+	// Nothing a manifest tells its containers reaches the snapshot; names and references do.
+	container := func() map[string]any {
+		return map[string]any{"name": "app", "image": "app:1", "command": []any{"app"}, "args": []any{"--password=planted-secret-arg"},
+			"env": []any{map[string]any{"name": "DB_PASSWORD", "value": "planted-secret-env"},
+				map[string]any{"name": "TOKEN", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "app", "key": "token"}}}},
+			"livenessProbe": map[string]any{"httpGet": map[string]any{"path": "/", "httpHeaders": []any{map[string]any{"name": "Authorization", "value": "planted-secret-header"}}}},
+			"lifecycle":     map[string]any{"preStop": map[string]any{"exec": map[string]any{"command": []any{"curl", "-u", "planted-secret-hook"}}}}}
+	}
+	annotations := func() map[string]any {
+		return map[string]any{"example.org/creds": "planted-secret-annotation", "kubectl.kubernetes.io/restartedAt": "2026-01-01T00:00:00Z",
+			"cni.projectcalico.org/ipv4pools":                  `["old-pool"]`,
+			"kubectl.kubernetes.io/last-applied-configuration": `{"planted-secret-last-applied":1}`}
+	}
+	deploy := e.keep(kind("deployments"), obj(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "app", "namespace": "a", "annotations": annotations()},
+		"spec": map[string]any{"replicas": int64(2), "template": map[string]any{"metadata": map[string]any{"annotations": annotations()},
+			"spec": map[string]any{"containers": []any{container()}, "initContainers": []any{container()}}}}}))
+	bare := e.keep(kind("pods"), obj(map[string]any{"metadata": map[string]any{"name": "bare", "namespace": "a", "annotations": annotations()},
+		"spec": map[string]any{"containers": []any{container()}}}))
+	for name, o := range map[string]map[string]any{"Deployment": deploy, "bare pod": bare, "kube-controller-manager's pod": kcm} {
+		text, err := yaml.Marshal(o) // as the snapshot's files are written
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(text), "planted-secret") {
+			t.Errorf("the %s's copy holds a planted secret: %s", name, text)
+		}
+		for _, kept := range []string{"name: DB_PASSWORD", "secretKeyRef:", "example.org/creds: " + Redacted, `'["old-pool"]'`} {
+			if name != "kube-controller-manager's pod" && !strings.Contains(string(text), kept) {
+				t.Errorf("the %s's copy lost %s: %s", name, kept, text)
+			}
+		}
+	}
+	if got := deploy["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)["kubectl.kubernetes.io/restartedAt"]; got != "2026-01-01T00:00:00Z" {
+		t.Errorf("the template's restartedAt is %v, want it kept", got)
+	}
+	if slices.Contains(e.kcmFlags, "--token=planted-secret-flag") {
+		t.Errorf("controller-manager flags the twin does not take recorded: %v", e.kcmFlags)
 	}
 }
 
