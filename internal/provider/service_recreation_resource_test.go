@@ -614,6 +614,10 @@ resource "k8scidr_service_recreation" "this" {
 				ExpectError: diagRE("Unallocatable IP", `plan.moves["app/keep"]`, "broadcast")},
 			{Config: handMoves("172.24.0.0/15", "172.24.0.1"), PlanOnly: true,
 				ExpectError: diagRE("Reserved IP", `plan.moves["app/keep"]`, "first address")},
+			// A first move that is not among the moves.
+			{Config: providerBlock(c.Kubeconfig) + "resource \"k8scidr_service_recreation\" \"this\" {\n" +
+				handPlan(map[string]string{"first_moves": `["app/nope"]`}) + "}\n", PlanOnly: true,
+				ExpectError: diagRE("First Move Not Among the Moves", `plan.first_moves[0]`, `"app/nope" is to move first`)},
 			// A /30 holds two addresses and .1 is reserved: one Service fits, two do not.
 			{PreConfig: func() { f.service("app", ipService("second", "ClusterIP", "100.64.1.2")) },
 				Config: recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/30"), PlanOnly: true,

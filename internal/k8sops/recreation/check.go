@@ -54,7 +54,7 @@ func (o BridgeOptions) name() string {
 // ValidatePlanned finds, without reading the cluster, what would cause an outage or what no
 // moves data source produces (hand edits): the cluster DNS Service moving without its bridge,
 // IPs outside the target, on a target's network, broadcast or first address, IP lists that do
-// not pair up, and an IP planned twice.
+// not pair up, an IP planned twice, and a first move that is not a move.
 func ValidatePlanned(p PlannedRecreation) []k8sops.Finding {
 	out := k8sops.ValidateServiceCIDRs(k8sops.At("target_cidrs"), p.TargetCIDRs)
 	if len(out) > 0 {
@@ -98,6 +98,13 @@ func ValidatePlanned(p PlannedRecreation) []k8sops.Finding {
 				}
 				claim(at, m.Key, newIP)
 			}
+		}
+	}
+	for i, key := range p.First {
+		if !slices.ContainsFunc(p.Moves, func(m Move) bool { return m.Key == key }) {
+			out = append(out, k8sops.Finding{Path: k8sops.At("first").Index(i), Summary: "First Move Not Among the Moves",
+				Detail: fmt.Sprintf("%q is to move first, but moves does not hold it: the apply would move it nowhere, and move the rest "+
+					"without it first. Use the moves data source's values unchanged.", key)})
 		}
 	}
 	for _, r := range p.Restore {

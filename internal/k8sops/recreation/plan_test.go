@@ -496,6 +496,7 @@ func TestValidatePlanned(t *testing.T) {
 		{"unpaired", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"172.24.1.5", "172.24.1.6"} }, `moves["app/np"]`},
 		{"family", func(p *PlannedRecreation) { p.Moves[1].NewIPs = []string{"fd00::5"} }, `moves["app/np"]`},
 		{"bad key", func(p *PlannedRecreation) { p.Moves[1].Key = "np" }, `moves["np"]`},
+		{"first move not a move", func(p *PlannedRecreation) { p.First = append(p.First, "app/gone") }, `first[1]`},
 		{"restore on the broadcast", func(p *PlannedRecreation) {
 			p.Restore = []Restore{{Key: "app/x", NewIPs: []string{"172.25.255.255"}, Journal: "j"}}
 		}, `restore["app/x"].new_ips[0]`},
@@ -504,6 +505,7 @@ func TestValidatePlanned(t *testing.T) {
 		{"DNS restored without its bridge", func(p *PlannedRecreation) {
 			p.DNSBridge = false
 			p.Moves = slices.DeleteFunc(p.Moves, func(m Move) bool { return m.Key == "kube-system/kube-dns" })
+			p.First = nil
 			p.Restore = []Restore{{Key: "kube-system/kube-dns", NewIPs: []string{"172.24.0.10"}, Journal: "j"}}
 		}, `dns_bridge`},
 		{"DNS without its bridge, reason stated", func(p *PlannedRecreation) {
@@ -512,6 +514,7 @@ func TestValidatePlanned(t *testing.T) {
 		{"bridge off once DNS has moved", func(p *PlannedRecreation) {
 			p.DNSBridge = false
 			p.Moves = slices.DeleteFunc(p.Moves, func(m Move) bool { return m.Key == "kube-system/kube-dns" })
+			p.First = nil
 		}, ``},
 	} {
 		p := planned(PlanRecreation(mixedSnapshot(), defaultOpts()))
