@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
@@ -46,12 +49,74 @@ func wireCases(t *testing.T, mode testcluster.ProxyMode) {
 	for _, c := range cases {
 		name := c.corefile.Name + "-" + cmp.Or(c.bridges, "defaults")
 		t.Run(name, func(t *testing.T) {
-			wireRecreation(t, testcluster.WireOptions{Mode: mode, Corefile: c.corefile}, c.bridges)
+			wireRecreation(t, testcluster.WireOptions{Mode: mode, Corefile: c.corefile}, c.bridges, savedPlanApply)
 		})
 	}
 }
 
-func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string) {
+// TestAccWire_killed is TestAccWire_recreation's default configuration (kOps' Corefile, whose
+// 5 s TTL keeps it short) with terraform and the provider SIGKILLed mid-hand-over, at a point
+// the seed picks: carriers made, Services ExternalName, or Services on their new IPs with
+// their bridges up. Until a plain apply finishes the job, and while it does, no client that
+// resolves names sees a failure: every state a hand-over can be cut off in is served.
+func TestAccWire_killed(t *testing.T) {
+	testAccPreCheck(t)
+	wireRecreation(t, testcluster.WireOptions{Mode: testcluster.ProxyNFTables, Corefile: testcluster.CorefileKOps}, "", killedApply)
+}
+
+// savedPlanApply applies w's configuration as a pipeline does: a saved plan, then its apply.
+func savedPlanApply(t *testing.T, w *cliWorkspace, _ *testcluster.Cluster) {
+	w.planFile()
+	w.applyFile()
+}
+
+// killedApply SIGKILLs an apply of w's configuration mid-hand-over (killPoints, by the fault
+// seed), holds the cluster as the kill left it for a while, then applies again.
+func killedApply(t *testing.T, w *cliWorkspace, c *testcluster.Cluster) {
+	seed := faultSeed(t)
+	point := killPoints[rand.New(rand.NewPCG(seed, seed)).IntN(len(killPoints))]
+	killed, out, _ := interruptWhen(t, w, nil, func() bool {
+		list, err := c.Kube.CoreV1().Services("wire").List(context.Background(), metav1.ListOptions{})
+		return err == nil && point.reached(list.Items)
+	}, sigkill, "apply", "-auto-approve")
+	if !killed {
+		t.Fatalf("the apply finished before it reached %q, so the kill tested nothing:\n%s", point.name, out)
+	}
+	state := map[string]int{}
+	for _, s := range servicesIn(t, c.Kube, "wire") {
+		state[string(s.Spec.Type)]++
+	}
+	helpers, err := c.Kube.CoreV1().Services("wire").List(context.Background(), metav1.ListOptions{LabelSelector: recreation.HandOverLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed once %s: the Services by type %v, %d hand-over helpers", point.name, state, len(helpers.Items))
+	time.Sleep(3 * time.Second) // the clients meanwhile see what the kill left
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
+	}
+}
+
+// killPoints are the states of a batch of hand-overs a kill may cut off, each seen by a
+// list of the Services for at least a kube-proxy sync wait.
+var killPoints = []struct {
+	name    string
+	reached func([]corev1.Service) bool
+}{
+	{"carriers made", func(l []corev1.Service) bool {
+		return slices.ContainsFunc(l, func(s corev1.Service) bool { return s.Labels[recreation.HandOverLabel] == "carrier" })
+	}},
+	{"Services ExternalName", func(l []corev1.Service) bool {
+		return slices.ContainsFunc(l, func(s corev1.Service) bool { return s.Spec.Type == corev1.ServiceTypeExternalName })
+	}},
+	{"Services on their new IPs, bridges up", func(l []corev1.Service) bool {
+		return slices.ContainsFunc(l, func(s corev1.Service) bool {
+			return s.Labels[recreation.HandOverLabel] == "" && clusterIPIn(faultTarget, &s)
+		})
+	}},
+}
+
+func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string, apply func(*testing.T, *cliWorkspace, *testcluster.Cluster)) {
 	if testcluster.RerunIsolated(t) {
 		return
 	}
@@ -84,9 +149,8 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string) {
 		settings = fmt.Sprintf("  old_ip_bridges = %q\n", bridges)
 	}
 	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+recreationHCLWith("", `  target_cidrs = ["`+faultTarget.String()+`"]`, settings))
-	w.planFile()
 	start := time.Now()
-	w.applyFile()
+	apply(t, w, c)
 	applied := time.Now()
 	// Clients that cached an answer from before the move ask again once the Corefile's TTL ran out.
 	time.Sleep(o.Corefile.TTL + 3*time.Second)
