@@ -214,6 +214,21 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 			fmt.Sprintf("%d journal entries are left (%s): the recreation's next apply settles them first, recreating any "+
 				"Service that is missing.", n, restoreKeys(p.Restore)))
 	}
+	if len(p.Refused) > 0 {
+		// skipped is not shown in a plan: the reviewer would see only fewer moves.
+		keys := slices.Sorted(maps.Keys(p.Refused))
+		var lines []string
+		for _, k := range keys[:min(len(keys), 20)] {
+			lines = append(lines, fmt.Sprintf("- %s: %s", k, p.Refused[k]))
+		}
+		if len(keys) > 20 {
+			lines = append(lines, fmt.Sprintf("- and %d more (the data source's skipped lists them all)", len(keys)-20))
+		}
+		resp.Diagnostics.AddWarning("Admission Refuses Some Recreations",
+			fmt.Sprintf("%d Service(s) stay in their old range: admission answered a dry-run create of their moved copy with a "+
+				"refusal, so they are not moved.\n%s\nAllow the recreation in the policy or webhook named and plan again, or "+
+				"leave them out of the move (exclude) and keep the old range for them.", len(keys), strings.Join(lines, "\n")))
+	}
 	if len(p.Dropped) > 0 {
 		var lines []string
 		for _, k := range slices.Sorted(maps.Keys(p.Dropped)) {

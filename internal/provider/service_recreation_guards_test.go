@@ -177,6 +177,21 @@ func TestAccServiceRecreation_admissionRefuses(t *testing.T) {
 	// Without bridges, planned under the policy: the plan asks admission about each move and
 	// shows b and c skipped with its message; a and d move, b and c stay, twice over.
 	w.write(recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	// skipped is not in the plan's output: a warning names the Services and the policy.
+	warned := false
+	for _, d := range w.planDiagnostics() {
+		if d.Severity == "warning" && d.Summary == "Admission Refuses Some Recreations" {
+			warned = true
+			for _, s := range []string{"2 Service(s) stay in their old range", "- app/b: ", "- app/c: ", "team-label", "Services need a team label"} {
+				if !strings.Contains(d.Detail, s) {
+					t.Errorf("the warning on the refused moves does not say %q:\n%s", s, d.Detail)
+				}
+			}
+		}
+	}
+	if !warned {
+		t.Error("the plan moves 2 of 4 Services, admission refusing the others, without a warning saying so")
+	}
 	w.planFile()
 	expect(t, "moves planned under the policy", w.planned(recreationAddr, "plan.moves"), movesCheck(map[string][2][]string{
 		"app/a": {{"100.64.1.1"}, {"172.24.1.1"}}, "app/d": {{"100.64.1.4"}, {"172.24.1.4"}}}))

@@ -71,6 +71,10 @@ func AdmissionRefusal(ctx context.Context, c *k8sops.Client, svc *corev1.Service
 		case ctx.Err() != nil || k8sops.Transient(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err):
 			return "", fmt.Errorf("asking admission whether %s/%s can be created (a dry run): %w", try.Namespace, try.Name, err)
+		case dryRunUnsupported(err):
+			return fmt.Sprintf("%s: the webhook declares sideEffects Unknown or Some (set through the v1beta1 API before "+
+				"Kubernetes 1.22), so the apiserver refuses every dry run it is called on, and whether it admits the copy "+
+				"cannot be asked before the delete; set its sideEffects to None or NoneOnDryRun if that is true of it", err), nil
 		default:
 			return err.Error(), nil
 		}
@@ -138,12 +142,22 @@ func admissionReason(what, refusal string, atApply bool) string {
 	if refusal == "" {
 		return ""
 	}
+	if strings.Contains(refusal, "does not support dry run") {
+		return fmt.Sprintf("whether admission admits %s cannot be asked (%s); it is not moved: a refusal after the delete "+
+			"would keep the Service deleted until the webhook allows it", what, refusal)
+	}
 	if atApply {
 		return fmt.Sprintf("admission would refuse %s (a dry-run create, before the delete, answered: %s); nothing was deleted. "+
 			"Allow it in the policy or webhook, or leave the Service out of the move", what, refusal)
 	}
 	return fmt.Sprintf("admission would refuse %s (a dry-run create at plan answered: %s). Allow it in the policy or "+
 		"webhook and plan again, or leave the Service out of the move", what, refusal)
+}
+
+// dryRunUnsupported is the apiserver's refusal of a dry run that would call a webhook whose
+// sideEffects are Unknown or Some: not the webhook's answer, which nobody asked.
+func dryRunUnsupported(err error) bool {
+	return apierrors.IsBadRequest(err) && strings.Contains(err.Error(), "does not support dry run")
 }
 
 // admissionConfigs lists what may refuse a Service create beyond the built-in plugins:
@@ -275,6 +289,10 @@ func PlanAdmission(ctx context.Context, c *k8sops.Client, snap Snapshot, p *Recr
 			kept = append(kept, m)
 		default:
 			p.Skipped[m.Key] = admissionReason("its recreation", r, false)
+			if p.Refused == nil {
+				p.Refused = map[string]string{}
+			}
+			p.Refused[m.Key] = r
 		}
 	}
 	p.Moves = kept

@@ -3,6 +3,7 @@ package recreation
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +224,28 @@ func TestPlanAdmissionCopy(t *testing.T) {
 	terminating := []k8sops.ServiceCIDR{ranges[0], {Name: "new", CIDRs: []string{"172.24.0.0/15"}, Ready: true, Terminating: true}}
 	if got = planAdmissionCopy(terminating, svc, []string{"172.24.0.10"}); got.Spec.ClusterIP != "" {
 		t.Errorf("terminating range: %v", got.Spec.ClusterIPs)
+	}
+}
+
+// TestDryRunUnsupported: a webhook whose sideEffects are Unknown or Some makes the apiserver
+// refuse every dry run it would be called on. That is said as what it is, with the way out,
+// never passed off as the webhook's refusal of the copy.
+func TestDryRunUnsupported(t *testing.T) {
+	kube := fake.NewClientset()
+	kube.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewBadRequest(`admission webhook "legacy.example.org" does not support dry run`)
+	})
+	svc := rsvc("app/web", "ClusterIP", "172.24.1.5")
+	got, err := AdmissionRefusal(context.Background(), &k8sops.Client{Kube: kube}, &svc, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"legacy.example.org" does not support dry run`, "sideEffects Unknown or Some", "cannot be asked", "None or NoneOnDryRun"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the refusal %q does not say %q", got, want)
+		}
+	}
+	if reason := admissionReason("its recreation", got, false); !strings.HasPrefix(reason, "whether admission admits its recreation cannot be asked") {
+		t.Errorf("reason %q", reason)
 	}
 }

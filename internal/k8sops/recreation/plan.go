@@ -118,6 +118,9 @@ type RecreationPlan struct {
 	// First are the keys of Moves moved and verified before the rest, in order.
 	First   []string
 	Skipped map[string]string
+	// Refused are the Services, among Skipped, whose recreation admission would refuse
+	// (PlanAdmission), with what it answered: they stay in the old range.
+	Refused map[string]string
 	// DNSService is the cluster DNS Service ("" when the cluster has none); DNSIPs its
 	// ClusterIPs once the plan is carried out; DNSMovedAt the time it got its current IPs (its
 	// creation, or its hand-over: k8sops.MovedAt), zero when it does not exist.
