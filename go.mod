@@ -3,6 +3,7 @@ module github.com/k8scidr/terraform-provider-k8scidr
 go 1.26.0
 
 require (
+	github.com/google/licensecheck v0.3.1
 	github.com/hashicorp/hcl/v2 v2.24.0
 	github.com/hashicorp/terraform-json v0.27.2
 	github.com/hashicorp/terraform-plugin-framework v1.19.0

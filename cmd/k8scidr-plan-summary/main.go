@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-plan-summary writes the Markdown summary of a k8scidr plan for a pull-request
 // comment, from `terraform show -json tfplan` and, optionally, `terraform plan -json` output:
 //

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-rehearse rehearses a migration on a twin of the cluster before the cluster is
 // touched.
 //

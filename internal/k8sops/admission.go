@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Admission rules as every stage reads them: whether a webhook or policy rule matches a create.
 package k8sops
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // One record per API request, for the provider's debug log: verb, path, status, duration and
 // the attempts the transport made. The wrapper sits outside client-go's authentication, so it
 // never sees a header with credentials, and it reads no body.

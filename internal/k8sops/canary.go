@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The pod canary: one short-lived pod that shows, before a whole cluster rolls, which range a
 // new pod's address comes from now (after the old Calico pool is disabled: the new pool's).
 package k8sops

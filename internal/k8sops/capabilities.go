@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Discovery of what the cluster serves: server version, ServiceCIDR API version, Calico API group.
 package k8sops
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // CIDR math with the apiserver's rules for Service ranges: which addresses a range can allocate.
 package k8sops
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Plan-time CIDR math behind the provider functions: overlap, containment, and the address
 // mapping preserve_offset uses.
 package k8sops

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // A summary of the cluster: what it runs and serves, for the k8scidr_cluster_info data source.
 package k8sops
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Connection settings, resolved the way the hashicorp/kubernetes provider v2 resolves them.
 package k8sops
 

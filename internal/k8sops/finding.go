@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Findings: a problem with an input, tied to the attribute (or function argument) it is about by
 // a path held as data. It is the one way k8sops reports a mistake in what it was given; the
 // provider turns it into a diagnostic on that attribute.

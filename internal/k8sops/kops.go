@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The kOps cluster-spec values that follow a range move (write-ups 000/001): what a user sets
 // with `kops edit cluster`, step by step, in an order kOps' own validation accepts.
 //

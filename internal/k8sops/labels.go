@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The labels and annotations the provider puts on the objects it makes, and how every reader recognizes them.
 package k8sops
 

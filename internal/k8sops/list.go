@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Paginated listing shared by every reader: one pass over a kind, typed items.
 package k8sops
 

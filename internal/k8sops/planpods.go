@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // One pod list for the readers of a plan: the data sources and the preflights of one
 // terraform plan read the cluster's pods moments apart, and at 20,000 pods each list is tens of
 // pages and most of a second.

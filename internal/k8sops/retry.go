@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Retries of failures that are the apiserver's or the network's, not the request's.
 //
 // client-go retries on its own a response that carries Retry-After (429, 5xx: up to ten times,

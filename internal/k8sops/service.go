@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // What every stage reads of a Service the same way: its key and its ClusterIPs.
 package k8sops
 

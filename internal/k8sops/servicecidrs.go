@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The cluster's ServiceCIDRs and IPAddresses as read through whichever API version it serves: every stage reads them.
 package k8sops
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Values written through the dynamic client, whose unstructured objects take only JSON types.
 package k8sops
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Server warnings (an admission policy in Warn mode, a deprecated API) handed to whoever asked:
 // a request whose context carries a collector records them there, so they reach the user as
 // diagnostics instead of the provider's log.

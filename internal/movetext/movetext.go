@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Package movetext is how a planned Service move reads in a Terraform plan: one string per
 // Service, "100.64.0.10 to 172.24.0.10 (ClusterIP, uid 0f8e7a52-…)". One string instead of an
 // object of four attributes and two lists makes a 10,000-move plan value seven times smaller,

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Markdown rendering of a plan's facts, with each list cut to its first entries.
 package plansummary
 

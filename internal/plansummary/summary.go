@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Package plansummary turns a saved plan (`terraform show -json`) and, optionally, the plan's
 // machine-readable log (`terraform plan -json`) into a Markdown summary for a pull-request
 // comment: Service moves, workload restarts, pools and ranges touched, Services skipped by

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Resource k8scidr_apiserver_service: default/kubernetes moved into the range kube-apiserver
 // now serves, with a bridge on its old IPs until no pod started before the move runs.
 package provider

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Resource k8scidr_calico_ippool: a Calico IPPool, created new or imported to be disabled and
 // retired once drained.
 package provider

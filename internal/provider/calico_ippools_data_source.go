@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_calico_ippools: every Calico IPPool with its spec and IPAM usage, and the
 // IPAM blocks no pool contains.
 package provider

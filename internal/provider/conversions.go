@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Conversions between framework values and the plain Go values k8sops takes and returns.
 package provider
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Diagnostics from k8sops findings: one adapter from a finding's path to the attribute it names.
 package provider
 

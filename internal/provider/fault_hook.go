@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 //go:build k8scidr_faults
 
 // Fault injection for the crash, kill and fault suites, compiled only into the provider they

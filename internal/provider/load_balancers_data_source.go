@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_load_balancers: every LoadBalancer Service, its ingress and whether its
 // ClusterIPs are still covered by a Ready ServiceCIDR.
 package provider

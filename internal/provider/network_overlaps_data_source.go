@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_network_overlaps: the cluster's ranges checked pairwise and against
 // reserved ranges, for check blocks and preconditions.
 package provider

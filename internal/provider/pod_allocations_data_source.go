@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_pod_allocations: pods per range, pods outside by workload, and node
 // podCIDRs against a cluster CIDR.
 package provider

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Resource k8scidr_pod_canary: one short-lived pod that proves, before the cluster rolls, that a
 // new pod gets its address from the new pool.
 package provider

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_preflight: every hazard in the cluster that would break the migration of
 // the given ranges, with a blocker count for a precondition.
 package provider

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The bridges of k8scidr_service_recreation: the DNS bridge's removal check, and the old-IP
 // bridges' settings, planned `bridges` (from the moves and the prior state only), removal
 // guard and refresh.

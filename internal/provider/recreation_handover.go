@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The hand-over settings of k8scidr_service_recreation: what the move must know of the
 // cluster's data path (DNS zone and cache, kube-proxy's sync), which the API does not tell.
 package provider

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Terraform values of a Service recreation plan, shared by k8scidr_service_moves (which
 // computes them) and k8scidr_service_recreation (which takes them as configuration), and the
 // values and warnings an apply of the resource reports back.

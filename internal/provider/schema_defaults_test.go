@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The registry-grade docs rule: every optional argument says what leaving it out does.
 package provider
 

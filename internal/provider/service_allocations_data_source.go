@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_service_allocations: Service IPs against given ranges, and the ranges that keep staying IPs valid.
 package provider
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Resource k8scidr_service_cidr_policy: the admission policy (write-up 002) that restricts which
 // ServiceCIDRs may be added.
 package provider

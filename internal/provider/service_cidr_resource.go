@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Resource k8scidr_service_cidr: an additional Service IP range (a ServiceCIDR object).
 package provider
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_service_moves: which Services move into the target range, to which IPs,
 // read at plan time so that the reviewed plan shows exactly what k8scidr_service_recreation does.
 package provider

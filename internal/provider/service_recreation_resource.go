@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Resource k8scidr_service_recreation: make exactly the Service moves a reviewed plan showed.
 package provider
 

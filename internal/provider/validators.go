@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Attribute validators shared by the resources and data sources: checks that need no cluster,
 // so that a mistake is a plan-time error naming its attribute before anything is read.
 package provider

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Data source k8scidr_workload_restarts: the workloads whose pods must move, read at plan time
 // so that the reviewed plan shows exactly what k8scidr_workload_roll restarts.
 package provider

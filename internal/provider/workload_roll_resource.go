@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Resource k8scidr_workload_roll: restart exactly the workloads a reviewed plan showed, and wait.
 package provider
 

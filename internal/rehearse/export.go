@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Package rehearse copies what a migration touches, or is touched by, out of a cluster (Export),
 // loads that copy into a local control plane of the same minor version (LoadTwin), and applies a
 // configuration to a cluster stage by stage as the pipeline would, reporting per stage what was

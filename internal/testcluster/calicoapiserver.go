@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Calico's API server in the test cluster: projectcalico.org/v3 served as an install with the
 // API server serves it, by Calico's own aggregated API server on the crd.projectcalico.org/v1
 // CRDs, with Calico's defaulting and validation on every write.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // calicoctl as the oracle: Calico's own view of the test cluster's IPAM, to hold the
 // provider's view against.
 package testcluster

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Calico's own IPAM in the test cluster: k8scidr-calico-ipam (tools/testbin/calico) runs
 // libcalico-go's IPAM on the Kubernetes datastore, doing around it what Calico's CNI plugin
 // does on a node, so the blocks, affinities, handles and pool choice the provider reads and

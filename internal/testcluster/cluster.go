@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Package testcluster starts a real Kubernetes control plane on loopback for tests and the demo:
 // etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with fake nodes.
 package testcluster

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Network isolation for the wire: a process re-run in a network namespace of its own, with no
 // link of any kind to the host's, in which kube-proxy's rules and the pods' addresses live.
 package testcluster

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The cluster's kwok nodes: creating them with their pod ranges, replacing them (the pod-CIDR
 // change of the write-ups), and reading their readiness; and waiting for the pods kwok runs on them.
 package testcluster

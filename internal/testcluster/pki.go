@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Certificates, keys, tokens and kubeconfigs for the loopback test cluster.
 package testcluster
 

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The Kubernetes releases the tests run on besides the newest, and what each needs to serve ServiceCIDR.
 package testcluster
 

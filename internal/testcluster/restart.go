@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Restarting the control plane's parts mid-test, as the reliability suites and the KEP-1880
 // steps need: kube-apiserver on a new range, kube-controller-manager stopped or with other flags,
 // and any component down for a while.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The conflicted cluster of write-ups 000/001, for the migration test and the demo: kOps'
 // default ranges (Services 100.64.0.0/13, pods in the Calico pool 100.96.0.0/11), kube-dns at
 // 100.64.0.10, and Services and workloads of every kind.

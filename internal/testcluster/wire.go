@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The wire: what clients see of the cluster's Services. In the isolated network namespace the
 // test runs in (IsolatedCommand), a real kube-proxy programs Service IPs into nftables or
 // iptables, a real CoreDNS serves cluster.local from the apiserver, and every Running pod's IP

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The wire's clients: one of each kind a real cluster has, sending real DNS queries and HTTP
 // requests through kube-proxy's rules, recording every failure with the Service and the time
 // relative to that Service's move.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // What the wire's tests move: a cluster DNS with CoreDNS's ports, and Services of one workload.
 package testcluster
 

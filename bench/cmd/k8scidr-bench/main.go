@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-bench is `make bench`: on its own loopback cluster it measures the provider
 // against the write-ups' kubectl loops and a minimal client-go floor, side by side, with the
 // contenders in alternation and every one given the same fresh state and client budget, and

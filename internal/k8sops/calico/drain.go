@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Waiting for a disabled pool to drain: one watch of the IPAM blocks and one of the pods, the
 // allocations classified again on each change, instead of listing every block and every pod
 // each few seconds (at 5,000 pods that is megabytes a poll).

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Calico IPAM as seen through the API: blocks, their allocations and who holds them, pool usage
 // and the classes of what holds an address. Releasing and deleting are in ipam_release.go.
 package calico

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Releasing Calico IPAM state as calicoctl does: leaked addresses (calicoctl ipam release), a
 // retired pool's block affinities, and deleting a pool once it is drained.
 package calico

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Calico IPPools through whichever API group the cluster serves: read, create, update, and the
 // CRD schema that says which spec fields the installed Calico knows.
 package calico

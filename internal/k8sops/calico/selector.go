@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Calico's selector syntax (an IPPool's nodeSelector), checked as Calico's own parser checks it:
 // crd.projectcalico.org/v1 stores any string, and a selector Calico cannot parse makes its IPAM
 // skip the pool on every node. Calico's parser lives in a module whose dependencies the provider

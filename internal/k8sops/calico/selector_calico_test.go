@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 package calico
 
 // Copyright (c) 2016 Tigera, Inc. All rights reserved. Licensed under the Apache License, Version

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Calico IPPool validation as calicoctl does it: crd.projectcalico.org/v1 has no server-side
 // validation, so the provider must refuse what Calico itself would.
 package calico

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The preflight checks that concern Services and DNS, and the run of every check over a
 // PreflightSnapshot. Pure: unit tests build the hazards as objects.
 package preflight

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The preflight checks on what the stages need from the rest of the cluster: a CNI whose pod
 // addresses come from Calico's pools; on 1.29–1.32, kube-controller-manager running its
 // ServiceCIDR controller; kubeadm's own record of the ranges; room for the nodes in the new pod

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Which of the cluster's address ranges collide: node addresses, node podCIDRs, ServiceCIDRs,
 // Calico pools, extra named ranges, and ranges reserved for something else (a VPN, Tailscale).
 package preflight

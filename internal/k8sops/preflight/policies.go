@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The preflight checks of what can refuse or misroute the migration's traffic and writes:
 // policies naming the old ranges, fail-closed admission, disruption budgets over bare pods,
 // stuck rollouts, and ranges that collide.

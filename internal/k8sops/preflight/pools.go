@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The preflight checks that concern the pod move: pods pinned to the old Calico pool, where the
 // new pool sits against kube-controller-manager's and kube-proxy's cluster CIDR, and how its
 // encapsulation and NAT compare with the pools pods leave.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // k8scidr_preflight: the hazards outside the Services and pools themselves that break a
 // migration (a tool pinning the old ClusterIP, DNS bound to the old IP, pods pinned to the old
 // pool, policies naming the old ranges, fail-closed admission), found before anything moves.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The preflight checks each resource shows as plan warnings: those about its own stage, over
 // the ranges its configuration names.
 package preflight

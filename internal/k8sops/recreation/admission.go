@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Admission before the delete: a Service is deleted only once the apiserver has said, without
 // writing anything, that it would admit its recreation (and its bridges).
 package recreation

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Removing the DNS bridge safely. A pod's resolv.conf is written once, when the pod starts, with
 // the clusterDNS its node's kubelet had then: a pod started before the DNS move (the bridge's
 // creation), or before the kubelets were given the new clusterDNS, resolves through the bridge

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Checking a reviewed recreation plan before apply: static checks that catch hand edits, and
 // the live re-check of every planned move, so apply does exactly what the plan showed and
 // reports what no longer holds.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Finding the cluster DNS Service as it is, not by one name: clusters call it kube-dns (kubeadm,
 // kOps) or coredns (Helm chart, k3s, many managed offerings), always in kube-system with the
 // label k8s-app=kube-dns; kubeadm clusters also say in kube-system/kubelet-config which IP the

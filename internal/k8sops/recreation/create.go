@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Creating a moved Service at its planned IPs, and what the allocator's refusals mean: an IP
 // another client took mid-apply (the next free address of the range instead), or a range the
 // allocator has not loaded yet.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The DNS bridge and EndpointSlice copies: the old cluster DNS IP kept answering while pods
 // still use it, and the copies a run makes swept once the controllers serve their Services.
 package recreation

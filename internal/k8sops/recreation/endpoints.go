@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Hand-made Endpoints and owned EndpointSlices: what deleting a Service takes along, put back
 // for the new Service without overwriting a newer copy.
 package recreation

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Executing a Service recreation plan: journal, delete, create, verify — in bounded batches,
 // paced by the EndpointSlices kube-controller-manager writes for the new Services.
 package recreation

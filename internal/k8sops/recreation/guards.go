@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // What may refuse a Service create during an apply, kept current by watches: the webhook
 // configurations, ValidatingAdmissionPolicies and ResourceQuotas, listed once and watched for
 // the whole run instead of listed every admissionRelist.

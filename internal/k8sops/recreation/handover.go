@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The hand-over: how one Service moves without a moment in which its name, its old IPs or its
 // new IPs go unserved on the wire, read top to bottom in handOverSteps.
 //

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The recreation journal: what a Service move must not lose, written to the cluster before the
 // delete and removed once the new Service is verified.
 package recreation

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // One apply per journal: a coordination.k8s.io Lease held for the length of an apply.
 package recreation
 

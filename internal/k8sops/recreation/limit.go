@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The adaptive in-flight limit: how many moves run at once, steered by how fast
 // kube-controller-manager writes the new Services' EndpointSlices.
 package recreation

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Moving one Service: journal in chunks, delete with preconditions, create at the planned IPs,
 // restore what the delete took along, verify.
 package recreation

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Old-IP bridges during a run: created the moment a move frees its IPs, serving at once from
 // copies of the Service's endpoints, kept in step for selector-less Services, and removed when
 // the plan says so.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Old-IP bridges: for each moved Service, a Service on the IPs it left, with its selector and
 // ports, so that clients that cached the old ClusterIP (an upstream resolved once at start, a
 // JVM's lookup cache, a Service environment variable) keep reaching it until they restart.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Field ownership across a Service move. A create makes its field manager the owner of every
 // field, also when the request carries managedFields, so the Service's former owners (Helm,
 // Argo CD, Flux, server-side apply users) would meet conflicts on their next apply. After the

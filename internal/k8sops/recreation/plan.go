@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Planning k8scidr_service_recreation: which Services move, to which IPs, in which order, and
 // which are skipped and why. Pure over a Snapshot, so plan and apply compute the same thing.
 package recreation

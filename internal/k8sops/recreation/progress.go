@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Progress of a long apply where people look: Kubernetes Events on the journal's Lease, which
 // `kubectl get events -n <journal_namespace> -w` shows while Terraform prints only "Still
 // creating…".

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The journal an interrupted apply left: planning what to restore (pure, over a Snapshot), then
 // restoring the Services it holds and removing the entries that are settled.
 package recreation

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Reading the cluster once for a Service recreation plan: one paginated list per kind, side by side.
 package recreation
 

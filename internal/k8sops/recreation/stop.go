@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Stopping a run early without losing anything: a kube-controller-manager that writes no
 // EndpointSlices, and an apply interrupted while moves are between delete and create.
 package recreation

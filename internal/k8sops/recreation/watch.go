@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Watch plumbing for the executor: informers on Services and EndpointSlices, waits on them,
 // and small helpers over what they hold.
 package recreation

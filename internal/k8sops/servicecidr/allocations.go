@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Where Service IPs stand relative to given ranges, and which ranges keep the staying IPs valid.
 package servicecidr
 

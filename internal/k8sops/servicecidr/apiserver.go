@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The apiserver's own Service, default/kubernetes, moved into the range kube-apiserver now
 // serves, with a bridge on its old IPs for the pods that still use them.
 //

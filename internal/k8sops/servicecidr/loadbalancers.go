@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // LoadBalancer Services as the migration sees them: their ingress (what DNS records point at)
 // and whether their ClusterIPs are still covered by a Ready ServiceCIDR.
 package servicecidr

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // The ValidatingAdmissionPolicy of write-up 002 that governs ServiceCIDRs: which ranges may be
 // added, or none at all, with the default range left to kube-apiserver alone.
 package servicecidr

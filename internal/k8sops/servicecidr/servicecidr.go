@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // ServiceCIDR objects through whichever API version the cluster serves: find, create, wait, delete.
 package servicecidr
 

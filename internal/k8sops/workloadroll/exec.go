@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Workload roll execution: `kubectl rollout restart` for each planned workload (kubectl's own
 // restarter), waiting by kubectl's rollout-status rules, `first` before the rest.
 package workloadroll

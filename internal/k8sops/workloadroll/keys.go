@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Workload keys: how a roll names what it restarts (namespace/kind/name, namespace/pod/name for a
 // bare pod), their checks, whether they exist, and which of a roll's included workloads an
 // apply rolls.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Workload roll planning: which Deployments, StatefulSets and DaemonSets have a pod that must
 // move (an address in the old pool, or a DNS server from before the kube-dns move), and what
 // cannot be rolled and why. Pure over a snapshot, so plan and apply agree.

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Pod addresses by range, and node podCIDRs against a cluster CIDR: where the pods stand
 // before and after a pool move, and the kubeadm trap of seed 003.
 package workloadroll

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // CoreDNS with only the plugins the test cluster's Corefiles use, built by tools/testbin.sh for the wire tests.
 package main
 

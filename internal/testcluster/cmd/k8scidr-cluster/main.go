@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-cluster starts and stops a detached loopback test cluster for humans and the demo.
 //
 //	k8scidr-cluster up   -dir DIR   # starts it, prints the KUBECONFIG path

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-demo is `make demo`: the migration of write-ups 000/001 on a loopback cluster.
 // It starts the cluster in the conflicted state (kOps' default ranges inside Tailscale's
 // 100.64.0.0/10), then walks examples/migration stage by stage with terraform plan and apply

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-fakegh stands in for the GitHub CLI in the tests of examples/ci: the `gh api`
 // calls the kit's scripts make on a pull request's comments (list, create, edit), against a JSON
 // file (FAKEGH_STORE), with --jq evaluated by gojq as gh itself does. Each call is appended to

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-testreport reads `go test -json` on stdin and prints what a person reads of a
 // run: each package's result line, and the whole output of every test that failed. It fails
 // (exit 1) when a test failed, when the stream holds no result for a test that started (a

@@ -1,3 +1,6 @@
+// Copyright (c) The terraform-provider-k8scidr authors
+// SPDX-License-Identifier: MPL-2.0
+
 // Command k8scidr-calico-ipam gives the test cluster's pods their addresses through Calico's own
 // IPAM library (libcalico-go/lib/ipam on the Kubernetes datastore), doing around it what
 // Calico's CNI plugin (cni-plugin/pkg/ipamplugin and pkg/k8s) does on a real node:
