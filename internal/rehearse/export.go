@@ -419,11 +419,7 @@ var readFlags = []string{"--service-cluster-ip-range", "--cluster-cidr", "--allo
 // controlPlaneFlag says, for the mirror pod of kube-apiserver or kube-controller-manager, which
 // words of its command line stay (readFlags); nil for any other pod.
 func controlPlaneFlag(o *unstructured.Unstructured) func(string) bool {
-	component := o.GetLabels()["component"]
-	if component == "" {
-		component = o.GetLabels()["k8s-app"]
-	}
-	if o.GetNamespace() != "kube-system" || (component != "kube-apiserver" && component != "kube-controller-manager") {
+	if controlPlaneComponent(o) == "" {
 		return nil
 	}
 	return func(word string) bool {
@@ -512,17 +508,24 @@ func redactContainer(c map[string]any, kept func(string) bool) {
 	}
 }
 
-// controlPlaneFlags records kube-apiserver's --service-cluster-ip-range and kube-controller-manager's
-// command line from their static pods (kubeadm, kOps), where the credentials can read them.
-func (e *exporter) controlPlaneFlags(o *unstructured.Unstructured) {
-	if o.GetNamespace() != "kube-system" {
-		return
-	}
+// controlPlaneComponent is "kube-apiserver" or "kube-controller-manager" for the mirror pod of
+// either in kube-system (labelled component by kubeadm, k8s-app by kOps), else "".
+func controlPlaneComponent(o *unstructured.Unstructured) string {
 	component := o.GetLabels()["component"]
 	if component == "" {
 		component = o.GetLabels()["k8s-app"]
 	}
-	if component != "kube-apiserver" && component != "kube-controller-manager" {
+	if o.GetNamespace() != "kube-system" || (component != "kube-apiserver" && component != "kube-controller-manager") {
+		return ""
+	}
+	return component
+}
+
+// controlPlaneFlags records kube-apiserver's --service-cluster-ip-range and kube-controller-manager's
+// command line from their static pods (kubeadm, kOps), where the credentials can read them.
+func (e *exporter) controlPlaneFlags(o *unstructured.Unstructured) {
+	component := controlPlaneComponent(o)
+	if component == "" {
 		return
 	}
 	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "containers")
