@@ -4,6 +4,7 @@
 package provider
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,11 @@ import (
 func TestAccInstall(t *testing.T) {
 	testAccPreCheck(t)
 	c := startCluster(t, testcluster.Options{})
+	// README's step before init: `kubectl apply -f examples/rbac/k8scidr-state.yaml` makes the
+	// backend's namespace (the test must not lean on another test having made it).
+	if err := c.NamespacedRoles(context.Background(), stateRoles, nil); err != nil {
+		t.Fatal(err)
+	}
 	home := t.TempDir()
 	install := exec.Command("bash", "../../tools/install.sh")
 	// The build keeps the user's Go caches; only the plugins go to the new home.
