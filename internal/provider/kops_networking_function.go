@@ -38,7 +38,7 @@ func (f *kopsNetworkingFunction) Definition(_ context.Context, _ function.Defini
 	resp.Definition = function.Definition{
 		Summary: "The kOps cluster-spec changes for new Service and pod ranges, step by step",
 		MarkdownDescription: "Returns what `kops edit cluster` must say, in the order kOps' own validation accepts " +
-			"(`pkg/apis/kops/validation`, restated in the tests). `steps` lists each change with `name`, `when` it belongs, " +
+			"(kOps' `pkg/apis/kops/validation`). `steps` lists each change with `name`, `when` it belongs, " +
 			"the `roll` it needs and its `yaml` (`kops.k8s.io/v1alpha2` field names): `gates` (only with `kubernetes_version` " +
 			"1.29–1.32: the MultiCIDRServiceAllocator gate and the ServiceCIDR API for kube-apiserver and kube-controller-manager, " +
 			"before stage 1), `service_range` (after the Services moved: `serviceClusterIPRange`, `kubeDNS.serverIP` and kubelet " +
@@ -48,7 +48,7 @@ func (f *kopsNetworkingFunction) Definition(_ context.Context, _ function.Defini
 			"The values are also returned one by one. It fails, naming the argument, where kOps or kube-apiserver would refuse the " +
 			"result: the pod range outside `non_masquerade_cidr`, `non_masquerade_cidr` or the Service range overlapping the " +
 			"cloud network, the DNS IP outside the Service range, ranges of mixed IP families or of a size the apiserver refuses. " +
-			"For write-up 000's move: `provider::k8scidr::kops_networking(\"172.24.0.0/15\", \"172.16.0.0/13\", \"172.16.0.0/12\", " +
+			"For a kOps cluster on AWS leaving the default ranges, which overlap Tailscale's `100.64.0.0/10`, for `172.24.0.0/15` (Services) and `172.16.0.0/13` (pods): `provider::k8scidr::kops_networking(\"172.24.0.0/15\", \"172.16.0.0/13\", \"172.16.0.0/12\", " +
 			"\"10.20.0.0/16\", data.k8scidr_service_moves.this.dns_service_ips[0], \"100.64.0.0/13\")`.",
 		Parameters: []function.Parameter{
 			function.StringParameter{Name: "service_cidr", MarkdownDescription: "The new Service range (`serviceClusterIPRange`)."},

@@ -1,5 +1,6 @@
-# The kOps cluster-spec changes of write-up 000's move, step by step: paste each step's `yaml`
-# into `kops edit cluster` when its `when` says, then run its `roll`.
+# The kOps cluster-spec changes of a move off kOps' default ranges (which overlap Tailscale's),
+# step by step: paste each step's `yaml` into `kops edit cluster` when its `when` says, then
+# run its `roll`.
 output "kops_steps" {
   value = provider::k8scidr::kops_networking(
     "172.24.0.0/15",                                    # the new Service range
