@@ -5,9 +5,11 @@ package provider
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,5 +54,57 @@ func TestDocs_noRepositoryReferences(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// changelogSections are the sections of a release in the HashiCorp providers' CHANGELOG.md.
+var changelogSections = map[string]bool{"BREAKING CHANGES:": true, "NOTES:": true, "FEATURES:": true,
+	"ENHANCEMENTS:": true, "BUG FIXES:": true}
+
+// TestChangelog_format: releases as `## X.Y.Z (date or Unreleased)`, each with the HashiCorp
+// sections, and every entry one short bullet (the Registry and release notes show them whole);
+// like docs/, no path, make target or test name of the repository.
+func TestChangelog_format(t *testing.T) {
+	text, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := regexp.MustCompile(`^## [0-9]+\.[0-9]+\.[0-9]+ \((Unreleased|[A-Z][a-z]+ [0-9]{1,2}, [0-9]{4})\)$`)
+	lines := strings.Split(strings.TrimRight(string(text), "\n"), "\n")
+	if !release.MatchString(lines[0]) {
+		t.Errorf("CHANGELOG.md:1: %q is not a release heading (## 0.1.0 (Unreleased))", lines[0])
+	}
+	section, bullets := "", 0
+	for i, line := range lines {
+		at := i + 1
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "## "):
+			if !release.MatchString(line) {
+				t.Errorf("CHANGELOG.md:%d: %q is not a release heading", at, line)
+			}
+			section = ""
+		case changelogSections[line]:
+			section = line
+		case strings.HasPrefix(line, "* "):
+			bullets++
+			if section == "" {
+				t.Errorf("CHANGELOG.md:%d: an entry outside a section", at)
+			}
+			if len(line) > 240 {
+				t.Errorf("CHANGELOG.md:%d: an entry of %d characters: one short sentence (at most 240), the details in the docs", at, len(line))
+			}
+			stripped := docURLRE.ReplaceAllString(line, "<url>")
+			for _, leak := range registryDocLeaks {
+				if m := leak.re.FindString(stripped); m != "" {
+					t.Errorf("CHANGELOG.md:%d: %s (%q)", at, leak.what, strings.TrimSpace(m))
+				}
+			}
+		default:
+			t.Errorf("CHANGELOG.md:%d: %q is neither a release, a section (%v) nor a `* ` entry", at, line, slices.Sorted(maps.Keys(changelogSections)))
+		}
+	}
+	if bullets == 0 {
+		t.Error("CHANGELOG.md has no entry")
 	}
 }
