@@ -108,7 +108,7 @@ grep '^testbin: built' "$extra_log" >&2 || true
 clis=("$bin/tofu")
 for tf in "$bin"/terraform-v*; do
 	if [ "$(readlink -f "$tf")" = "$(readlink -f "$bin/terraform")" ]; then
-		echo "test: bin/terraform is $(basename "$tf") (no newer terraform on PATH): the suite above ran on it; no newer-terraform row" >&2
+		echo "test: bin/terraform is $(basename "$tf"): the suite above ran on it; no row of its own" >&2
 		continue
 	fi
 	clis+=("$tf")

@@ -10,8 +10,9 @@
 #     which the wire's network namespace and kube-proxy use
 #   etcd                                                                (tools/testbin/etcd/go.mod)
 #   kwok                                                                (KWOK_VERSION below)
-#   terraform-<TERRAFORM_VERSION>: the oldest supported, built; terraform: the one on PATH if
-#     >= 1.8, else that build
+#   terraform: the newest release the Go module proxy serves (tools/testbin/terraform/go.mod), never the
+#     one on PATH (a fresh machine has none, and the suite must run the same CLI everywhere);
+#     terraform-<TERRAFORM_VERSION>: the oldest supported, built
 #   tofu                                                                (tools/testbin/tofu/go.mod)
 #   calico-crds-<release>/: the crd.projectcalico.org/v1 CRDs of Calico releases (CALICO_CRDS
 #     below), copied from the github.com/projectcalico/calico source module, hash-checked
@@ -25,7 +26,6 @@ set -euo pipefail
 
 KWOK_VERSION=v0.8.0
 TERRAFORM_VERSION=v1.8.5
-TERRAFORM_MIN_MINOR=8
 # Calico release, its github.com/projectcalico/calico pseudo-version, and the module's h1 hash
 # (the checksum database does not know these pseudo-versions, so the hash is pinned here).
 CALICO_CRDS=(
@@ -114,9 +114,17 @@ build_tofu() {
 		-ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$out/tofu" github.com/opentofu/opentofu/cmd/tofu)
 }
 
+# build_terraform VERSION: a release go install can build (v1.8 and older).
 build_terraform() {
 	(cd "$out" && CGO_ENABLED=0 GOBIN="$out" GOFLAGS=-trimpath go install \
-		-ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" "github.com/hashicorp/terraform@$TERRAFORM_VERSION")
+		-ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" "github.com/hashicorp/terraform@$1")
+}
+
+# build_terraform_newest: the newest release, through its wrapper module (tools/testbin/terraform,
+# which says why go install cannot build it).
+build_terraform_newest() {
+	(cd "$root/tools/testbin/terraform" && CGO_ENABLED=0 go build -trimpath \
+		-ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" -o "$out/terraform" github.com/hashicorp/terraform)
 }
 
 # fetch_calico_crds VERSION SUM copies libcalico-go/config/crd/*.yaml of the Calico module.
@@ -139,21 +147,12 @@ build_calico() {
 		go build -trimpath -ldflags "$ld" -o "$out/calico-apiserver" github.com/projectcalico/calico/apiserver/cmd/apiserver)
 }
 
-# usable_terraform prints the path of a terraform on PATH whose version is >= 1.TERRAFORM_MIN_MINOR.
-usable_terraform() {
-	local tf version minor
-	tf=$(command -v terraform 2>/dev/null) || return 1
-	# An empty CLI config keeps a missing TF_CLI_CONFIG_FILE from adding warnings to the output.
-	version=$(TF_CLI_CONFIG_FILE=/dev/null "$tf" version -json 2>/dev/null | sed -n 's/.*"terraform_version": *"\([0-9.]*\)".*/\1/p')
-	[ -n "$version" ] || return 1
-	minor=${version#1.}; minor=${minor%%.*}
-	[ "${version%%.*}" = 1 ] && [ "$minor" -ge "$TERRAFORM_MIN_MINOR" ] || return 1
-	echo "$tf"
-}
-
 KUBE_VERSION=$(module_version "$root/tools/testbin/kube" k8s.io/kubernetes)
 ETCD_VERSION=$(module_version "$root/tools/testbin/etcd" go.etcd.io/etcd/server/v3)
 TOFU_VERSION=$(module_version "$root/tools/testbin/tofu" github.com/opentofu/opentofu)
+TERRAFORM_NEWEST=$(module_version "$root/tools/testbin/terraform" github.com/hashicorp/terraform)
+# The wrapper's stand-ins are part of what is cached: its source hash is in the cache name.
+TERRAFORM_NEWEST_BUILD=$TERRAFORM_NEWEST-$(cd "$root/tools/testbin/terraform" && find go.mod go.sum stub -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)
 CALICO_VERSION=$(module_version "$root/tools/testbin/calico" github.com/projectcalico/calico)
 CALICO_RELEASE=$(sed -n 's#^require github.com/projectcalico/calico .*// \(v[0-9.]*\)$#\1#p' "$root/tools/testbin/calico/go.mod")
 COREDNS_VERSION=$(module_version "$root/tools/testbin/coredns" github.com/coredns/coredns)
@@ -162,7 +161,7 @@ COREDNS_BUILD=$COREDNS_VERSION-$(cd "$root/tools/testbin/coredns" && cat go.mod 
 CALICO_BUILD=$CALICO_RELEASE-$(cd "$root/tools/testbin/calico" && find go.mod go.sum cmd stub -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-12)
 
 # K8SCIDR_TESTBIN_PART says what to build: "core" is what the acceptance suite on the newest
-# Kubernetes needs (and terraform when none >= 1.8 is on PATH); "extra" the rest (the older
+# Kubernetes needs (and the newest terraform); "extra" the rest (the older
 # control planes named as arguments, terraform TERRAFORM_VERSION, OpenTofu), which tools/test.sh
 # builds at the lowest priority while the suite runs; "all" (default) both. The builds are
 # CPU-bound: K8SCIDR_BUILD_JOBS (default 2) run at once only so small ones overlap big ones.
@@ -188,8 +187,6 @@ for release in "$@"; do
 	[ -f "$dir/go.mod" ] || { log "no wrapper module $dir (tools/testbin/wrap-kube.sh writes one)"; exit 1; }
 	releases+=("$release $(module_version "$dir" k8s.io/kubernetes)")
 done
-path_terraform=""
-if [ -z "${K8SCIDR_BUILD_TERRAFORM:-}" ] && tf=$(usable_terraform); then path_terraform=$tf; fi
 
 if want core; then
 	spawn "kube-$KUBE_VERSION" build_into kube "$KUBE_VERSION" build_kube "$root/tools/testbin/kube" "$KUBE_VERSION" "${KUBE_CONTROL_PLANE[@]}" kubectl
@@ -204,10 +201,13 @@ if want core; then
 	done
 	spawn "calico-$CALICO_BUILD" build_into calico "$CALICO_BUILD" build_calico
 fi
-# The oldest terraform the provider supports is always built: bin/terraform-<version>. It is the
-# suite's terraform too (bin/terraform) unless a newer one is on PATH.
-if want extra || { want core && [ -z "$path_terraform" ]; }; then
-	spawn "terraform-$TERRAFORM_VERSION" build_into terraform "$TERRAFORM_VERSION" build_terraform
+# The suite's terraform (bin/terraform) is the newest; the oldest supported (bin/terraform-<version>)
+# runs the plan-contract tests.
+if want core; then
+	spawn "terraform-$TERRAFORM_NEWEST_BUILD" build_into terraform "$TERRAFORM_NEWEST_BUILD" build_terraform_newest
+fi
+if want extra; then
+	spawn "terraform-$TERRAFORM_VERSION" build_into terraform "$TERRAFORM_VERSION" build_terraform "$TERRAFORM_VERSION"
 fi
 if want extra; then
 	for entry in "${releases[@]}"; do
@@ -237,14 +237,9 @@ if want core; then
 	link "$cache/calico-$CALICO_BUILD/k8scidr-calico-ipam"
 	link "$cache/calico-$CALICO_BUILD/calicoctl"
 	link "$cache/calico-$CALICO_BUILD/calico-apiserver"
-	if [ -n "$path_terraform" ]; then
-		ln -sfn "$path_terraform" "$bin/terraform"
-	else
-		log "no terraform >= 1.$TERRAFORM_MIN_MINOR on PATH: bin/terraform is the built $TERRAFORM_VERSION"
-		link "$cache/terraform-$TERRAFORM_VERSION/terraform"
-	fi
+	link "$cache/terraform-$TERRAFORM_NEWEST_BUILD/terraform"
 fi
-if want extra || [ -z "$path_terraform" ]; then
+if want extra; then
 	ln -sfn "$cache/terraform-$TERRAFORM_VERSION/terraform" "$bin/terraform-$TERRAFORM_VERSION"
 fi
 if want extra; then
