@@ -93,8 +93,8 @@ func (r *apiServerServiceResource) Schema(ctx context.Context, _ resource.Schema
 			},
 			"new_ips": schema.ListAttribute{
 				Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "`default/kubernetes`'s IPs after the move: the first address of each of `service_cidrs`, as " +
-					"kube-apiserver chooses it. Known at plan.",
+				MarkdownDescription: "`default/kubernetes`'s IP after the move: the first address of the first of `service_cidrs`, " +
+					"single-stack, as kube-apiserver makes it whatever the number of families. Known at plan.",
 			},
 			"old_ips": schema.ListAttribute{
 				Computed: true, ElementType: types.StringType,
@@ -268,9 +268,8 @@ func (r *apiServerServiceResource) apply(ctx context.Context, plan, prior *apiSe
 		diags.AddWarning("Apiserver Service Move", n)
 	}
 	if err != nil {
-		addConfigError(diags, err)
-		if !diags.HasError() {
-			diags.AddError("Apiserver Service Not Moved", apiErrorText(err)+". The next apply continues where this one stopped.")
+		if !addFindingError(diags, err) {
+			diags.AddError("Apiserver Service Move Not Finished", apiErrorText(err)+". The next apply continues where this one stopped.")
 		}
 		return
 	}
@@ -307,8 +306,7 @@ func (r *apiServerServiceResource) Delete(ctx context.Context, req resource.Dele
 	m := state.move(ctx, &resp.Diagnostics)
 	m.OldIPs = stringList(ctx, state.OldIPs, &resp.Diagnostics)
 	if err := servicecidr.RemoveAPIServerBridge(ctx, client, m); err != nil {
-		addConfigError(&resp.Diagnostics, err)
-		if !resp.Diagnostics.HasError() {
+		if !addFindingError(&resp.Diagnostics, err) {
 			resp.Diagnostics.AddError("Apiserver Bridge Not Removed", apiErrorText(err)+".")
 		}
 	}

@@ -381,12 +381,20 @@ func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
 
 // addConfigError turns a k8sops configuration error into a diagnostic on its attribute.
 func addConfigError(diags *diag.Diagnostics, err error) {
+	if !addFindingError(diags, err) {
+		diags.AddError("Invalid Provider Configuration", apiErrorText(err))
+	}
+}
+
+// addFindingError adds err as an error on its attribute when it is a k8sops.Finding, and says
+// whether it was one; the caller words any other error itself.
+func addFindingError(diags *diag.Diagnostics, err error) bool {
 	var f k8sops.Finding
 	if !errors.As(err, &f) {
-		diags.AddError("Invalid Provider Configuration", apiErrorText(err))
-		return
+		return false
 	}
 	addFindings(diags, []k8sops.Finding{f}, true)
+	return true
 }
 
 func (m providerModel) connectionConfig(ctx context.Context) (k8sops.ConnectionConfig, diag.Diagnostics) {

@@ -16,6 +16,7 @@ package servicecidr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -107,10 +108,13 @@ func (s APIServerState) InSync(m APIServerMove) bool {
 }
 
 // APIServerNewIPs are the IPs kube-apiserver gives default/kubernetes on ranges: the first
-// address after each range's network address. Errors name the range.
+// address after the network address of the first (primary) range, single-stack, as its
+// kubernetesservice controller creates it whatever the number of families
+// (pkg/controlplane/controller/kubernetesservice): a dual-stack Service there would be one
+// kube-apiserver never makes. Every range must hold such an address; errors name the range.
 func APIServerNewIPs(ranges []string) ([]string, error) {
 	var out []string
-	for _, r := range ranges {
+	for i, r := range ranges {
 		p, err := k8sops.ParseCIDR(r)
 		if err != nil {
 			return nil, err
@@ -119,7 +123,9 @@ func APIServerNewIPs(ranges []string) ([]string, error) {
 		if !k8sops.Allocatable(p, first) {
 			return nil, fmt.Errorf("%s holds no address for the apiserver's Service", p)
 		}
-		out = append(out, first.String())
+		if i == 0 {
+			out = append(out, first.String())
+		}
 	}
 	return out, nil
 }
@@ -202,13 +208,13 @@ func MoveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 		}
 		if len(s.ServiceIPs) == 0 {
 			// Deleted by an apply that stopped before recreating it (kube-apiserver would, within
-			// about 10 s): the bridge first, if this move made one, then the Service.
+			// about 10 s): the bridge first, if this move made one, then the Service, made
+			// whatever became of the bridge.
+			var bridgeErr error
 			if m.Bridge && len(s.OldIPs) > 0 {
-				if err := ensureBridgeAndRange(ctx, c, &s); err != nil {
-					return s, nil, err
-				}
+				bridgeErr = ensureBridgeAndRange(ctx, c, &s)
 			}
-			if err := createAPIServerService(ctx, c, m, &s, nil); err != nil {
+			if err := errors.Join(createAPIServerService(ctx, c, m, &s, nil), bridgeErr); err != nil {
 				return s, nil, err
 			}
 		} else if err := moveAPIServerService(ctx, c, m, &s); err != nil {
@@ -288,12 +294,18 @@ func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 	if err != nil {
 		return fmt.Errorf("deleting default/kubernetes: %w", err)
 	}
+	// default/kubernetes is recreated whatever became of the bridge: pods that use the new IP or
+	// the name must not wait for the bridge's fix. A bridge the dry run admitted but the create
+	// refused (a policy that lets dry runs through, a quota filled meanwhile) is said after it,
+	// and the next apply makes it (ensureBridgeAndRange).
+	var bridgeErr error
 	if m.Bridge {
-		if err := ensureAPIServerBridge(ctx, c, s); err != nil {
-			return err
+		if bridgeErr = ensureAPIServerBridge(ctx, c, s); bridgeErr != nil {
+			bridgeErr = fmt.Errorf("default/kubernetes was moved, but its old IPs have no bridge: %w; apply again once the "+
+				"apiserver admits it (pods started before the move reach the API through it)", bridgeErr)
 		}
 	}
-	return createAPIServerService(ctx, c, m, s, old)
+	return errors.Join(createAPIServerService(ctx, c, m, s, old), bridgeErr)
 }
 
 // createAPIServerService creates default/kubernetes at the new IPs as it was (old), or, when an
