@@ -7,9 +7,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
@@ -354,5 +356,157 @@ func TestAccAPIServerService_bridgeRefused(t *testing.T) {
 	}
 	if s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "172.24.0.1" {
 		t.Errorf("default/kubernetes after the second apply: %v (%v)", s.Spec.ClusterIPs, err)
+	}
+}
+
+// TestAccAPIServerService_bridgeFailsAfterDelete: a ValidatingAdmissionPolicy lets the bridge's
+// dry run through and refuses its create (a policy that judges `request.dryRun`, as a quota
+// filled between the two would). The apply must still recreate default/kubernetes at the new IP
+// itself (its field manager on the Service, not kube-apiserver's own reconciler some seconds
+// later), fail naming the bridge, and the next apply, once the policy is gone, must make the
+// bridge on the old IP. Before, the bridge's error returned before default/kubernetes was made.
+func TestAccAPIServerService_bridgeFailsAfterDelete(t *testing.T) {
+	ctx := context.Background()
+	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
+	w := onNewRange(t, c)
+	admission := c.Kube.AdmissionregistrationV1()
+	_, err := admission.ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-real-bridge"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}}}}}},
+			Validations: []admissionv1.Validation{{
+				Expression: "request.dryRun || !object.metadata.name.startsWith('kubernetes-old-')",
+				Message:    "no bridge today"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = admission.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-real-bridge"},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "no-real-bridge",
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes-old-probe"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Services("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "no bridge today"), nil
+	})
+	if err == nil {
+		t.Fatal("the policy refuses dry runs too: the test needs one that lets them through")
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Services("default").Create(ctx, probe.DeepCopy(), metav1.CreateOptions{})
+		return err != nil && strings.Contains(err.Error(), "no bridge today"), nil
+	})
+	if err != nil {
+		t.Fatalf("the policy is not enforced: %v", err)
+	}
+
+	w.write(apiServerConfig(c.Kubeconfig, ""))
+	out, err := w.run("apply", "-auto-approve")
+	if err == nil || !diagRE("Apiserver Service Move Not Finished", "default/kubernetes was moved, but its old IPs have no bridge", "no bridge today").MatchString(out) {
+		t.Fatalf("apply whose bridge create is refused after the delete: %v\n%s", err, out)
+	}
+	s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || s.Spec.ClusterIP != "172.24.0.1" {
+		t.Fatalf("default/kubernetes right after the apply: %v, want it recreated at 172.24.0.1", err)
+	}
+	managers := []string{}
+	for _, f := range s.ManagedFields {
+		managers = append(managers, f.Manager)
+	}
+	if !slices.Contains(managers, k8sops.DefaultFieldManager) {
+		t.Errorf("default/kubernetes was made by %v, not by the apply (field manager %s)", managers, k8sops.DefaultFieldManager)
+	}
+
+	if err := admission.ValidatingAdmissionPolicyBindings().Delete(ctx, "no-real-bridge", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Services("default").Create(ctx, probe.DeepCopy(), metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the policy is still enforced after its binding's delete: %v", err)
+	}
+	if err := c.Kube.CoreV1().Services("default").Delete(ctx, probe.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("apply once the bridge is admitted: %v\n%s", err, out)
+	}
+	b, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes-old-100-64-0-1", metav1.GetOptions{})
+	if err != nil || b.Spec.ClusterIP != "100.64.0.1" {
+		t.Errorf("the bridge after the second apply: %v", err)
+	}
+	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+		t.Errorf("plan after the bridge was made is not empty: %v\n%s", err, out)
+	}
+}
+
+// TestAccAPIServerService_twoFamilies: kube-apiserver on two families' ranges makes
+// default/kubernetes single-stack on its primary range's first address. The resource given both
+// ranges must move it there, single-stack, and a later plan must find nothing to do; before, it
+// built a dual-stack Service kube-apiserver never makes.
+func TestAccAPIServerService_twoFamilies(t *testing.T) {
+	ctx := context.Background()
+	c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags})
+	cidrs := `["172.24.0.0/15", "fd00:24::/108"]`
+	config := func(apiserver bool) string {
+		cfg := providerBlock(c.Kubeconfig) + `
+resource "k8scidr_service_cidr" "new" {
+  name  = "services-172-24"
+  cidrs = ` + cidrs + `
+}
+`
+		if apiserver {
+			cfg += `
+resource "k8scidr_apiserver_service" "this" {
+  service_cidrs = ` + cidrs + `
+  depends_on    = [k8scidr_service_cidr.new]
+}
+`
+		}
+		return cfg
+	}
+	w := newCLIWorkspace(t, config(false))
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the new two-family Service range: %v\n%s", err, out)
+	}
+	if err := c.RestartAPIServer(ctx, []string{"172.24.0.0/15", "fd00:24::/108"}); err != nil {
+		t.Fatal(err)
+	}
+	w.write(config(true))
+	out, err := w.run("apply", "-auto-approve")
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Spec.ClusterIPs, []string{"172.24.0.1"}) || s.Spec.IPFamilyPolicy == nil || *s.Spec.IPFamilyPolicy != corev1.IPFamilyPolicySingleStack {
+		t.Errorf("default/kubernetes at %v (%v), want 172.24.0.1 single-stack as kube-apiserver makes it", s.Spec.ClusterIPs, ptr.Deref(s.Spec.IPFamilyPolicy, ""))
+	}
+	if strings.Contains(out, "fd00:24::1") {
+		t.Errorf("the plan gave default/kubernetes a second family's IP (fd00:24::1):\n%s", out)
+	}
+	if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
+		t.Errorf("plan after the move is not empty: %v\n%s", err, out)
+	}
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("apply again: %v\n%s", err, out)
+	}
+	again, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil || again.UID != s.UID {
+		t.Errorf("default/kubernetes after the next apply: %v, UID %s, want it untouched (%s)", err, again.UID, s.UID)
 	}
 }
