@@ -132,12 +132,17 @@ func servesResource(disc discovery.DiscoveryInterface, served map[string]bool, g
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resource }), nil
 }
 
+// ServiceCIDRVersions is the one table of where the ServiceCIDR API is served, which every
+// message that finds it missing gives (KEP-1880; the MultiCIDRServiceAllocator gate).
+const ServiceCIDRVersions = "networking.k8s.io/v1 is served from Kubernetes 1.33 (GA, on by default); v1beta1 on 1.31 and " +
+	"1.32, off by default (the MultiCIDRServiceAllocator feature gate on kube-apiserver and kube-controller-manager, and " +
+	"--runtime-config=networking.k8s.io/v1beta1=true); v1alpha1 on 1.29 and 1.30 the same way (the gate and " +
+	"--runtime-config=networking.k8s.io/v1alpha1=true)"
+
 // ServiceCIDRResource is the GroupVersionResource of ServiceCIDRs in the served version.
 func (c Capabilities) ServiceCIDRResource() (schema.GroupVersionResource, error) {
 	if c.ServiceCIDRVersion == "" {
-		return schema.GroupVersionResource{}, fmt.Errorf("the cluster (%s) serves no ServiceCIDR API: "+
-			"networking.k8s.io/v1 is served from Kubernetes 1.33, v1beta1 from 1.31 (on by default), and v1alpha1 "+
-			"from 1.27 only with the MultiCIDRServiceAllocator feature gate and --runtime-config=networking.k8s.io/v1alpha1=true", c.ServerVersion)
+		return schema.GroupVersionResource{}, fmt.Errorf("the cluster (%s) serves no ServiceCIDR API: %s", c.ServerVersion, ServiceCIDRVersions)
 	}
 	gv, err := schema.ParseGroupVersion(c.ServiceCIDRVersion)
 	if err != nil {

@@ -7,6 +7,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/netip"
@@ -161,7 +162,13 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 // calicoAPI resolves the cluster's Calico API; nil, with a diagnostic, when it cannot.
 func calicoAPI(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) *calico.CalicoAPI {
 	api, err := calico.Calico(ctx, client)
-	if err != nil {
+	var other calico.NoCalicoError
+	switch {
+	case errors.As(err, &other):
+		detail, fix := k8sops.PodStageRefusal(other.CNIs)
+		diags.AddError("Pod Stage Needs Calico IPAM", detail+" "+fix)
+		return nil
+	case err != nil:
 		diags.AddError("Calico Not Readable", apiErrorText(err))
 		return nil
 	}

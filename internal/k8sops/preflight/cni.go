@@ -51,6 +51,20 @@ func checkCNIIPAM(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 				"the CNI to Calico IPAM (ipam type calico-ipam; the Tigera operator's Installation spec.cni.ipam.type Calico) " +
 				"before the pod stage."})
 	}
+	// The network plugin itself, by the DaemonSet that runs it: another CNI moves no address by
+	// the pools; none known (kubenet, a CNI on the hosts) neither, where nothing of Calico shows.
+	cnis := k8sops.KnownCNIs(s.DaemonSets)
+	if !k8sops.RunsCalico(cnis) {
+		detail, fix := k8sops.PodStageRefusal(cnis)
+		switch {
+		case len(cnis) > 0:
+			out = append(out, PreflightFinding{Severity: SeverityBlocker, Check: CheckCNIIPAM,
+				Object: ObjectRef{"DaemonSet", cnis[0].Namespace, cnis[0].DaemonSet}, Detail: detail, Fix: fix})
+		case len(s.DaemonSets) > 0 && !s.CalicoServed && s.ConfigMaps["calico-config"] == nil && len(s.Installations) == 0:
+			out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckCNIIPAM,
+				Object: ObjectRef{Kind: "CNI", Name: "unknown"}, Detail: detail, Fix: fix})
+		}
+	}
 	if cm := s.ConfigMaps["calico-config"]; cm != nil {
 		for _, m := range ipamInCNI.FindAllStringSubmatch(cm.Data["cni_network_config"], -1) {
 			typ := ""

@@ -140,6 +140,7 @@ type PreflightSnapshot struct {
 	PodDisruptionBudgets []policyv1.PodDisruptionBudget
 	ServiceCIDRs         []k8sops.ServiceCIDR
 	Installations        []unstructured.Unstructured // the Tigera operator's, where it runs
+	CalicoServed         bool                        // the cluster serves a Calico IPPool API
 	KubeadmConfig        *corev1.ConfigMap           // kube-system/kubeadm-config, where it exists
 	ServerMinor          int
 	Unread               []PreflightFinding
@@ -205,7 +206,7 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 		{"statefulsets.apps", []string{CheckPodsPinnedToOldPool}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.AppsV1().StatefulSets("").List), collect(&s.StatefulSets))
 		}},
-		{"daemonsets.apps", []string{CheckPodsPinnedToOldPool, CheckDNSPinned}, func() error {
+		{"daemonsets.apps", []string{CheckPodsPinnedToOldPool, CheckDNSPinned, CheckCNIIPAM}, func() error {
 			return k8sops.EachItem(ctx, k8sops.ListPages(k.AppsV1().DaemonSets("").List), collect(&s.DaemonSets))
 		}},
 		{"networkpolicies.networking.k8s.io", []string{CheckPolicyOldRange}, func() error {
@@ -272,7 +273,7 @@ func ReadPreflight(ctx context.Context, c *k8sops.Client, checks []string) (Pref
 			return s, err
 		}
 	}
-	if !needed(checks, CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckPolicyOldRange, CheckRangeOverlap) {
+	if !needed(checks, CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckPolicyOldRange, CheckRangeOverlap, CheckCNIIPAM) {
 		return s, nil
 	}
 	return s, s.readCalico(ctx, c, checks)
@@ -293,6 +294,7 @@ func (s *PreflightSnapshot) readCalico(ctx context.Context, c *k8sops.Client, ch
 	case err != nil:
 		return s.tolerate("Calico API", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckRangeOverlap}, err)
 	}
+	s.CalicoServed = true
 	if err := s.tolerate("ippools", []string{CheckPodsPinnedToOldPool, CheckPoolPlacement, CheckRangeOverlap}, func() (err error) {
 		s.Pools, err = api.ListIPPools(ctx)
 		return err

@@ -104,6 +104,9 @@ func TestCheckPreflight(t *testing.T) {
 	nodeLocal := appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "node-local-dns"},
 		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node-cache",
 			Args: []string{"-localip", "169.254.20.10,100.64.0.10", "-upstreamsvc", "kube-dns-upstream"}}}}}}}
+	ds := func(ns, name string) appsv1.DaemonSet {
+		return appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
 	annotated := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "pinned"},
 		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
 			Annotations: map[string]string{annIPv4Pools: `["default-ipv4-ippool"]`}}}}}
@@ -191,6 +194,15 @@ func TestCheckPreflight(t *testing.T) {
 		{"operator on another CNI", PreflightSnapshot{Installations: []unstructured.Unstructured{installation("AmazonVPC", "")}},
 			PreflightSnapshot{Installations: []unstructured.Unstructured{installation("", "")}},
 			CheckCNIIPAM, SeverityBlocker, "Installation//default"},
+		{"Cilium instead of Calico", PreflightSnapshot{DaemonSets: []appsv1.DaemonSet{ds("kube-system", "cilium"), ds("kube-system", "kube-proxy")}},
+			PreflightSnapshot{DaemonSets: []appsv1.DaemonSet{ds("kube-system", "calico-node"), ds("kube-system", "kube-proxy")}},
+			CheckCNIIPAM, SeverityBlocker, "DaemonSet/kube-system/cilium"},
+		{"the AWS VPC CNI with Calico's CRDs left over", PreflightSnapshot{CalicoServed: true, DaemonSets: []appsv1.DaemonSet{ds("kube-system", "aws-node")}},
+			PreflightSnapshot{CalicoServed: true, DaemonSets: []appsv1.DaemonSet{ds("calico-system", "calico-node")}},
+			CheckCNIIPAM, SeverityBlocker, "DaemonSet/kube-system/aws-node"},
+		{"no CNI known (kubenet)", PreflightSnapshot{DaemonSets: []appsv1.DaemonSet{ds("kube-system", "ebs-csi-node")}},
+			PreflightSnapshot{CalicoServed: true, DaemonSets: []appsv1.DaemonSet{ds("kube-system", "ebs-csi-node")}},
+			CheckCNIIPAM, SeverityWarning, "CNI//unknown"},
 		{"kcm without the ServiceCIDR gate on 1.32", PreflightSnapshot{ServerMinor: 32,
 			Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a", "--feature-gates=SomethingElse=true")}},
 			PreflightSnapshot{ServerMinor: 32, Pods: []corev1.Pod{staticPod("kube-controller-manager", "kcm-a",

@@ -21,9 +21,8 @@ import (
 )
 
 // ErrNoServiceCIDRAPI means the cluster cannot hold a second Service range.
-var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API (networking.k8s.io v1, v1beta1 or v1alpha1), " +
-	"so Services cannot move to another range: upgrade to Kubernetes 1.33+, or enable the MultiCIDRServiceAllocator " +
-	"feature gate and the API on 1.31/1.32")
+var ErrNoServiceCIDRAPI = errors.New("the cluster serves no ServiceCIDR API, so Services cannot move to another range: " +
+	k8sops.ServiceCIDRVersions)
 
 // endpointsGetMax is how many selector-less Services' Endpoints readEndpoints reads one by one;
 // past it one paged list of all Endpoints is cheaper.
