@@ -101,8 +101,22 @@ func RetryWrite(ctx context.Context, op func(again bool) error, also ...func(err
 	case err == nil || last == nil || !retriable(last):
 		return err
 	case ctx.Err() != nil:
-		return fmt.Errorf("%w (attempt %d; the operation's timeout ended before the next)", last, attempt)
+		return fmt.Errorf("%w (attempt %d; %s)", last, attempt, stoppedWhy(ctx))
 	default:
 		return fmt.Errorf("%w (gave up after %d attempts in %s)", last, attempt, time.Since(start).Round(time.Second))
+	}
+}
+
+// stoppedWhy says why ctx ended, for an error that stops retrying because of it: its timeout,
+// the cause it was cancelled with (another move of the apply failed), or a cancel.
+func stoppedWhy(ctx context.Context) string {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "the operation's timeout ended before the next"
+	case cause == nil || errors.Is(cause, context.Canceled):
+		return "the operation was stopped before the next"
+	default:
+		return "no next, as " + cause.Error()
 	}
 }

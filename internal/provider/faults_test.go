@@ -287,7 +287,7 @@ func TestAccFaults_outage(t *testing.T) {
 			})
 	}()
 	// The last error, as the fault proxy gave it, and how long it was retried.
-	if out, err := w.run("apply", "tfplan"); err == nil || !regexp.MustCompile(`(?s)(injected:|EOF).*gave\s+up\s+after\s+(\d+\s+attempts|\d+s\s+of\s+retries)`).MatchString(out) {
+	if out, err := w.run("apply", "tfplan"); err == nil || !regexp.MustCompile(`(?s)(injected:|EOF).*(gave\s+up\s+after\s+(\d+\s+attempts|\d+s\s+of\s+retries)|\(attempt\s+\d+;\s)`).MatchString(out) {
 		t.Errorf("apply during the outage: %v\n%s", err, out)
 	}
 	if err := <-outage; err != nil {

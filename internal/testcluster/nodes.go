@@ -144,10 +144,12 @@ func (c *Cluster) WaitPodIPs(ctx context.Context, namespace, selector string, wa
 }
 
 // WaitPods waits until exactly want pods (not terminating) match the selector in namespace and
-// every one satisfies done.
+// every one satisfies done: a minute, and a fifth of a second more per pod (kwok and Calico's
+// IPAM start a few pods a second on a loaded 2-core machine).
 func (c *Cluster) WaitPods(ctx context.Context, namespace, selector string, want int, done func(corev1.Pod) bool) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	timeout := time.Minute + time.Duration(want)*200*time.Millisecond
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		list, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, nil //nolint:nilerr // retried until the deadline
