@@ -108,7 +108,7 @@ func RetryWrite(ctx context.Context, op func(again bool) error, also ...func(err
 }
 
 // stoppedWhy says why ctx ended, for an error that stops retrying because of it: its timeout,
-// the cause it was cancelled with (another move of the apply failed), or a cancel.
+// the cause it was cancelled with (the apply interrupted, its grace over), or a cancel.
 func stoppedWhy(ctx context.Context) string {
 	cause := context.Cause(ctx)
 	switch {

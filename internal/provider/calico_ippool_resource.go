@@ -162,11 +162,15 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 // calicoAPI resolves the cluster's Calico API; nil, with a diagnostic, when it cannot.
 func calicoAPI(ctx context.Context, client *k8sops.Client, diags *diag.Diagnostics) *calico.CalicoAPI {
 	api, err := calico.Calico(ctx, client)
-	var other calico.NoCalicoError
 	switch {
-	case errors.As(err, &other):
-		detail, fix := k8sops.PodStageRefusal(other.CNIs)
-		diags.AddError("Pod Stage Needs Calico IPAM", detail+" "+fix)
+	case errors.Is(err, calico.ErrNoCalico):
+		// Said by the network plugin that runs instead, where the DaemonSets show one (or none known).
+		if cnis, listErr := k8sops.FindCNIs(ctx, client); listErr == nil && !k8sops.RunsCalico(cnis) {
+			detail, fix := k8sops.PodStageRefusal(cnis)
+			diags.AddError("Pod Stage Needs Calico IPAM", detail+" "+fix)
+			return nil
+		}
+		diags.AddError("Calico Not Readable", apiErrorText(err))
 		return nil
 	case err != nil:
 		diags.AddError("Calico Not Readable", apiErrorText(err))

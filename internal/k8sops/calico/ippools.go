@@ -65,28 +65,6 @@ type CalicoAPI struct {
 // ErrNoCalico reports a cluster that serves no Calico IPPool API.
 var ErrNoCalico = fmt.Errorf("the cluster serves no Calico IPPool API (neither %s nor %s): install Calico, or its CRDs", k8sops.CalicoV3Group, k8sops.CalicoCRDV1Group)
 
-// NoCalicoError is ErrNoCalico on a cluster whose network plugin is known not to be Calico (or
-// where none known runs): it says which, and what the pod stage's way is there.
-type NoCalicoError struct{ CNIs []k8sops.CNI }
-
-func (e NoCalicoError) Error() string {
-	detail, fix := k8sops.PodStageRefusal(e.CNIs)
-	return ErrNoCalico.Error() + ". " + detail + " " + fix
-}
-
-// Is makes errors.Is(err, ErrNoCalico) hold.
-func (e NoCalicoError) Is(target error) bool { return target == ErrNoCalico }
-
-// noCalico is the error for a cluster that serves no Calico API: with the CNI that runs instead
-// where the DaemonSets can be listed and do not run Calico's node agent.
-func noCalico(ctx context.Context, c *k8sops.Client) error {
-	cnis, err := k8sops.FindCNIs(ctx, c)
-	if err != nil || k8sops.RunsCalico(cnis) {
-		return ErrNoCalico
-	}
-	return NoCalicoError{CNIs: cnis}
-}
-
 // Calico resolves the cluster's Calico API per the client's calico_api_group setting.
 func Calico(ctx context.Context, c *k8sops.Client) (*CalicoAPI, error) {
 	caps, err := c.Capabilities()
@@ -98,7 +76,7 @@ func Calico(ctx context.Context, c *k8sops.Client) (*CalicoAPI, error) {
 		return nil, err
 	}
 	if group == "" {
-		return nil, noCalico(ctx, c)
+		return nil, ErrNoCalico
 	}
 	a := &CalicoAPI{Group: group}
 	// IPAM objects live next to the pools when that group serves them (native v3 CRDs), else in

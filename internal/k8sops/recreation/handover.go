@@ -318,9 +318,8 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 	defer finished()
 	// Once another move failed, the steps in flight are cut off too: every state they may
 	// leave is served, and in an outage each would otherwise spend its retries.
-	sctx, cutCause := context.WithCancelCause(gctx)
-	cut := func() { cutCause(errAnotherMoveFailed) }
-	defer cutCause(nil)
+	sctx, cut := context.WithCancel(gctx)
+	defer cut()
 	var failedHere atomic.Bool
 	if stop != nil {
 		others := stop
@@ -394,9 +393,6 @@ func (x *executor) handOverAll(ctx context.Context, hs []*handOver, stop func() 
 
 // errLeftMidway is the state of a hand-over the run stopped because another move failed: every
 // IP it touched is served, its journal entry stays, and the next apply finishes it.
-// errAnotherMoveFailed is why the hand-over steps in flight are cut off.
-var errAnotherMoveFailed = errors.New("another move of this apply failed")
-
 var errLeftMidway = errors.New("left mid-hand-over, served, after another move failed: the next apply finishes it")
 
 // proxySync waits until kube-proxy has programmed what was just written, on every node (or
