@@ -39,24 +39,55 @@ bin=$root/bin
 mkdir -p "$cache" "$bin"
 
 log() { printf 'testbin: %s\n' "$*" >&2; }
+QUIETLY_NAME=testbin
+# shellcheck source=tools/quietly.sh
+. "$root/tools/quietly.sh"
 
 # module_version DIR MODULE prints the version DIR/go.mod requires for MODULE.
 module_version() { awk -v m="$2" '$1=="require" && $2==m {print $3} $1==m && NF==2 {print $2}' "$1/go.mod" | head -1; }
 
 # build_into NAME VERSION CMD...: runs CMD with $out set to a fresh directory, then publishes it
 # as $cache/NAME-VERSION. Publishing is a rename, so an interrupted build leaves no half cache.
+# The build's output goes to $cache/.logs/; the screen gets what is built, about how long it
+# takes (estimate_seconds) and a heartbeat (tools/quietly.sh). How long it took is kept for the
+# next estimate on this machine.
 build_into() {
 	local name=$1 version=$2; shift 2
 	local dest=$cache/$name-$version
 	if [ -f "$dest/.complete" ]; then return 0; fi
-	log "building $name $version into $dest"
+	touch "$status/built"
 	local start=$SECONDS
 	out=$(mktemp -d "$cache/.$name-$version.XXXXXX")
-	if ! "$@"; then rm -rf "$out"; log "building $name $version failed"; return 1; fi
+	if ! quietly "$cache/.logs/$name-$version.log" "$name $version" "$(estimate_seconds "$name")" "$@"; then
+		rm -rf "$out"
+		return 1
+	fi
 	touch "$out/.complete"
 	rm -rf "$dest"
 	mv "$out" "$dest"
-	log "built $name $version in $((SECONDS - start))s"
+	mkdir -p "$cache/.times"
+	echo $((SECONDS - start)) >"$cache/.times/$name"
+}
+
+# estimate_seconds NAME: how long NAME's last build took on this machine, or else the cold-cache
+# time README's table gives (2 cores), scaled to this machine's cores; 0 when neither is known.
+estimate_seconds() {
+	local t
+	if t=$(cat "$cache/.times/$1" 2>/dev/null) && [ -n "$t" ]; then
+		echo "$t"
+		return
+	fi
+	case $1 in
+	kube) t=1700 ;;
+	tofu) t=1020 ;;
+	terraform) t=590 ;;
+	kwok) t=414 ;;
+	coredns) t=380 ;;
+	etcd) t=119 ;;
+	kube-proxy) t=26 ;;
+	*) t=0 ;;
+	esac
+	echo $((t * 2 / $(nproc)))
 }
 
 link() { ln -sfn "$1" "$bin/$(basename "$1")"; }
@@ -254,4 +285,8 @@ if want extra; then
 		log "ready in $out_bin: Kubernetes $version"
 	done
 fi
-log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"
+if [ -f "$status/built" ]; then
+	log "ready in $bin: $(cd "$bin" && ls | tr '\n' ' ')"
+else
+	log "found every binary in the cache ($cache): nothing to build"
+fi

@@ -98,7 +98,8 @@ locals {
 # Everything outside the Services and pools that would break the move — a tool that applies the
 # old ClusterIP again, DNS pinned to the old IP, pods pinned to the old pool, policies naming the
 # old ranges, fail-closed webhooks — read at plan from variables only. The first resource refuses
-# to apply while a blocker remains; warnings show in every plan through the check below.
+# to apply while a blocker remains; each warning shows in the plans of its stage (the check below,
+# and the resources' own "Migration Hazard" warnings).
 data "k8scidr_preflight" "migration" {
   old_service_cidrs = [var.service_cidrs.old]
   new_service_cidrs = [var.service_cidrs.new]
@@ -107,10 +108,13 @@ data "k8scidr_preflight" "migration" {
   reserved          = local.reserved
 }
 
+# The warnings no resource shows at its own stage (a finding's shown_by names the resource that
+# does, when its stage comes): so each plan warns only of what concerns it.
 check "preflight_warnings" {
   assert {
-    condition     = data.k8scidr_preflight.migration.warnings == 0
-    error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings : "${f.summary}: ${f.detail} Fix: ${f.fix}" if f.severity == "warning"])
+    condition = length([for f in data.k8scidr_preflight.migration.findings : f if f.severity == "warning" && f.shown_by == null]) == 0
+    error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings :
+    "${f.summary}: ${f.detail} Fix: ${f.fix}" if f.severity == "warning" && f.shown_by == null])
   }
 }
 
@@ -300,6 +304,16 @@ check "clear_of_reserved_ranges" {
 output "moved_services" {
   description = "Services moved by the last apply that moved any: \"old IPs to new IPs\"."
   value       = k8scidr_service_recreation.services.recreated
+}
+
+output "services_summary" {
+  description = "How the last apply that moved Services went (a successful apply prints no warning: this says it)."
+  value       = k8scidr_service_recreation.services.summary
+}
+
+output "next_steps" {
+  description = "What is left to do outside Terraform after the last apply that moved Services (clusterDNS and the node roll, restarts, the apiserver Service)."
+  value       = k8scidr_service_recreation.services.next_steps
 }
 
 output "apiserver_moved_at" {

@@ -99,6 +99,33 @@ func ChangeSummary(log []byte) string {
 	return ""
 }
 
+// Outputs is the root module's output values as an apply's -json log reports them at its end
+// (a sensitive one is left out), by name.
+func Outputs(log []byte) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	sc := bufio.NewScanner(bytes.NewReader(log))
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		var m struct {
+			Type    string `json:"type"`
+			Outputs map[string]struct {
+				Sensitive bool            `json:"sensitive"`
+				Value     json.RawMessage `json:"value"`
+			} `json:"outputs"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.Type != "outputs" {
+			continue
+		}
+		clear(out)
+		for k, v := range m.Outputs {
+			if !v.Sensitive && v.Value != nil {
+				out[k] = v.Value
+			}
+		}
+	}
+	return out
+}
+
 func diagnostic(line string) (Diagnostic, bool) {
 	msg, err := tfjson.UnmarshalLogMessage([]byte(line))
 	if err != nil {

@@ -110,7 +110,9 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 			"nat_outgoing": keepBool("Masquerade traffic from the pool's pods to destinations outside every pool. Default on create: `false`."),
 			"disabled": keepBool("No new address is assigned from a disabled pool; existing ones stay until their pods go. " +
 				"Disabling (or destroying) the last enabled pool of an address family, or one that serves nodes no other enabled " +
-				"pool's `node_selector` selects, is a plan error (pools this run creates first count). Default on create: `false`."),
+				"pool's `node_selector` selects, is a plan error (pools this run creates first count; pools it also disables or " +
+				"destroys, and `Manual` pools, which Calico assigns from only to pods that name them, do not). The apply checks " +
+				"again against the live pools, one pool at a time. Default on create: `false`."),
 			"disable_bgp_export": keepBool("Do not export the pool's routes over BGP. Default on create: `false`."),
 			"node_selector":      nodeSelector,
 			"allowed_uses": schema.SetAttribute{
@@ -225,6 +227,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 			return
 		}
 		if api := calicoAPI(ctx, client, &resp.Diagnostics); api != nil {
+			r.data.poolsGoing.Store(state.Name.ValueString(), true)
 			r.checkPoolsLeft(ctx, client, api, &state, true, true, &resp.Diagnostics)
 			checkLivePods(ctx, api, client, &state, &resp.Diagnostics)
 		}
@@ -283,6 +286,7 @@ func (r *calicoIPPoolResource) ModifyPlan(ctx context.Context, req resource.Modi
 	if !s.Disabled {
 		r.data.plannedPools.Store(plan.Name.ValueString(), calico.PlannedPool(plan.Name.ValueString(), s))
 	} else if !creating && !wasDisabled.ValueBool() {
+		r.data.poolsGoing.Store(plan.Name.ValueString(), true)
 		errs, warnings := calico.CheckPoolsLeft(plan.Name.ValueString(), s.CIDR, s.NodeSelector, r.data.poolsLeft(pools), nodeLabels(ctx, client))
 		addFindings(&resp.Diagnostics, errs, true)
 		addWarnings(&resp.Diagnostics, warnings)
@@ -379,7 +383,10 @@ func (r *calicoIPPoolResource) Update(ctx context.Context, req resource.UpdateRe
 	want, _ := plan.settings(ctx, &resp.Diagnostics)
 	had, _ := state.settings(ctx, &resp.Diagnostics)
 	if want.Disabled && !had.Disabled {
-		// Re-checked live: the pools the plan counted on may be gone, or never created.
+		// Re-checked live, and written before another pool of this run is checked: the pools the
+		// plan counted on may be gone, never created, or going in this run too.
+		r.data.poolOut.Lock()
+		defer r.data.poolOut.Unlock()
 		if r.checkPoolsLeft(ctx, client, api, &state, false, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
 			return
 		}
@@ -417,6 +424,9 @@ func (r *calicoIPPoolResource) Delete(ctx context.Context, req resource.DeleteRe
 	if api == nil {
 		return
 	}
+	// As for a disable: checked live and deleted before another pool of this run is checked.
+	r.data.poolOut.Lock()
+	defer r.data.poolOut.Unlock()
 	if r.checkPoolsLeft(ctx, client, api, &state, true, false, &resp.Diagnostics); resp.Diagnostics.HasError() {
 		return
 	}

@@ -397,7 +397,7 @@ func testCalicoPoolMigration(t *testing.T, release, group string, wayBack bool) 
 				}
 			},
 			Config:      e.provider(),
-			ExpectError: diagRE("Last Enabled Pool of Its Family", "IPPool new (10.20.0.0/16) is the only enabled IPv4 pool", `deletion_policy = "force"`),
+			ExpectError: diagRE("Last Enabled Pool of Its Family", "IPPool new (10.20.0.0/16) is the last enabled IPv4 pool", `deletion_policy = "force"`),
 		},
 		{
 			// Said explicitly, it goes: the pods are gone, so the pool drains, and CheckDestroy

@@ -38,7 +38,7 @@ func TestAccCalicoIPPool_lastEnabledPool(t *testing.T) {
 
 	w := newCLIWorkspace(t, e.provider()+importOld+oldPool(""))
 	if out, err := w.run("plan"); err == nil || !diagRE("Error: Last Enabled Pool of Its Family", "disabled = true",
-		"IPPool default-ipv4-ippool (10.10.0.0/18) is the only enabled IPv4 pool", "depends_on").MatchString(out) {
+		"IPPool default-ipv4-ippool (10.10.0.0/18) is the last enabled IPv4 pool", "depends_on").MatchString(out) {
 		t.Errorf("disabling the only pool passed plan (%v):\n%s", err, out)
 	} else {
 		logDiag(t, out, "Error: Last Enabled Pool of Its Family")
@@ -201,5 +201,85 @@ func TestAccCalicoIPPool_replaced(t *testing.T) {
 			t.Errorf("pool x after the replacement: %+v (%v); want cidr %s, block size %d", p, err, c.cidr, c.block)
 		}
 		w.converged()
+	}
+}
+
+// TestAccCalicoIPPool_twoAtOnce: pools taken out of service in one run count each other out,
+// and a Manual pool counts for nothing. Two enabled pools disabled together, with no order
+// between them, are refused at plan; a Manual pool beside the last automatic one does not make
+// disabling it pass. A saved plan that disables two pools of three, applied after the third was
+// disabled by hand, disables one and refuses the other: Terraform applies both at once, and each
+// re-checks live only after the other's write. Calico's own IPAM is the oracle: it gives no
+// address from the Manual pool alone, and one after the refused apply.
+func TestAccCalicoIPPool_twoAtOnce(t *testing.T) {
+	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
+	ctx := context.Background()
+	importOld := "import {\n  to = k8scidr_calico_ippool.old\n  id = \"" + oldPoolName + "\"\n}\n"
+	oldPool := func(disabled bool) string {
+		return importOld + strings.Replace(poolBlock("old", oldPoolCIDR, fmt.Sprintf("  disabled = %t\n", disabled)), `name = "old"`, `name = "`+oldPoolName+`"`, 1)
+	}
+	pool := func(name, cidr string, disabled bool, extra string) string {
+		return poolBlock(name, cidr, fmt.Sprintf("  ipip_mode    = \"Always\"\n  nat_outgoing = true\n  disabled     = %t\n%s", disabled, extra))
+	}
+	w := newCLIWorkspace(t, e.provider()+oldPool(false)+pool("b", "10.30.0.0/16", false, ""))
+	w.planFile()
+	w.applyFile()
+
+	// Both disabled in one run: each alone would leave the other.
+	w.write(e.provider() + oldPool(true) + pool("b", "10.30.0.0/16", true, ""))
+	if out, err := w.run("plan"); err == nil || !diagRE("Error: Last Enabled Pool of Its Family", "is the last enabled IPv4 pool",
+		"this run also disables or deletes").MatchString(out) {
+		t.Errorf("disabling both enabled pools in one run passed plan (%v):\n%s", err, out)
+	} else {
+		logDiag(t, out, "Error: Last Enabled Pool of Its Family")
+	}
+
+	// Only a Manual pool beside the old one: Calico assigns nothing from it to a new pod.
+	w.write(e.provider() + oldPool(false) + pool("b", "10.30.0.0/16", true, "") + pool("manual", "10.50.0.0/16", false, "  assignment_mode = \"Manual\"\n"))
+	w.planFile()
+	w.applyFile()
+	w.write(e.provider() + oldPool(true) + pool("b", "10.30.0.0/16", true, "") + pool("manual", "10.50.0.0/16", false, "  assignment_mode = \"Manual\"\n"))
+	if out, err := w.run("plan"); err == nil || !diagRE("Error: Last Enabled Pool of Its Family", "IPPool "+oldPoolName, "a Manual pool").MatchString(out) {
+		t.Errorf("disabling the old pool with only a Manual pool left passed plan (%v):\n%s", err, out)
+	}
+	setDisabled := func(name string, disabled bool) {
+		t.Helper()
+		if _, err := e.api.UpdateIPPool(ctx, "test", name, calico.PoolSettings{Disabled: disabled}, []string{"disabled"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setDisabled(oldPoolName, true) // what that plan would have done, by hand
+	if ip, err := e.ipam.AssignLeaked(ctx, "default", "probe-manual", "kwok-node-0"); err == nil {
+		t.Errorf("Calico's IPAM with only the Manual pool enabled gave %v; the check counts it out because Calico does", ip)
+	}
+	setDisabled(oldPoolName, false)
+
+	// Three automatic pools; a saved plan disables two of them, then the third goes by hand.
+	third := pool("c", "10.40.0.0/16", false, "")
+	w.write(e.provider() + oldPool(false) + pool("b", "10.30.0.0/16", false, "") + third)
+	w.planFile()
+	w.applyFile()
+	w.write(e.provider() + oldPool(true) + pool("b", "10.30.0.0/16", true, "") + third)
+	w.planFile()
+	setDisabled("c", true)
+	out, err := w.run("apply", "tfplan")
+	if err == nil || !diagRE("Error: Last Enabled Pool of Its Family").MatchString(out) {
+		t.Errorf("the apply disabled both pools with the third gone (%v):\n%s", err, out)
+	}
+	var enabled []string
+	for _, name := range []string{oldPoolName, "b"} {
+		if p, err := e.api.GetIPPool(ctx, name); err != nil || p == nil {
+			t.Fatalf("pool %s: %+v (%v)", name, p, err)
+		} else if !p.Settings.Disabled {
+			enabled = append(enabled, name)
+		}
+	}
+	if len(enabled) != 1 {
+		t.Errorf("after the apply, enabled of the two: %v; want exactly one (the other disabled, this one refused)", enabled)
+	}
+	if ip, err := e.ipam.AssignLeaked(ctx, "default", "probe-after", "kwok-node-0"); err != nil {
+		t.Errorf("Calico's IPAM after the apply gives no address: %v (%v)", err, ip)
+	} else {
+		t.Logf("Calico's IPAM after the apply: %v from the pool left, %v", ip, enabled)
 	}
 }

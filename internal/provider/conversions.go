@@ -49,6 +49,13 @@ func stringOr(v types.String, def string) string {
 	return v.ValueString()
 }
 
+// stringListValue is l as a list attribute; nil is an empty list.
+func stringListValue(l []string, diags *diag.Diagnostics) types.List {
+	v, d := types.ListValueFrom(context.Background(), types.StringType, nonNil(l))
+	diags.Append(d...)
+	return v
+}
+
 // stringMapValue is m as a map attribute; nil is an empty map.
 func stringMapValue(m map[string]string, diags *diag.Diagnostics) types.Map {
 	if m == nil {

@@ -8,6 +8,7 @@ package provider
 import (
 	"context"
 	"net/netip"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -63,6 +64,11 @@ func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 						"namespace": str("Its namespace; empty for cluster-scoped objects."),
 						"name":      str("Its name."),
 					}},
+				"shown_by": str("The resource that shows this finding as a plan warning (or refuses, for a blocker) of its " +
+					"own when its stage comes: `k8scidr_service_recreation`, `k8scidr_calico_ippool` or " +
+					"`k8scidr_workload_roll`; null when no resource does, and only this data source tells of it. A " +
+					"`check` block over every stage asserts only the findings with no `shown_by`, so that each plan warns " +
+					"of what concerns its own stage."),
 				"summary": str("`<check> on <Kind> <namespace>/<name>`, for messages."),
 				"detail":  str("What will happen."),
 				"fix":     str("What to do."),
@@ -122,7 +128,7 @@ func (d *preflightDataSource) Read(ctx context.Context, req datasource.ReadReque
 		m.Findings = append(m.Findings, preflightFindingModel{Severity: types.StringValue(f.Severity), Check: types.StringValue(f.Check),
 			Object: objectRefModel{Kind: types.StringValue(f.Object.Kind), Namespace: types.StringValue(f.Object.Namespace),
 				Name: types.StringValue(f.Object.Name)},
-			Summary: types.StringValue(f.Summary()), Detail: types.StringValue(f.Detail), Fix: types.StringValue(f.Fix)})
+			ShownBy: shownBy(f.Check), Summary: types.StringValue(f.Summary()), Detail: types.StringValue(f.Detail), Fix: types.StringValue(f.Fix)})
 	}
 	m.Blockers = types.Int64Value(int64(preflight.CountSeverity(findings, preflight.SeverityBlocker)))
 	m.Warnings = types.Int64Value(int64(preflight.CountSeverity(findings, preflight.SeverityWarning)))
@@ -162,6 +168,7 @@ type preflightFindingModel struct {
 	Severity types.String   `tfsdk:"severity"`
 	Check    types.String   `tfsdk:"check"`
 	Object   objectRefModel `tfsdk:"object"`
+	ShownBy  types.String   `tfsdk:"shown_by"`
 	Summary  types.String   `tfsdk:"summary"`
 	Detail   types.String   `tfsdk:"detail"`
 	Fix      types.String   `tfsdk:"fix"`
@@ -171,4 +178,25 @@ type objectRefModel struct {
 	Kind      types.String `tfsdk:"kind"`
 	Namespace types.String `tfsdk:"namespace"`
 	Name      types.String `tfsdk:"name"`
+}
+
+// stageChecks are the checks each resource runs at plan over its own stage's ranges, and shows
+// as warnings (preflight's stage subsets), by resource type.
+var stageChecks = []struct {
+	resource string
+	checks   [][]string
+}{
+	{"k8scidr_service_recreation", [][]string{preflight.ServiceStageChecks}},
+	{"k8scidr_calico_ippool", [][]string{preflight.PoolCreateChecks, preflight.PoolDisableChecks}},
+	{"k8scidr_workload_roll", [][]string{preflight.RollStageChecks}},
+}
+
+// shownBy is the resource type that shows a finding of check at its own stage, or null.
+func shownBy(check string) types.String {
+	for _, s := range stageChecks {
+		if slices.ContainsFunc(s.checks, func(cs []string) bool { return slices.Contains(cs, check) }) {
+			return types.StringValue(s.resource)
+		}
+	}
+	return types.StringNull()
 }

@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,6 +53,16 @@ data "k8scidr_preflight" "this" {
 // want is one expected finding: severity, check and object as kind/namespace/name.
 type want struct{ severity, check, object string }
 
+// wantShownBy is the resource that warns of each check at its own stage (TestAccPreflight_stageWarnings
+// sees them do it); a check not named is shown by none.
+var wantShownBy = map[string]string{
+	"cluster_ip_pinned": "k8scidr_service_recreation", "dns_pinned": "k8scidr_service_recreation",
+	"webhook_fail_closed": "k8scidr_service_recreation", "admission_policy": "k8scidr_service_recreation",
+	"pool_placement": "k8scidr_calico_ippool", "kube_proxy_cluster_cidr": "k8scidr_calico_ippool",
+	"pods_pinned_to_old_pool": "k8scidr_calico_ippool", "cni_ipam": "k8scidr_calico_ippool",
+	"disruption_budget": "k8scidr_workload_roll", "rollout_stuck": "k8scidr_workload_roll",
+}
+
 // findingsInclude checks that findings holds each wanted finding, and that blockers counts
 // exactly the wanted blockers (no blocker besides them).
 type findingsInclude struct {
@@ -71,6 +82,9 @@ func (c findingsInclude) CheckState(_ context.Context, req statecheck.CheckState
 			m := f.(map[string]any)
 			o := m["object"].(map[string]any)
 			got = append(got, want{m["severity"].(string), m["check"].(string), fmt.Sprintf("%s/%s/%s", o["kind"], o["namespace"], o["name"])})
+			if by, _ := m["shown_by"].(string); by != wantShownBy[m["check"].(string)] {
+				resp.Error = errors.Join(resp.Error, fmt.Errorf("%s: shown_by %q, want %q", m["summary"], by, wantShownBy[m["check"].(string)]))
+			}
 		}
 		switch n := r.AttributeValues["blockers"].(type) {
 		case json.Number:
@@ -93,7 +107,7 @@ func (c findingsInclude) CheckState(_ context.Context, req statecheck.CheckState
 		c.logf("finding: %s %s %s", g.severity, g.check, g.object)
 	}
 	if len(missing) > 0 || blockers != int64(nBlockers) {
-		resp.Error = fmt.Errorf("missing findings:\n%s\nblockers %v, want %d; all findings:\n%v", strings.Join(missing, "\n"), blockers, nBlockers, got)
+		resp.Error = errors.Join(resp.Error, fmt.Errorf("missing findings:\n%s\nblockers %v, want %d; all findings:\n%v", strings.Join(missing, "\n"), blockers, nBlockers, got))
 	}
 }
 

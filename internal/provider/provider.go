@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
@@ -304,6 +305,15 @@ type providerData struct {
 	// destroyed in the same run counts them as what is left (CheckPoolsLeft). Terraform plans
 	// a resource after those it depends on, so a disable ordered after the new pool sees it.
 	plannedPools sync.Map
+	// poolsGoing are the Calico pools this run plans to disable or delete, by name: each counts
+	// the others out of what is left. A pool records itself before it checks, so of two that go
+	// at once at least the one checked second sees the other. poolOut serialises the applies
+	// that take a pool out of service: each re-lists the live pools after taking it.
+	poolsGoing sync.Map
+	poolOut    sync.Mutex
+	// dnsBridgeOff is set once a k8scidr_service_moves of this run planned with dns_bridge =
+	// false: the DNS bridge goes in this run, and a range only it holds may go with it.
+	dnsBridgeOff atomic.Bool
 	// plannedRanges are the ServiceCIDRs this run plans to create, by name: a recreation
 	// planned after them (depends_on) counts them Ready, as its apply, which re-checks live,
 	// will find them. Its plan then warns only of what no range of the run serves.
@@ -322,7 +332,8 @@ func (d *providerData) rangesWithPlanned(live []k8sops.ServiceCIDR) []k8sops.Ser
 	return out
 }
 
-// poolsLeft are the live pools with those this run plans enabled in their place.
+// poolsLeft are the live pools with those this run plans enabled in their place, and those it
+// plans to disable or delete (poolsGoing) disabled.
 func (d *providerData) poolsLeft(live []calico.IPPool) []calico.IPPool {
 	out := slices.Clone(live)
 	d.plannedPools.Range(func(_, v any) bool {
@@ -334,6 +345,13 @@ func (d *providerData) poolsLeft(live []calico.IPPool) []calico.IPPool {
 		}
 		return true
 	})
+	for i, p := range out {
+		if _, going := d.poolsGoing.Load(p.Name); going {
+			if _, replaced := d.plannedPools.Load(p.Name); !replaced { // a replacement pool of that name stays
+				out[i].Settings.Disabled = true
+			}
+		}
+	}
 	return out
 }
 

@@ -56,9 +56,7 @@ const (
 )
 
 func ipsValue(ips []string, diags *diag.Diagnostics) types.List {
-	l, d := types.ListValueFrom(context.Background(), types.StringType, nonNil(ips))
-	diags.Append(d...)
-	return l
+	return stringListValue(ips, diags)
 }
 
 func movesValue(moves []recreation.Move, diags *diag.Diagnostics) types.Map {
@@ -150,6 +148,15 @@ func (m *serviceRecreationModel) fillApplied(res recreation.RecreationResult, st
 		default:
 			m.CompletedAt = prior.CompletedAt
 		}
+	}
+	if m.Summary.IsUnknown() {
+		m.Summary = types.StringNull()
+		if res.Summary != "" {
+			m.Summary = types.StringValue(res.Summary)
+		}
+	}
+	if m.NextSteps.IsUnknown() {
+		m.NextSteps = stringListValue(res.FollowUps(steps), diags)
 	}
 	if m.DNSServiceIPs.IsUnknown() {
 		switch i := slices.IndexFunc(res.Recreated, func(mv recreation.Move) bool { return mv.Key == steps.DNSService }); {

@@ -11,7 +11,7 @@ import (
 // TestAccScale_progress1000 (make test-scale; make test leaves it out for its time) moves 1,000
 // Services with terraform apply, as an operator watching `kubectl get events -n kube-system -w`
 // sees it: progress Events on the journal's Lease while it runs (done of total, rate, time
-// left), one Finished Event with all 1,000, the Recreation Summary warning at the end, and
+// left), one Finished Event with all 1,000, the resource's summary saying so (and no warning), and
 // nothing lost.
 func TestAccScale_progress1000(t *testing.T) {
 	testAccPreCheck(t)
@@ -23,7 +23,7 @@ func TestAccScale_progress1000(t *testing.T) {
 	out := w.must("apply", "-auto-approve")
 	took := time.Since(start)
 	t.Logf("the apply of %d moves took %s", n, took.Round(time.Millisecond))
-	checkProgressEvents(t, c.Kube, n, took, out)
+	checkProgressEvents(t, c.Kube, n, took, w, out)
 	if err := checkNothingLostIn(c.Kube, ns, before, faultTarget); err != nil {
 		t.Fatal(err)
 	}

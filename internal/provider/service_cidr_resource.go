@@ -173,7 +173,10 @@ func (r *serviceCIDRResource) warnDefaultRangeDeletion(ctx context.Context, req 
 	if r.data == nil || r.data.client == nil {
 		return
 	}
-	if held, err := recreation.BridgesHolding(ctx, r.data.client, name.ValueString()); err == nil && len(held) > 0 {
+	// A k8scidr_service_moves of this run with dns_bridge = false plans the DNS bridge's removal,
+	// which its recreation applies before this range goes (it depends on the range through the
+	// data source's keep_cidrs): only the other bridges hold the range then.
+	if held, err := recreation.BridgesHolding(ctx, r.data.client, name.ValueString(), r.data.dnsBridgeOff.Load()); err == nil && len(held) > 0 {
 		resp.Diagnostics.AddWarning("Bridges Live in This Range", fmt.Sprintf("ServiceCIDR %s holds the IPs of %d bridges of "+
 			"k8scidr_service_recreation, and no other Ready range does: %s. Its deletion cannot finish while they exist, and a "+
 			"bridge an interrupted apply still has to make could not get its IP. Remove the bridges first (old_ip_bridges = "+
@@ -287,7 +290,7 @@ func (r *serviceCIDRResource) Delete(ctx context.Context, req resource.DeleteReq
 			"to leave the range Terminating, where it takes no new allocations."
 		listCtx, cancelList := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancelList()
-		if held, herr := recreation.BridgesHolding(listCtx, client, name); herr == nil && len(held) > 0 {
+		if held, herr := recreation.BridgesHolding(listCtx, client, name, false); herr == nil && len(held) > 0 {
 			detail += fmt.Sprintf(" Bridges of k8scidr_service_recreation hold it: %s; they go when old_ip_bridges is set "+
 				"to \"dns\" (old-IP bridges) or dns_bridge to false (the DNS bridge).", strings.Join(held, "; "))
 		}

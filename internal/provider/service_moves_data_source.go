@@ -183,6 +183,9 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 		return
 	}
 	o := m.options(ctx, &resp.Diagnostics)
+	if !o.DNSBridge {
+		d.data.dnsBridgeOff.Store(true)
+	}
 	p := recreation.PlanRecreation(snap, o)
 	if len(p.Errors) == 0 {
 		switch note, err := recreation.PlanAdmission(ctx, client, snap, &p, admissionParallelism); {

@@ -114,6 +114,16 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"the reason (deleted, replaced, already moved, planned IP taken, type changed …)."},
 			"completed_at": schema.StringAttribute{Computed: true,
 				MarkdownDescription: "RFC 3339 time of the last apply that moved Services (or of creation)."},
+			"summary": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "How the last apply that had Services to move went: `\"Finished: 32 of 32 Services moved, " +
+					"0.8/s, 41s elapsed\"`; null until one has. While an apply runs, its progress is posted as Events on " +
+					"the journal's Lease (`kubectl get events -n <journal namespace> --field-selector " +
+					"involvedObject.name=k8scidr-journal-<group> -w`)."},
+			"next_steps": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "What is left to do outside this resource after the last apply that moved Services, one " +
+					"step each: the kubelets' `clusterDNS` and a node roll once the cluster DNS Service moved, the restarts " +
+					"of pods still resolving through its old IP, `default/kubernetes`'s move. Empty when nothing is; an " +
+					"output of it is what a pipeline shows after the apply (a successful apply prints no warning)."},
 			"dns_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The cluster DNS Service's ClusterIPs as the apply that moved it left them: the value for " +
 					"the kubelets' `clusterDNS` (kOps: `kubeDNS.serverIP`). They are the planned IPs (the data source's " +
@@ -179,6 +189,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 		plan.Recreated, plan.NotMoved = types.MapUnknown(recreatedType), types.MapUnknown(types.StringType)
 		plan.CompletedAt, plan.DNSMovedAt, plan.Bridges = types.StringUnknown(), types.StringUnknown(), types.MapUnknown(bridgeType)
 		plan.DNSServiceIPs = types.ListUnknown(types.StringType)
+		plan.Summary, plan.NextSteps = types.StringUnknown(), types.ListUnknown(types.StringType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -195,10 +206,13 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	switch {
 	case work:
 		plan.Recreated, plan.NotMoved, plan.CompletedAt = types.MapUnknown(recreatedType), types.MapUnknown(types.StringType), types.StringUnknown()
+		plan.Summary, plan.NextSteps = types.StringUnknown(), types.ListUnknown(types.StringType)
 	case creating:
 		plan.Recreated, plan.NotMoved, plan.CompletedAt = recreatedValue(nil, &resp.Diagnostics), stringMapValue(nil, &resp.Diagnostics), types.StringUnknown()
+		plan.Summary, plan.NextSteps = types.StringNull(), stringListValue(nil, &resp.Diagnostics)
 	default:
 		plan.Recreated, plan.NotMoved, plan.CompletedAt = state.Recreated, state.NotMoved, state.CompletedAt
+		plan.Summary, plan.NextSteps = state.Summary, state.NextSteps
 	}
 	switch {
 	case dnsMoves:
@@ -415,19 +429,12 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		diags.AddError("Services Not All Moved", fmt.Sprintf("%s. Moved %d Services before the error.", apiErrorText(err), len(res.Recreated)))
 		return false
 	}
-	if res.Summary != "" {
-		diags.AddWarning("Recreation Summary", res.Summary+". The progress of a long apply is posted as Events on the journal's "+
-			"Lease: kubectl get events -n "+plan.journal().Namespace+" --field-selector involvedObject.name="+plan.journal().LeaseName()+" -w")
-	}
 	if len(res.Restored) > 0 {
 		diags.AddWarning("Restored Services From an Interrupted Apply",
 			fmt.Sprintf("Recreated %d journaled Services first: %s.", len(res.Restored), strings.Join(res.Restored, ", ")))
 	}
 	plan.fillApplied(res, steps, prior, diags)
 	plan.fillBridges(ctx, res, diags)
-	if todo := res.FollowUps(steps); len(todo) > 0 {
-		diags.AddWarning("What To Do Next", "- "+strings.Join(todo, "\n- "))
-	}
 	return !diags.HasError()
 }
 
@@ -497,7 +504,7 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		DNSBridgeName: types.StringValue(recreation.DefaultDNSBridgeName), Parallelism: types.Int64Value(recreation.DefaultParallelism),
 		EndpointWait: types.StringValue(defaultEndpointWait),
 		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
-		CompletedAt: types.StringNull(), DNSMovedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType), OldIPBridges: types.StringValue(recreation.BridgesDNS),
+		CompletedAt: types.StringNull(), Summary: types.StringNull(), NextSteps: stringListValue(nil, &resp.Diagnostics), DNSMovedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType), OldIPBridges: types.StringValue(recreation.BridgesDNS),
 		OldIPBridgeTTL: types.StringNull(), OldIPForceRemoval: types.BoolNull(), Bridges: bridgesValue(nil, &resp.Diagnostics),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType})},
 	}
@@ -539,6 +546,8 @@ type serviceRecreationModel struct {
 	Recreated     types.Map      `tfsdk:"recreated"`
 	NotMoved      types.Map      `tfsdk:"not_moved"`
 	CompletedAt   types.String   `tfsdk:"completed_at"`
+	Summary       types.String   `tfsdk:"summary"`
+	NextSteps     types.List     `tfsdk:"next_steps"`
 	DNSMovedAt    types.String   `tfsdk:"dns_moved_at"`
 	DNSServiceIPs types.List     `tfsdk:"dns_service_ips"`
 	Timeouts      timeouts.Value `tfsdk:"timeouts"`

@@ -189,7 +189,10 @@ func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes func
 	}
 	var left []IPPool
 	for _, o := range others {
-		if o.Name == name || o.Settings.Disabled || o.Prefix().Addr().Is4() != pfx.Addr().Is4() || !givesWorkloads(o.Settings.AllowedUses) {
+		// A Manual pool gives addresses only to pods that name it: Calico never assigns from it
+		// on its own, so it leaves new pods nothing.
+		if o.Name == name || o.Settings.Disabled || o.Prefix().Addr().Is4() != pfx.Addr().Is4() || !givesWorkloads(o.Settings.AllowedUses) ||
+			o.Settings.AssignmentMode == string(apiv3.Manual) {
 			continue
 		}
 		left = append(left, o)
@@ -199,9 +202,10 @@ func CheckPoolsLeft(name, cidr, nodeSelector string, others []IPPool, nodes func
 		family = "IPv6"
 	}
 	if len(left) == 0 {
-		return []k8sops.Finding{{Path: k8sops.At("disabled"), Summary: "Last Enabled Pool of Its Family", Detail: fmt.Sprintf("IPPool %s (%s) is the only enabled %s "+
-			"pool that gives pods addresses: disabled or deleted, Calico has no %s address to give, and no new pod starts. "+
-			"Create the new pool in the same configuration and order this change after it (depends_on = "+
+		return []k8sops.Finding{{Path: k8sops.At("disabled"), Summary: "Last Enabled Pool of Its Family", Detail: fmt.Sprintf("IPPool %s (%s) is the last enabled %s "+
+			"pool that gives pods addresses on its own (a Manual pool gives them only to pods that name it; a pool this run "+
+			"also disables or deletes is counted out): disabled or deleted, Calico has no %s address to give, and no new pod "+
+			"starts. Create the new pool in the same configuration and order this change after it (depends_on = "+
 			"[k8scidr_calico_ippool.new]), or keep this pool enabled. To stop managing it without deleting it, "+
 			"use terraform state rm (or a removed block with destroy = false); to delete it anyway, set "+
 			"deletion_policy = \"force\" first.", name, cidr, family, family)}}, nil

@@ -92,6 +92,10 @@ func TestCheckPoolsLeft(t *testing.T) {
 			Settings: PoolSettings{CIDR: cidr, Disabled: disabled, NodeSelector: sel, AllowedUses: uses}}
 	}
 	old := pool("default-ipv4-ippool", "100.96.0.0/11", false, "all()")
+	// Calico assigns from a Manual pool only to pods that name it (calicoctl ipam, or the
+	// cni.projectcalico.org/ipv4pools annotation): new pods get nothing from it.
+	manual := pool("manual", "172.16.0.0/13", false, "all()")
+	manual.Settings.AssignmentMode = string(apiv3.Manual)
 	for _, c := range []struct {
 		name         string
 		others       []IPPool
@@ -104,6 +108,8 @@ func TestCheckPoolsLeft(t *testing.T) {
 		{"a new pool for all nodes", []IPPool{old, pool("new", "172.16.0.0/13", false, "all()")}, false, false},
 		{"a new pool with the default selector", []IPPool{old, pool("new", "172.16.0.0/13", false, "")}, false, false},
 		{"a new pool for some nodes", []IPPool{old, pool("new", "172.16.0.0/13", false, "zone == 'a'", "Workload")}, false, true},
+		{"another, Manual", []IPPool{old, manual}, true, false},
+		{"a new pool beside a Manual one", []IPPool{old, manual, pool("new", "172.16.0.0/13", false, "all()")}, false, false},
 	} {
 		errs, warnings := CheckPoolsLeft(old.Name, old.Spec.CIDR, "all()", c.others, unreadableNodes)
 		if (len(errs) > 0) != c.errs || (len(warnings) > 0) != c.warned {

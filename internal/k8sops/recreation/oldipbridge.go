@@ -292,10 +292,11 @@ func CheckOldIPBridgeRemoval(ctx context.Context, c *k8sops.Client, bridges []Ol
 		"true if you know they hold no old IP.", len(users), k8sops.FirstOf(users), len(inUse), k8sops.FirstOf(inUse))}}, nil
 }
 
-// BridgesHolding describes the bridges (the DNS bridge and old-IP bridges) with an IP inside
-// the ServiceCIDR name that no other Ready ServiceCIDR holds: while they exist its deletion
-// cannot finish, and a bridge the journal still has to make needs a Ready range for its IP.
-func BridgesHolding(ctx context.Context, c *k8sops.Client, name string) ([]string, error) {
+// BridgesHolding describes the bridges (the DNS bridge, unless withoutDNS, and old-IP bridges)
+// with an IP inside the ServiceCIDR name that no other Ready ServiceCIDR holds: while they exist
+// its deletion cannot finish, and a bridge the journal still has to make needs a Ready range for
+// its IP.
+func BridgesHolding(ctx context.Context, c *k8sops.Client, name string, withoutDNS bool) ([]string, error) {
 	ranges, _, err := k8sops.ListServiceCIDRObjects(ctx, c)
 	if err != nil {
 		return nil, err
@@ -312,6 +313,9 @@ func BridgesHolding(ctx context.Context, c *k8sops.Client, name string) ([]strin
 	var out []string
 	list := c.Kube.CoreV1().Services("").List
 	for _, label := range []string{k8sops.DNSBridgeLabel, k8sops.OldIPBridgeLabel} {
+		if withoutDNS && label == k8sops.DNSBridgeLabel {
+			continue
+		}
 		err := k8sops.EachItem(ctx, k8sops.ListPages(func(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
 			o.LabelSelector = label + "=true"
 			return list(ctx, o)

@@ -469,16 +469,10 @@ func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]net
 	if len(p.Errors) > 0 {
 		return nil, false
 	}
-	targets := k8sops.ParsePrefixes(o.TargetCIDRs)
-	for _, t := range targets {
-		if !servedByReady(snap.Ranges, t) {
-			p.Warnings = append(p.Warnings, k8sops.Finding{Path: k8sops.At("target_cidrs"), Summary: "Target Range Not Served",
-				Detail: fmt.Sprintf("No Ready ServiceCIDR covers %s, so no Service can get an IP there. Create one first "+
-					"(a k8scidr_service_cidr in the same configuration, listed in the recreation's depends_on; never referenced "+
-					"from the data source, which would then be read only at apply).", t)})
-		}
-	}
-	return targets, true
+	// A target no Ready ServiceCIDR serves yet is not warned of here: the configuration usually
+	// creates it in the same run, which this plan, read before any resource, cannot see. The
+	// recreation's plan, which counts the ranges the run creates, warns of what none serves.
+	return k8sops.ParsePrefixes(o.TargetCIDRs), true
 }
 
 // servedByReady reports whether a Ready ServiceCIDR contains the whole prefix.

@@ -289,6 +289,7 @@ type workspace struct {
 	dir, terraform, logPath string
 	env                     []string
 	log                     *os.File
+	lastSummary             string // services_summary as the last apply printed it
 }
 
 func newWorkspace(root, bin, kubeconfig string) (*workspace, error) {
@@ -420,6 +421,19 @@ func (w *workspace) apply() error {
 	for _, d := range demoDiagnostics(diags) {
 		fmt.Printf("  %s: %s\n", d.Severity, d.Summary)
 	}
+	// What the recreation did and left to do: outputs, not warnings; shown when they change.
+	outputs := plansummary.Outputs(jsonLog.Bytes())
+	var summary string
+	var next []string
+	_ = json.Unmarshal(outputs["services_summary"], &summary)
+	_ = json.Unmarshal(outputs["next_steps"], &next)
+	if summary != "" && summary != w.lastSummary {
+		fmt.Printf("  services_summary: %s\n", summary)
+		for _, n := range next {
+			fmt.Printf("  next step: %s\n", n)
+		}
+	}
+	w.lastSummary = summary
 	return nil
 }
 
