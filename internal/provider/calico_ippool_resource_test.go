@@ -662,6 +662,12 @@ func TestAccCalicoIPPool_oldCRDSchema(t *testing.T) {
 					return nil
 				},
 			},
+			{
+				// The test's destroy deletes both pools, every pool the cluster has: refused
+				// unless forced (TestAccCalicoIPPool_twoAtOnce).
+				Config: e.provider() + poolBlock("new", "10.20.0.0/16", "  ipip_mode = \"Always\"\n  nat_outgoing = true\n  deletion_policy = \"force\"\n") +
+					strings.Replace(poolBlock("old", oldPoolCIDR, "  deletion_policy = \"force\"\n"), `name = "old"`, `name = "`+oldPoolName+`"`, 1),
+			},
 		},
 	})
 }

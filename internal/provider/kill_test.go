@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
@@ -406,4 +407,62 @@ func TestAccKill_staleQuotaResync(t *testing.T) {
 func clusterIPIn(p netip.Prefix, svc *corev1.Service) bool {
 	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
 	return err == nil && p.Contains(ip)
+}
+
+// TestAccKill_handOverWait SIGKILLs terraform and the provider once every Service it moves has
+// taken its new IPs, while the apply waits for cached DNS answers naming the old ones to expire
+// before it removes the hand-overs' bridges: the last moment of a run, which a random kill point
+// seldom hits (TestAccKill_recreation once left a bridge there). The apply is the one a converged
+// configuration makes when Services appear in the old range, the target unchanged: the next plan
+// must still show work, and its apply remove every bridge, with nothing lost.
+func TestAccKill_handOverWait(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const n, ns = 10, "wait"
+	c, before, config := movingCluster(t, ns, n)
+	target := pingPong[0]
+	w := newCLIWorkspace(t, config(target))
+	w.planFile()
+	w.applyFile()
+	w.converged()
+	// Services made in the old range since: the next apply moves them, the target unchanged.
+	f := fixture{t, c.Kube}
+	for i := range n {
+		svc := clusterIPService(fmt.Sprintf("late-%d", i), "")
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
+		f.service(ns, svc)
+	}
+	after := servicesIn(t, c.Kube, ns)
+	bridges := func() int {
+		list, err := c.Kube.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{LabelSelector: recreation.HandOverLabel + "=bridge"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	killed, out, _ := interruptWhen(t, w, nil, func() bool {
+		moved, _ := movedCount(t, c.Kube, ns, target, 2*n)
+		return moved == 2*n && bridges() > 0
+	}, sigkill, "apply", "-auto-approve")
+	if !killed {
+		t.Fatalf("the apply finished before every Service moved with its bridge still up, so the test tested nothing:\n%s", out)
+	}
+	left := bridges()
+	t.Logf("killed with every Service moved and %d hand-over bridges up", left)
+	if out, err := w.run("plan", "-detailed-exitcode"); err == nil {
+		t.Errorf("the plan after the kill shows nothing to do, and would leave %d bridges:\n%s", left, out)
+	}
+	if out, err := w.run("apply", "-auto-approve"); err != nil {
+		t.Fatalf("the apply after the kill: %v\n%s", err, out)
+	}
+	if got := bridges(); got > 0 {
+		t.Errorf("after the apply, %d hand-over bridges are left", got)
+	}
+	if err := checkNothingLostIn(c.Kube, ns, after, target); err != nil {
+		t.Error(err)
+	}
+	if len(before) != n {
+		t.Errorf("%d Services made, want %d", len(before), n)
+	}
+	w.converged()
 }

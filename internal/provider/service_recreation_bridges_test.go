@@ -549,6 +549,11 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
 	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("the recovery apply:\n%s", out)
+		}
+	}()
 	checkBridged(t, c.Kube, ns, before)
 	cms, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil {
@@ -574,9 +579,6 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 			t.Errorf("  %s written %s old %v → %v; now %v (created %s); bridge (created %s)", e.Key, e.Written.Format(time.RFC3339Nano),
 				e.OldIPs, e.Service.Spec.ClusterIPs, svc.Spec.ClusterIPs, svc.CreationTimestamp, bridgeCreated(bridge))
 		}
-	}
-	if t.Failed() {
-		t.Logf("the recovery apply:\n%s", out)
 	}
 	w.converged()
 }

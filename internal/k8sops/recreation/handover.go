@@ -464,6 +464,18 @@ func (x *executor) release(ctx context.Context, h *handOver) error {
 	})
 	h.e = e
 	var changed changedAway
+	if err != nil && !errors.As(err, &changed) && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		// The release of a cut-off run, in flight when it ended, may land after this run read
+		// the Service: it names this carrier already. That is this step done, not a change.
+		if cur, getErr := api.Get(ctx, h.svc.Name, metav1.GetOptions{}); getErr == nil && cur.UID == h.svc.UID &&
+			handingOver(cur) && cur.Spec.ExternalName == x.fqdn(h.carrier) {
+			h.svc = cur
+			return nil
+		}
+	}
 	switch {
 	case err == nil:
 		if x.o.HoldAfterDelete != nil {
