@@ -71,13 +71,15 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 		return err
 	}
 	if len(list.Items) != len(before) {
-		var extra []string
+		var extra, odd []string
 		for _, s := range list.Items {
 			if _, ok := before[s.Namespace+"/"+s.Name]; !ok {
-				extra = append(extra, fmt.Sprintf("%s (%s %v, labels %v)", s.Name, s.Spec.Type, s.Spec.ClusterIPs, s.Labels))
+				extra = append(extra, fmt.Sprintf("%s (%s %v, labels %v, annotations %v)", s.Name, s.Spec.Type, s.Spec.ClusterIPs, s.Labels, s.Annotations))
+			} else if s.Spec.Type == corev1.ServiceTypeExternalName {
+				odd = append(odd, fmt.Sprintf("%s (ExternalName %s, annotations %v)", s.Name, s.Spec.ExternalName, s.Annotations))
 			}
 		}
-		return fmt.Errorf("%d Services before, %d now; not there before: %v", len(before), len(list.Items), extra)
+		return fmt.Errorf("%d Services before, %d now; not there before: %v; mid-hand-over: %v", len(before), len(list.Items), extra, odd)
 	}
 	for _, s := range list.Items {
 		key := s.Namespace + "/" + s.Name
@@ -86,7 +88,7 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 		case !ok:
 			return fmt.Errorf("%s is new", key)
 		case !clusterIPIn(target, &s):
-			return fmt.Errorf("%s not moved: %s", key, s.Spec.ClusterIP)
+			return fmt.Errorf("%s not moved: %s %q %v (annotations %v)", key, s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIPs, s.Annotations)
 		case !reflect.DeepEqual(specWithoutIPs(old), specWithoutIPs(s)):
 			return fmt.Errorf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(old).Spec, specWithoutIPs(s).Spec)
 		}

@@ -147,11 +147,12 @@ func TestAccKill_recreation(t *testing.T) {
 		if !killed {
 			t.Fatalf("trial %d (seed %d): the apply finished before the kill, so the trial tested nothing:\n%s", trial, seed, out)
 		}
-		if out, err := w.run("apply", "-auto-approve"); err != nil {
-			t.Fatalf("trial %d (seed %d): the apply after the kill failed: %v\n%s", trial, seed, err, out)
+		recovered, err := w.run("apply", "-auto-approve")
+		if err != nil {
+			t.Fatalf("trial %d (seed %d): the apply after the kill failed: %v\n%s", trial, seed, err, recovered)
 		}
 		if err := checkNothingLostIn(c.Kube, "kill", before, target); err != nil {
-			t.Fatalf("trial %d (seed %d): %v", trial, seed, err)
+			t.Fatalf("trial %d (seed %d): %v\nthe killed apply:\n%s\nthe apply after the kill:\n%s", trial, seed, err, lastLines(out, 40), recovered)
 		}
 		if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
 			t.Fatalf("trial %d (seed %d): the plan after recovery is not empty: %v\n%s", trial, seed, err, out)

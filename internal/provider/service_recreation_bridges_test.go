@@ -330,7 +330,7 @@ func checkMovedKeepingSpecs(now, before map[string]corev1.Service) error {
 		case !ok:
 			return fmt.Errorf("%s is new", key)
 		case !clusterIPIn(faultTarget, &s):
-			return fmt.Errorf("%s not moved: %s", key, s.Spec.ClusterIP)
+			return fmt.Errorf("%s not moved: %s %q %v (annotations %v)", key, s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIPs, s.Annotations)
 		case !reflect.DeepEqual(specWithoutIPs(old), specWithoutIPs(s)):
 			return fmt.Errorf("%s changed beyond its IPs:\n%+v\n%+v", key, specWithoutIPs(old).Spec, specWithoutIPs(s).Spec)
 		}

@@ -150,9 +150,12 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				mu.Unlock()
 				return
 			}
-			if slices.ContainsFunc(entries, func(e JournalEntry) bool { return e.Endpoints != nil }) {
+			// Held until the run's end: restored Endpoints are settled then, and a hand-over's
+			// bridge that is not kept is removed then (retireTransients). A run cut off before
+			// leaves the entries, and the next plan restores those whose helpers are still there.
+			if len(handOvers) > 0 || slices.ContainsFunc(entries, func(e JournalEntry) bool { return e.Endpoints != nil }) {
 				x.mu.Lock()
-				x.heldJournals = append(x.heldJournals, names...) // until settleEndpoints
+				x.heldJournals = append(x.heldJournals, names...)
 				x.mu.Unlock()
 			} else if err := deleteJournal(ctx, x.c, x.o.Journal.Namespace, names); err != nil {
 				fail(err)

@@ -187,10 +187,18 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 	return nil
 }
 
+// handOverHelperLeft reports whether the carrier or the bridge that is not kept of e's
+// hand-over still exists: a run cut off after the Service took its new IPs (while it waited for
+// the cached DNS answers to expire) left it, and only a run removes it.
+func handOverHelperLeft(e JournalEntry, byKey map[string]*corev1.Service) bool {
+	ns, name := e.Service.Namespace, e.Service.Name
+	return byKey[ns+"/"+carrierName(ns, name, e.OldIPs)] != nil || byKey[ns+"/"+transientName(ns, name, e.OldIPs)] != nil
+}
+
 // planRestore turns the journal an interrupted apply left into Restores: a Service that is gone
 // keeps its journaled target IP when still free and asks for a new placement otherwise; one
-// that exists but lacks what its move took along is settled at the IPs it has. Entries that
-// are settled already need nothing: any apply removes them.
+// that exists but lacks what its move took along, or whose hand-over left a helper, is settled
+// at the IPs it has. Entries that are settled already need nothing: any apply removes them.
 func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Service, targets []netip.Prefix, dnsKey string,
 	held *[]netip.Addr, reqs *[]k8sops.PlacementRequest) {
 	newest := newestEntries(snap.Journal)
@@ -221,7 +229,7 @@ func (p *RecreationPlan) planRestore(snap Snapshot, byKey map[string]*corev1.Ser
 			// stopped): the entry holds its old IPs, and restoring it creates the bridge. A bridge
 			// of an earlier migration, on other IPs, does not count.
 			dnsBridgeDue := e.Key == dnsKey && dnsBridgeMissing(snap.Services, MovingIPs(e.OldIPs, ipStrings(k8sops.ClusterIPs(svc))))
-			if dnsBridgeDue || bridgeMissing(e, byKey) || !journalSettled(e, svc, snap.Endpoints) {
+			if dnsBridgeDue || bridgeMissing(e, byKey) || !journalSettled(e, svc, snap.Endpoints) || handOverHelperLeft(e, byKey) {
 				p.Restore = append(p.Restore, Restore{Key: e.Key, Journal: e.Object, NewIPs: ipStrings(k8sops.ClusterIPs(svc))})
 			}
 			continue
