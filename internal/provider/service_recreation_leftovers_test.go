@@ -195,8 +195,13 @@ func TestAccServiceRecreation_dnsGotAnotherIP(t *testing.T) {
 		t.Fatalf("kube-dns at %v; want the next free IP 172.24.0.11", got)
 	}
 	expect(t, "the resource's dns_service_ips", w.stateValue(recreationAddr, "dns_service_ips"), strListCheck("172.24.0.11"))
-	if !diagRE("kubeDNS.serverIP", "172.24.0.11", "not the planned 172.24.0.10").MatchString(out.String()) {
-		t.Errorf("the apply does not say that kube-dns got 172.24.0.11, not the planned 172.24.0.10:\n%s", out.String())
+	// A warning says the apply did not do what the plan showed; the step it changes is in
+	// next_steps, with the IP to use.
+	if !strings.Contains(out.String(), "kube-system/kube-dns got [172.24.0.11] instead of the planned [172.24.0.10]") {
+		t.Errorf("the apply does not warn that kube-dns got 172.24.0.11, not the planned 172.24.0.10:\n%s", out.String())
+	}
+	if next := fmt.Sprint(w.stateValue(recreationAddr, "next_steps")); !diagRE("kubeDNS.serverIP", "172.24.0.11", "not the planned 172.24.0.10").MatchString(next) {
+		t.Errorf("next_steps does not say to set kubeDNS.serverIP to 172.24.0.11, not the planned 172.24.0.10: %s", next)
 	}
 
 	// The kubelets were set to the planned IP, which the other client's Service holds.
