@@ -15,12 +15,15 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -59,7 +62,10 @@ type Clients struct {
 	failures []Failure
 	moves    map[string][]time.Time // Service → the times it lost its ClusterIP (deleted or changed)
 	svcs     cache.Store
-	oldDNS   string // the DNS Service's IP when the clients started
+	oldDNS   string            // the DNS Service's IP when the clients started
+	ctStart  map[string]uint64 // the namespace's conntrack counters when the clients started
+	http     map[ClientKind]*http.Client
+	local    map[ClientKind]net.IP // each kind's source address: its own pod's IP
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
@@ -102,9 +108,18 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Second
 	}
-	cl := &Clients{o: o, requests: map[ClientKind]map[string]int{}, moves: map[string][]time.Time{}}
-	for _, k := range ClientKinds {
+	cl := &Clients{o: o, requests: map[ClientKind]map[string]int{}, moves: map[string][]time.Time{},
+		http: map[ClientKind]*http.Client{"": noKeepAlive(nil)}, local: map[ClientKind]net.IP{}}
+	for i, k := range ClientKinds {
 		cl.requests[k] = map[string]int{}
+		// Each kind of client is a pod of its own, with its own IP, as in a cluster: connections
+		// of different kinds to a Service's old and new IPs (which kube-proxy sends to the same
+		// endpoints) never share a conntrack reply tuple, which the kernel would refuse.
+		ip := net.IPv4(192, 0, 2, byte(11+i))
+		if err := ipCommand("addr", "add", ip.String()+"/32", "dev", wireNodeLink); err != nil && !strings.Contains(err.Error(), "File exists") {
+			return nil, fmt.Errorf("the address of the %s client: %w", k, err)
+		}
+		cl.local[k], cl.http[k] = ip, noKeepAlive(ip)
 	}
 	f := informers.NewSharedInformerFactory(w.c.Kube, 0)
 	inf := f.Core().V1().Services().Informer()
@@ -127,6 +142,7 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		return nil, errors.New("watching Services for the wire's clients: caches did not sync")
 	}
 	cl.svcs = inf.GetStore()
+	cl.ctStart = conntrackStats()
 	oldDNS := cl.clusterIP(o.DNS)
 	cl.oldDNS = oldDNS
 	if oldDNS == "" {
@@ -139,8 +155,8 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		// A Service just made is served once kube-proxy's next sync has programmed it.
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			var err error
-			if kept, err = cl.resolve(ctx, oldDNS, svc); err == nil {
-				err = cl.get(ctx, start)
+			if kept, err = cl.resolve(ctx, "", oldDNS, svc); err == nil {
+				err = cl.get(ctx, "", start)
 			}
 			return err == nil, nil
 		})
@@ -148,16 +164,16 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 			cl.cancel()
 			return nil, fmt.Errorf("the Service %s is not served on the wire before the clients start (ClusterIP %q, DNS %s): %v", svc, start, oldDNS, err)
 		}
-		cl.loop(ctx, ClientOldResolver, svc, func(ctx context.Context) error { return cl.byName(ctx, oldDNS, svc) })
+		cl.loop(ctx, ClientOldResolver, svc, func(ctx context.Context) error { return cl.byName(ctx, ClientOldResolver, oldDNS, svc) })
 		cl.loop(ctx, ClientNewResolver, svc, func(ctx context.Context) error {
 			newDNS := cl.clusterIP(o.DNS)
 			if newDNS == oldDNS || newDNS == "" {
 				return errNotYet
 			}
-			return cl.byName(ctx, newDNS, svc)
+			return cl.byName(ctx, ClientNewResolver, newDNS, svc)
 		})
-		cl.loop(ctx, ClientKeptIP, svc, func(ctx context.Context) error { return cl.get(ctx, kept) })
-		cl.loop(ctx, ClientServiceHost, svc, func(ctx context.Context) error { return cl.get(ctx, start) })
+		cl.loop(ctx, ClientKeptIP, svc, func(ctx context.Context) error { return cl.get(ctx, ClientKeptIP, kept) })
+		cl.loop(ctx, ClientServiceHost, svc, func(ctx context.Context) error { return cl.get(ctx, ClientServiceHost, start) })
 	}
 	return cl, nil
 }
@@ -171,9 +187,9 @@ func (cl *Clients) Reach(ctx context.Context, kind ClientKind, svc, ip string) e
 		if kind == ClientOldResolver {
 			dns = cl.oldDNS
 		}
-		return cl.byName(ctx, dns, svc)
+		return cl.byName(ctx, kind, dns, svc)
 	default:
-		return cl.get(ctx, ip)
+		return cl.get(ctx, kind, ip)
 	}
 }
 
@@ -228,16 +244,16 @@ func (cl *Clients) record(kind ClientKind, svc string, at time.Time, err error) 
 }
 
 // byName resolves svc through the resolver at dnsIP, then sends a request to the answer.
-func (cl *Clients) byName(ctx context.Context, dnsIP, svc string) error {
-	ip, err := cl.resolve(ctx, dnsIP, svc)
+func (cl *Clients) byName(ctx context.Context, kind ClientKind, dnsIP, svc string) error {
+	ip, err := cl.resolve(ctx, kind, dnsIP, svc)
 	if err != nil {
 		return err
 	}
-	return cl.get(ctx, ip)
+	return cl.get(ctx, kind, ip)
 }
 
 // resolve asks the resolver at dnsIP for svc's A record over UDP, as a pod's resolver does.
-func (cl *Clients) resolve(ctx context.Context, dnsIP, svc string) (string, error) {
+func (cl *Clients) resolve(ctx context.Context, kind ClientKind, dnsIP, svc string) (string, error) {
 	ns, name, _ := strings.Cut(svc, "/")
 	qname, err := dnsmessage.NewName(name + "." + ns + ".svc.cluster.local.")
 	if err != nil {
@@ -251,7 +267,10 @@ func (cl *Clients) resolve(ctx context.Context, dnsIP, svc string) (string, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, cl.o.Timeout)
 	defer cancel()
-	var d net.Dialer
+	d := net.Dialer{}
+	if ip := cl.local[kind]; ip != nil {
+		d.LocalAddr = &net.UDPAddr{IP: ip}
+	}
 	conn, err := d.DialContext(ctx, "udp", net.JoinHostPort(dnsIP, "53"))
 	if err != nil {
 		return "", fmt.Errorf("dns: %w", err)
@@ -285,20 +304,26 @@ func (cl *Clients) resolve(ctx context.Context, dnsIP, svc string) (string, erro
 }
 
 // get sends an HTTP request to ip on the wire's port, on a new connection.
-func (cl *Clients) get(ctx context.Context, ip string) error {
+func (cl *Clients) get(ctx context.Context, kind ClientKind, ip string) error {
 	ctx, cancel := context.WithTimeout(ctx, cl.o.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, strconv.Itoa(WireHTTPPort))+"/", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := noKeepAlive.Do(req)
+	var connected atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}))
+	resp, err := cl.http[kind].Do(req)
 	if err != nil {
 		var uerr interface{ Unwrap() error }
 		if errors.As(err, &uerr) {
 			err = uerr.Unwrap()
 		}
-		return fmt.Errorf("http %s: %w", ip, shortNetErr(err))
+		err = shortNetErr(err)
+		if err.Error() == "timeout" && !connected.Load() {
+			err = errors.New("connect timeout") // its SYNs went unanswered
+		}
+		return fmt.Errorf("http %s: %w", ip, err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -308,8 +333,15 @@ func (cl *Clients) get(ctx context.Context, ip string) error {
 	return nil
 }
 
-// noKeepAlive opens a connection per request: each one meets kube-proxy's rules as they are.
-var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+// noKeepAlive opens a connection per request, from local (any address when nil): each one
+// meets kube-proxy's rules as they are.
+func noKeepAlive(local net.IP) *http.Client {
+	d := &net.Dialer{}
+	if local != nil {
+		d.LocalAddr = &net.TCPAddr{IP: local}
+	}
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: d.DialContext}}
+}
 
 // shortNetErr keeps what a failure was (refused, timed out, unreachable), not the addresses.
 func shortNetErr(err error) error {
@@ -338,7 +370,10 @@ func (cl *Clients) Stop() *WireReport {
 func (cl *Clients) Report() *WireReport {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	r := &WireReport{Kinds: map[ClientKind]*KindReport{}}
+	r := &WireReport{Kinds: map[ClientKind]*KindReport{}, Conntrack: map[string]uint64{}}
+	for k, n := range conntrackStats() {
+		r.Conntrack[k] = n - cl.ctStart[k]
+	}
 	for _, k := range ClientKinds {
 		kr := &KindReport{Windows: map[string][]Window{}}
 		for _, n := range cl.requests[k] {
@@ -384,6 +419,10 @@ func sinceMove(moves []time.Time, at time.Time) time.Duration {
 // WireReport is what each kind of client saw.
 type WireReport struct {
 	Kinds map[ClientKind]*KindReport
+	// Conntrack are the namespace's conntrack counters (/proc/net/stat/nf_conntrack, summed
+	// over CPUs) since the clients started: a connection whose entry clashed with another's
+	// (insert_failed, drop) fails whatever kube-proxy's rules say.
+	Conntrack map[string]uint64
 }
 
 // KindReport is what one kind of client saw.
@@ -449,6 +488,10 @@ func (r *WireReport) String() string {
 		}
 		fmt.Fprintf(&b, "%-14s %9d %9d %9d %s\n", k, kr.Requests, len(kr.Failures), len(kr.Windows), longest)
 	}
+	if len(r.Conntrack) > 0 {
+		fmt.Fprintf(&b, "conntrack meanwhile: insert_failed %d, drop %d, clashres %d, invalid %d, early_drop %d\n",
+			r.Conntrack["insert_failed"], r.Conntrack["drop"], r.Conntrack["clashres"], r.Conntrack["invalid"], r.Conntrack["early_drop"])
+	}
 	for _, k := range ClientKinds {
 		kr := r.Kinds[k]
 		for _, svc := range slices.Sorted(maps.Keys(kr.Windows)) {
@@ -459,4 +502,24 @@ func (r *WireReport) String() string {
 		}
 	}
 	return b.String()
+}
+
+// conntrackStats are the counters of /proc/net/stat/nf_conntrack (the calling process's network
+// namespace), each summed over the CPUs; nil where the file cannot be read.
+func conntrackStats() map[string]uint64 {
+	data, err := os.ReadFile("/proc/net/stat/nf_conntrack")
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	names := strings.Fields(lines[0])
+	out := map[string]uint64{}
+	for _, line := range lines[1:] {
+		for i, f := range strings.Fields(line) {
+			if n, err := strconv.ParseUint(f, 16, 64); err == nil && i < len(names) {
+				out[names[i]] += n
+			}
+		}
+	}
+	return out
 }
