@@ -99,7 +99,7 @@ func checkNothingLostIn(kube kubernetes.Interface, ns string, before map[string]
 			}
 		}
 	}
-	cms, err := kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: recreation.JournalLabel})
+	cms, err := kube.CoreV1().ConfigMaps(recreation.DefaultJournalNamespace).List(ctx, metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil {
 		return err
 	}

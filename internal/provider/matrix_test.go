@@ -281,16 +281,23 @@ func describeAllocation(s *corev1.Service, err error) string {
 func TestAccMatrix_serviceCIDRGate(t *testing.T) {
 	forEachRelease(t, nil, func(t *testing.T, r testcluster.Release, c *testcluster.Cluster) {
 		ctx := context.Background()
-		kcm := func(gates string) {
+		// Each kube-controller-manager pod has its own name: a grace-0 delete first writes a
+		// deletionTimestamp, kwok's pod-delete stage answers it with a delete by name (no UID
+		// precondition), and that delete can land on a replacement of the same name.
+		prev := ""
+		kcm := func(name, gates string) {
 			pods := c.Kube.CoreV1().Pods("kube-system")
-			_ = pods.Delete(ctx, "kube-controller-manager-kwok-node-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-				_, err := pods.Get(ctx, "kube-controller-manager-kwok-node-0", metav1.GetOptions{})
-				return apierrors.IsNotFound(err), nil
-			}); err != nil {
-				t.Fatal(err)
+			if prev != "" {
+				_ = pods.Delete(ctx, prev, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+					_, err := pods.Get(ctx, prev, metav1.GetOptions{})
+					return apierrors.IsNotFound(err), nil
+				}); err != nil {
+					t.Fatal(err)
+				}
 			}
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager-kwok-node-0", Labels: map[string]string{"component": "kube-controller-manager"}},
+			prev = name
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"component": "kube-controller-manager"}},
 				Spec: corev1.PodSpec{NodeName: "kwok-node-0", HostNetwork: true, Containers: []corev1.Container{{Name: "kube-controller-manager", Image: "kcm:1",
 					Command: []string{"kube-controller-manager", "--feature-gates=" + gates}}}}}
 			if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -315,7 +322,7 @@ data "k8scidr_preflight" "this" {
 			}
 			return got
 		}
-		kcm("RotateKubeletServerCertificate=true")
+		kcm("kube-controller-manager-kwok-node-0", "RotateKubeletServerCertificate=true")
 		got := gateFindings()
 		want := []string{"blocker kube-controller-manager-kwok-node-0"}
 		if minor, _ := strconv.Atoi(strings.TrimPrefix(r.Name, "1.")); minor >= 33 { // on by default
@@ -324,7 +331,7 @@ data "k8scidr_preflight" "this" {
 		if !slices.Equal(got, want) {
 			t.Errorf("Kubernetes %s, kube-controller-manager without the gate: findings %v, want %v", r.Name, got, want)
 		}
-		kcm("RotateKubeletServerCertificate=true,MultiCIDRServiceAllocator=true")
+		kcm("kube-controller-manager-kwok-node-0-gated", "RotateKubeletServerCertificate=true,MultiCIDRServiceAllocator=true")
 		if got := gateFindings(); len(got) > 0 {
 			t.Errorf("Kubernetes %s, kube-controller-manager with the gate: findings %v, want none", r.Name, got)
 		}

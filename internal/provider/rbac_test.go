@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -221,4 +222,100 @@ func waitAllowed(kubeconfig, verb, resource string, allowed bool) error {
 		return fmt.Errorf("the authorizer never said %v to %s %s: %w", allowed, verb, resource, err)
 	}
 	return nil
+}
+
+// TestAccRBAC_leastPrivilege: examples/rbac's roles, bound as the file says, deny what the
+// provider must never do (the ways from its credentials to a cluster-admin, another team's
+// policy or a node's heartbeat) and allow what it does; TestAccMigrationExample applies the whole
+// migration under the same apply role, and TestAccRBAC_planReadOnly plans everything under the
+// plan role. The allowed reviews are waited for first: once the authorizer says yes to them, the
+// bindings are in its cache and a no is the role's, not the cache's.
+func TestAccRBAC_leastPrivilege(t *testing.T) {
+	testAccPreCheck(t)
+	c := startCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	type review struct {
+		verb, resource, namespace, name, group string
+		allowed                                bool
+	}
+	journal := recreation.DefaultJournalNamespace
+	for _, role := range []struct {
+		file    string
+		reviews []review
+	}{
+		{applyRole, []review{
+			// what the provider does
+			{"create", "configmaps", journal, "", "", true},
+			{"delete", "configmaps", journal, "k8scidr-journal-x", "", true},
+			{"update", "leases", journal, "k8scidr-journal-default", "coordination.k8s.io", true},
+			{"create", "events", journal, "", "", true},
+			{"create", "pods", "default", "", "", true}, // the canary
+			{"get", "configmaps", "kube-system", "kubelet-config", "", true},
+			{"delete", "services", "app", "web", "", true},
+			{"update", "validatingadmissionpolicies", "", "restrict-service-cidrs", "admissionregistration.k8s.io", true},
+			// what it must not: a pod in kube-system runs as any of its ServiceAccounts
+			{"create", "pods", "kube-system", "", "", false},
+			{"create", "pods", "app", "", "", false},
+			{"delete", "pods", "kube-system", "kube-apiserver-kwok-node-0", "", false},
+			{"get", "configmaps", "kube-system", "aws-auth", "", false},
+			{"update", "configmaps", "kube-system", "aws-auth", "", false},
+			{"update", "configmaps", "kube-system", "coredns", "", false},
+			{"create", "configmaps", "kube-system", "", "", false},
+			{"list", "configmaps", "", "", "", false},
+			{"update", "leases", "kube-node-lease", "kwok-node-0", "coordination.k8s.io", false},
+			{"delete", "leases", "kube-system", "kube-controller-manager", "coordination.k8s.io", false},
+			{"create", "events", "kube-system", "", "", false},
+			{"update", "validatingadmissionpolicies", "", "another-teams-policy", "admissionregistration.k8s.io", false},
+			{"delete", "validatingadmissionpolicybindings", "", "another-teams-policy", "admissionregistration.k8s.io", false},
+			{"create", "namespaces", "", "", "", false},
+		}},
+		{planRole, []review{
+			{"list", "configmaps", journal, "", "", true},
+			{"get", "configmaps", "kube-system", "kubeadm-config", "", true},
+			{"list", "services", "", "", "", true},
+			{"get", "configmaps", "kube-system", "aws-auth", "", false},
+			{"list", "configmaps", "kube-system", "", "", false},
+			{"list", "secrets", "", "", "", false},
+			{"create", "configmaps", journal, "", "", false},
+			{"update", "services", "app", "web", "", false},
+		}},
+	} {
+		kubeconfig, err := c.ServiceAccountKubeconfig(ctx, role.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kube := kubernetes.NewForConfigOrDie(cfg)
+		allowed := func(ctx context.Context, r review) (bool, error) {
+			got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: r.verb, Resource: r.resource, Namespace: r.namespace, Name: r.name, Group: r.group}}}, metav1.CreateOptions{})
+			if err != nil {
+				return false, err
+			}
+			return got.Status.Allowed, nil
+		}
+		for _, r := range role.reviews {
+			if !r.allowed {
+				continue
+			}
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				return allowed(ctx, r)
+			})
+			if err != nil {
+				t.Errorf("%s: %s %s %s/%s (group %q) is denied: the provider needs it (%v)", filepath.Base(role.file), r.verb, r.resource, r.namespace, r.name, r.group, err)
+			}
+		}
+		for _, r := range role.reviews {
+			if r.allowed {
+				continue
+			}
+			if got, err := allowed(ctx, r); err != nil || got {
+				t.Errorf("%s: %s %s %s/%s (group %q) allowed=%v (%v): the role grants more than the provider needs", filepath.Base(role.file), r.verb, r.resource, r.namespace, r.name, r.group, got, err)
+			}
+		}
+	}
 }

@@ -85,7 +85,9 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 					k8sops.PreserveOffset + "`.",
 				Validators: []validator.String{stringvalidator.OneOf(k8sops.PreserveOffset, k8sops.NextFree, k8sops.Previous)}},
 			"journal_namespace": schema.StringAttribute{Optional: true, Computed: true,
-				MarkdownDescription: "Namespace of the recreation journal (ConfigMaps labelled `k8scidr.io/journal`). Default `" +
+				MarkdownDescription: "Namespace of the recreation journal (ConfigMaps labelled `k8scidr.io/journal`, the Lease of " +
+					"one apply, progress Events): a namespace of its own, so that a Role there grants the journal's writes and no " +
+					"other ConfigMap's. The apply creates it when it is missing and its identity may. Default `" +
 					recreation.DefaultJournalNamespace + "`.",
 				Validators: []validator.String{namespaceName()}},
 			"journal_group": schema.StringAttribute{Optional: true, Computed: true,

@@ -555,7 +555,7 @@ func TestAccKill_oldIPBridges(t *testing.T) {
 		}
 	}()
 	checkBridged(t, c.Kube, ns, before)
-	cms, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: recreation.JournalLabel})
+	cms, err := c.Kube.CoreV1().ConfigMaps(recreation.DefaultJournalNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,7 +635,7 @@ func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+	_, err = c.Kube.CoreV1().ConfigMaps(recreation.DefaultJournalNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "k8scidr-journal-killed", Labels: map[string]string{recreation.JournalLabel: "service-recreation"}},
 		Data:       map[string]string{"entries.json": string(data)},
 	}, metav1.CreateOptions{})
@@ -657,7 +657,7 @@ func TestAccServiceRecreation_restoreFindsBridge(t *testing.T) {
 	if w := slices.DeleteFunc(cliWarnings(out), func(s string) bool { return s == "Interrupted Apply Left Work in the Journal" }); len(w) > 0 {
 		t.Errorf("the restore warned %v; want no warning:\n%s", w, out)
 	}
-	_, err = c.Kube.CoreV1().ConfigMaps("kube-system").Get(ctx, "k8scidr-journal-killed", metav1.GetOptions{})
+	_, err = c.Kube.CoreV1().ConfigMaps(recreation.DefaultJournalNamespace).Get(ctx, "k8scidr-journal-killed", metav1.GetOptions{})
 	assertGone(t, err, "the journal after the restore")
 	if now, err := c.Kube.CoreV1().Services(ns).Get(ctx, bname, metav1.GetOptions{}); err != nil || now.UID != bridge.UID {
 		t.Errorf("bridge %s: %v; want the one the first apply made (UID %s), kept", bname, err, bridge.UID)

@@ -248,7 +248,7 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 	ctx := context.Background()
 	gate, open := faultGate(t, "BEFORE_DELETE")
 	cmd, out := first.start([]string{gate}, "apply", "tfplan")
-	journal := recreation.Journal{Namespace: "kube-system"}
+	journal := recreation.Journal{Namespace: recreation.DefaultJournalNamespace}
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil // the lease is taken before the journal is written
 	})
@@ -257,12 +257,12 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("the first apply wrote no journal: %v\n%s", err, out.String())
 	}
-	lease, err := c.Kube.CoordinationV1().Leases("kube-system").Get(ctx, journal.LeaseName(), metav1.GetOptions{})
+	lease, err := c.Kube.CoordinationV1().Leases(journal.Namespace).Get(ctx, journal.LeaseName(), metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil {
 		t.Fatalf("the first apply holds no lease %s: %v", journal.LeaseName(), err)
 	}
 	secondOut, err := second.run("apply", "tfplan")
-	if err == nil || !diagRE("journal kube-system (journal_group default) is in use by another apply", *lease.Spec.HolderIdentity).MatchString(secondOut) {
+	if err == nil || !diagRE("journal "+journal.Namespace+" (journal_group default) is in use by another apply", *lease.Spec.HolderIdentity).MatchString(secondOut) {
 		t.Errorf("the second apply, started while the first held the journal: %v\n%s", err, secondOut)
 	}
 	sameServices(t, "after the refused second apply", before, servicesIn(t, c.Kube, "app"))
@@ -275,7 +275,7 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 			t.Errorf("%s at %s after the first apply", key, s.Spec.ClusterIP)
 		}
 	}
-	if _, err := c.Kube.CoordinationV1().Leases("kube-system").Get(ctx, journal.LeaseName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Kube.CoordinationV1().Leases(journal.Namespace).Get(ctx, journal.LeaseName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the lease outlived the apply: %v", err)
 	}
 	if n := journalObjects(t, c); n != 0 {

@@ -435,10 +435,10 @@ func TestAccServiceRecreation_interruptFinishesInFlight(t *testing.T) {
 	w.converged()
 }
 
-// journalObjects counts the recreation journal's ConfigMaps in kube-system.
+// journalObjects counts the recreation journal's ConfigMaps in its default namespace.
 func journalObjects(t *testing.T, c *testcluster.Cluster) int {
 	t.Helper()
-	list, err := c.Kube.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: recreation.JournalLabel})
+	list, err := c.Kube.CoreV1().ConfigMaps(recreation.DefaultJournalNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -523,7 +523,7 @@ func checkMoved(kube kubernetes.Interface, before map[string]corev1.Service, mov
 	if err != nil || len(webSlices.Items) == 0 || webSlices.Items[0].OwnerReferences[0].UID != after["app/web"].UID {
 		problems = append(problems, fmt.Sprintf("app/web has no EndpointSlice for its new UID: %v", err))
 	}
-	cms, err := kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{LabelSelector: recreation.JournalLabel})
+	cms, err := kube.CoreV1().ConfigMaps(recreation.DefaultJournalNamespace).List(ctx, metav1.ListOptions{LabelSelector: recreation.JournalLabel})
 	if err != nil || len(cms.Items) > 0 {
 		problems = append(problems, fmt.Sprintf("journal left behind: %v %d", err, len(cms.Items)))
 	}

@@ -509,8 +509,11 @@ func (x *executor) bridgeOld(ctx context.Context, h *handOver) error {
 			return err
 		}
 	}
+	// A bridge found is one a killed run created, perhaps before it copied the endpoints: a
+	// selector-less Service's bridge gets none otherwise. Copies have fixed names, so a second
+	// copy of one made already is a no-op.
 	var copies []string
-	if !found {
+	if !found || len(x.currentSlices(k8sops.SvcKey(b))) == 0 {
 		copies, err = x.copySlices(ctx, familiesOf(x.currentSlices(h.e.Key), b), b)
 		if err != nil {
 			x.note("%s: copying its endpoints to the bridge %s failed (%v): it answers once kube-controller-manager writes its EndpointSlice.", h.e.Key, b.Name, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -33,6 +34,23 @@ var leaseRenewEvery = journalLeaseDuration / 4
 // slow to renew it and was taken for dead).
 var errJournalLeaseLost = errors.New("the journal's lease was taken over by another apply")
 
+// createJournalNamespace creates the journal's namespace, which its Lease is the first object
+// of. An identity that may not create namespaces (examples/rbac's apply role: the namespace is
+// created with the role) is told to create it.
+func createJournalNamespace(ctx context.Context, c *k8sops.Client, namespace string) error {
+	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": c.FieldManager}}}, metav1.CreateOptions{FieldManager: c.FieldManager})
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the journal's namespace %s does not exist, and this identity may not create it (%w): create it "+
+			"(kubectl create namespace %s; examples/rbac creates it with the roles that write in it), or set journal_namespace "+
+			"on the k8scidr_service_moves data source to a namespace that exists. Nothing was changed", namespace, err, namespace)
+	}
+	return fmt.Errorf("creating the journal's namespace %s: %w", namespace, err)
+}
+
 // LeaseName is the Lease that one apply of the journal holds.
 func (j Journal) LeaseName() string { return "k8scidr-journal-" + j.group() }
 
@@ -51,9 +69,16 @@ func holdJournal(ctx context.Context, c *k8sops.Client, j Journal) (context.Cont
 	var held *coordinationv1.Lease
 	err := k8sops.RetryWrite(ctx, func(bool) error {
 		var err error
-		held, err = api.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: j.LeaseName(),
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: j.LeaseName(),
 			Labels: map[string]string{JournalLabel: j.group()}, Annotations: map[string]string{holderProcessAnnotation: processID()}},
-			Spec: want}, metav1.CreateOptions{FieldManager: c.FieldManager})
+			Spec: want}
+		held, err = api.Create(ctx, lease, metav1.CreateOptions{FieldManager: c.FieldManager})
+		if apierrors.IsNotFound(err) { // the journal's namespace, on a cluster's first recreation
+			if err := createJournalNamespace(ctx, c, j.Namespace); err != nil {
+				return err
+			}
+			held, err = api.Create(ctx, lease, metav1.CreateOptions{FieldManager: c.FieldManager})
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}

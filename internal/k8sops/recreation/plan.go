@@ -23,7 +23,10 @@ import (
 const (
 	DefaultDNSBridgeName    = "kube-dns-legacy"
 	DefaultParallelism      = 10
-	DefaultJournalNamespace = "kube-system"
+	// DefaultJournalNamespace holds the journal alone: its ConfigMaps have generated names, so
+	// only a namespace of their own lets a role grant their writes without granting writes to
+	// every ConfigMap of kube-system (aws-auth, the Corefile) or of the cluster.
+	DefaultJournalNamespace = "k8scidr-journal"
 )
 
 // lbCleanupFinalizer is the only finalizer Kubernetes itself puts on Services.
