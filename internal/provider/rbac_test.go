@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -207,6 +208,11 @@ func TestAccRBAC_endpointsWithoutWatch(t *testing.T) {
 // waitAllowed waits until the authorizer allows (or, with allowed false, denies) the kubeconfig's
 // user verb on resource in every namespace: a role just changed takes a moment to apply.
 func waitAllowed(kubeconfig, verb, resource string, allowed bool) error {
+	return waitAllowedIn(kubeconfig, verb, resource, "", allowed)
+}
+
+// waitAllowedIn is waitAllowed in one namespace ("" every namespace).
+func waitAllowedIn(kubeconfig, verb, resource, namespace string, allowed bool) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -215,11 +221,11 @@ func waitAllowed(kubeconfig, verb, resource string, allowed bool) error {
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: verb, Resource: resource}}}, metav1.CreateOptions{})
+				Verb: verb, Resource: resource, Namespace: namespace, Group: groupOf(resource)}}}, metav1.CreateOptions{})
 		return err == nil && r.Status.Allowed == allowed, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the authorizer never said %v to %s %s: %w", allowed, verb, resource, err)
+		return fmt.Errorf("the authorizer never said %v to %s %s in %q: %w", allowed, verb, resource, namespace, err)
 	}
 	return nil
 }
@@ -318,4 +324,57 @@ func TestAccRBAC_leastPrivilege(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAccRBAC_journalNamespaceMissing: the apply role may not create namespaces, and its grant
+// in the journal's namespace is a Role there; where that namespace is missing (the role file not
+// applied whole), the plan says so instead of only naming the verb refused; once it exists with
+// its Role, the recreation applies.
+func TestAccRBAC_journalNamespaceMissing(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c, before, _ := movingCluster(t, "nojournal", 4)
+	ctx := context.Background()
+	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, applyRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kube.CoreV1().Namespaces().Delete(ctx, recreation.DefaultJournalNamespace, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Namespaces().Get(ctx, recreation.DefaultJournalNamespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its Role went with it: the plan says the namespace is missing, before anything is changed.
+	w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), ""))
+	out, err := w.run("plan")
+	if err == nil || !diagRE("the journal's namespace "+recreation.DefaultJournalNamespace+" does not exist",
+		"create the namespace with its Roles", `cannot list resource "configmaps"`).MatchString(out) {
+		t.Errorf("plan without the journal's namespace: %v\n%s", err, out)
+	}
+	sameServices(t, "after the refused plan", before, servicesIn(t, c.Kube, "nojournal"))
+	if _, err := c.ServiceAccountKubeconfig(ctx, applyRole); err != nil { // the file whole: the namespace and its Role
+		t.Fatal(err)
+	}
+	if err := waitAllowedIn(kubeconfig, "create", "leases", recreation.DefaultJournalNamespace, true); err != nil {
+		t.Fatal(err)
+	}
+	w.planFile()
+	w.applyFile()
+	w.converged()
+	if err := checkNothingLostIn(c.Kube, "nojournal", before, faultTarget); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// groupOf is the API group of the few resources waitAllowedIn is asked about.
+func groupOf(resource string) string {
+	if resource == "leases" {
+		return "coordination.k8s.io"
+	}
+	return ""
 }

@@ -509,9 +509,9 @@ func (x *executor) bridgeOld(ctx context.Context, h *handOver) error {
 			return err
 		}
 	}
-	// A bridge found is one a killed run created, perhaps before it copied the endpoints: a
-	// selector-less Service's bridge gets none otherwise. Copies have fixed names, so a second
-	// copy of one made already is a no-op.
+	// A bridge found is one a killed run created, perhaps before it copied the endpoints: until
+	// kube-controller-manager writes its slice, its old IPs would be refused. Copies have fixed
+	// names, so copying again what was copied already is a no-op.
 	var copies []string
 	if !found || len(x.currentSlices(k8sops.SvcKey(b))) == 0 {
 		copies, err = x.copySlices(ctx, familiesOf(x.currentSlices(h.e.Key), b), b)

@@ -178,10 +178,23 @@ func ReadJournal(ctx context.Context, c *k8sops.Client, j Journal) ([]JournalEnt
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
+	if apierrors.IsForbidden(err) && !namespaceExists(ctx, c, namespace) {
+		// A Role in the journal's namespace goes with it: the refusal is the namespace's absence.
+		return nil, fmt.Errorf("the journal's namespace %s does not exist, and this identity may read and write the "+
+			"journal only through a Role in it: create the namespace with its Roles (examples/rbac's files hold both), "+
+			"or set journal_namespace to the namespace your roles grant: %w", namespace, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal in namespace %s: %w", namespace, err)
 	}
 	return out, nil
+}
+
+// namespaceExists says whether namespace exists, through a list (which the roles grant where a
+// get by name is not); true when that cannot be told.
+func namespaceExists(ctx context.Context, c *k8sops.Client, namespace string) bool {
+	l, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + namespace})
+	return err != nil || len(l.Items) > 0
 }
 
 // deleteJournal removes journal ConfigMaps whose entries are settled.

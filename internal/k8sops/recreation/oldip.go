@@ -61,9 +61,11 @@ func (x *executor) ensureOldIPBridge(ctx context.Context, e JournalEntry, from [
 			return run
 		}
 	}
+	// A bridge an interrupted apply made is served already, unless it was cut off before the
+	// copies and no controller has written a slice since.
+	served := found && len(x.currentSlices(k8sops.SvcKey(created))) > 0
 	from = slices.DeleteFunc(slices.Clone(from), func(s discoveryv1.EndpointSlice) bool {
-		// Only a bridge made now needs copies; one an interrupted apply made is served already.
-		return found || !slices.Contains(created.Spec.IPFamilies, corev1.IPFamily(s.AddressType))
+		return served || !slices.Contains(created.Spec.IPFamilies, corev1.IPFamily(s.AddressType))
 	})
 	if run.copies, err = x.copySlices(ctx, from, created); err != nil {
 		x.note("%s: the old-IP bridge %s/%s was created, but copying the endpoints to it failed (%v): it answers once "+

@@ -21,8 +21,8 @@ import (
 
 // Defaults of k8scidr_service_recreation.
 const (
-	DefaultDNSBridgeName    = "kube-dns-legacy"
-	DefaultParallelism      = 10
+	DefaultDNSBridgeName = "kube-dns-legacy"
+	DefaultParallelism   = 10
 	// DefaultJournalNamespace holds the journal alone: its ConfigMaps have generated names, so
 	// only a namespace of their own lets a role grant their writes without granting writes to
 	// every ConfigMap of kube-system (aws-auth, the Corefile) or of the cluster.
