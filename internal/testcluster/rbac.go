@@ -95,7 +95,7 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, roleFile string,
 		r.Rules = withoutVerbs(r.Rules, without)
 		_ = rbac.Roles(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
 		if _, err := rbac.Roles(r.Namespace).Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-			return "", fmt.Errorf("Role %s/%s: %w", r.Namespace, r.Name, err)
+			return "", fmt.Errorf("the Role %s/%s: %w", r.Namespace, r.Name, err)
 		}
 		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r.Name}, Subjects: subjects}

@@ -158,7 +158,7 @@ type RecreationPlan struct {
 // PlanRecreation computes the plan from a snapshot. It never reads the cluster.
 func PlanRecreation(snap Snapshot, o RecreationOptions) RecreationPlan {
 	p := RecreationPlan{Skipped: map[string]string{}, Dropped: map[string]string{}}
-	targets, ok := p.checkTargets(snap, o)
+	targets, ok := p.checkTargets(o)
 	if !ok {
 		return p
 	}
@@ -457,8 +457,8 @@ func serviceType(svc *corev1.Service) string {
 	return string(svc.Spec.Type)
 }
 
-// checkTargets validates target_cidrs and reports ranges no Ready ServiceCIDR serves.
-func (p *RecreationPlan) checkTargets(snap Snapshot, o RecreationOptions) ([]netip.Prefix, bool) {
+// checkTargets validates target_cidrs and ip_assignment.
+func (p *RecreationPlan) checkTargets(o RecreationOptions) ([]netip.Prefix, bool) {
 	if len(o.TargetCIDRs) == 0 {
 		p.Errors = append(p.Errors, k8sops.Finding{Path: k8sops.At("target_cidrs"), Summary: "No Target Range",
 			Detail: "Set target_cidrs to the new Service range(s), e.g. k8scidr_service_cidr.new.cidrs."})
