@@ -151,7 +151,7 @@ func TestAccRBAC_missingVerb(t *testing.T) {
 	if _, err := c.ServiceAccountKubeconfig(ctx, applyRole); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitAllowed(lacking, "delete", "services", true); err != nil {
+	if err := waitAllowed(lacking, authorizationv1.ResourceAttributes{Verb: "delete", Resource: "services"}, true); err != nil {
 		t.Fatal(err)
 	}
 	w.planFile()
@@ -182,7 +182,7 @@ func TestAccRBAC_endpointsWithoutWatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := waitAllowed(kubeconfig, "watch", "endpoints", len(role.lacking) == 0); err != nil {
+		if err := waitAllowed(kubeconfig, authorizationv1.ResourceAttributes{Verb: "watch", Resource: "endpoints"}, len(role.lacking) == 0); err != nil {
 			t.Fatal(err)
 		}
 		w := newCLIWorkspace(t, providerBlock(kubeconfig)+recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", role.target), ""))
@@ -206,28 +206,40 @@ func TestAccRBAC_endpointsWithoutWatch(t *testing.T) {
 }
 
 // waitAllowed waits until the authorizer allows (or, with allowed false, denies) the kubeconfig's
-// user verb on resource in every namespace: a role just changed takes a moment to apply.
-func waitAllowed(kubeconfig, verb, resource string, allowed bool) error {
-	return waitAllowedIn(kubeconfig, verb, resource, "", allowed)
-}
-
-// waitAllowedIn is waitAllowed in one namespace ("" every namespace).
-func waitAllowedIn(kubeconfig, verb, resource, namespace string, allowed bool) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// user what a asks (a namespace of "" meaning every namespace): a role just changed takes a
+// moment to apply.
+func waitAllowed(kubeconfig string, a authorizationv1.ResourceAttributes, allowed bool) error {
+	kube, err := kubeFor(kubeconfig)
 	if err != nil {
 		return err
 	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: verb, Resource: resource, Namespace: namespace, Group: groupOf(resource)}}}, metav1.CreateOptions{})
-		return err == nil && r.Status.Allowed == allowed, nil
+		got, err := allowedTo(ctx, kube, a)
+		return err == nil && got == allowed, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the authorizer never said %v to %s %s in %q: %w", allowed, verb, resource, namespace, err)
+		return fmt.Errorf("the authorizer never said %v to %+v: %w", allowed, a, err)
 	}
 	return nil
+}
+
+// allowedTo asks the authorizer whether kube's identity may do what a asks.
+func allowedTo(ctx context.Context, kube kubernetes.Interface, a authorizationv1.ResourceAttributes) (bool, error) {
+	r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return r.Status.Allowed, nil
+}
+
+// kubeFor is a clientset with the kubeconfig's current credentials.
+func kubeFor(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // TestAccRBAC_leastPrivilege: examples/rbac's roles, bound as the file says, deny what the
@@ -243,6 +255,9 @@ func TestAccRBAC_leastPrivilege(t *testing.T) {
 	type review struct {
 		verb, resource, namespace, name, group string
 		allowed                                bool
+	}
+	attributes := func(r review) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Verb: r.verb, Resource: r.resource, Namespace: r.namespace, Name: r.name, Group: r.group}
 	}
 	journal := recreation.DefaultJournalNamespace
 	for _, role := range []struct {
@@ -290,36 +305,22 @@ func TestAccRBAC_leastPrivilege(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		kube, err := kubeFor(kubeconfig)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kube := kubernetes.NewForConfigOrDie(cfg)
-		allowed := func(ctx context.Context, r review) (bool, error) {
-			got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: r.verb, Resource: r.resource, Namespace: r.namespace, Name: r.name, Group: r.group}}}, metav1.CreateOptions{})
-			if err != nil {
-				return false, err
-			}
-			return got.Status.Allowed, nil
-		}
 		for _, r := range role.reviews {
-			if !r.allowed {
-				continue
-			}
-			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				return allowed(ctx, r)
-			})
-			if err != nil {
-				t.Errorf("%s: %s %s %s/%s (group %q) is denied: the provider needs it (%v)", filepath.Base(role.file), r.verb, r.resource, r.namespace, r.name, r.group, err)
+			if r.allowed {
+				if err := waitAllowed(kubeconfig, attributes(r), true); err != nil {
+					t.Errorf("%s: the provider needs it: %v", filepath.Base(role.file), err)
+				}
 			}
 		}
 		for _, r := range role.reviews {
 			if r.allowed {
 				continue
 			}
-			if got, err := allowed(ctx, r); err != nil || got {
+			if got, err := allowedTo(ctx, kube, attributes(r)); err != nil || got {
 				t.Errorf("%s: %s %s %s/%s (group %q) allowed=%v (%v): the role grants more than the provider needs", filepath.Base(role.file), r.verb, r.resource, r.namespace, r.name, r.group, got, err)
 			}
 		}
@@ -360,7 +361,8 @@ func TestAccRBAC_journalNamespaceMissing(t *testing.T) {
 	if _, err := c.ServiceAccountKubeconfig(ctx, applyRole); err != nil { // the file whole: the namespace and its Role
 		t.Fatal(err)
 	}
-	if err := waitAllowedIn(kubeconfig, "create", "leases", recreation.DefaultJournalNamespace, true); err != nil {
+	if err := waitAllowed(kubeconfig, authorizationv1.ResourceAttributes{Verb: "create", Resource: "leases",
+		Group: "coordination.k8s.io", Namespace: recreation.DefaultJournalNamespace}, true); err != nil {
 		t.Fatal(err)
 	}
 	w.planFile()
@@ -369,12 +371,4 @@ func TestAccRBAC_journalNamespaceMissing(t *testing.T) {
 	if err := checkNothingLostIn(c.Kube, "nojournal", before, faultTarget); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// groupOf is the API group of the few resources waitAllowedIn is asked about.
-func groupOf(resource string) string {
-	if resource == "leases" {
-		return "coordination.k8s.io"
-	}
-	return ""
 }

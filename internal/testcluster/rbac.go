@@ -29,48 +29,14 @@ import (
 // authenticates with a token of that ServiceAccount. without drops verbs from every rule of
 // the file first, as "resource:verb", to see what the provider says when one is missing.
 func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, roleFile string, without ...string) (string, error) {
-	data, err := os.ReadFile(roleFile)
+	f, err := c.applyRoleFile(ctx, roleFile)
 	if err != nil {
 		return "", err
 	}
-	var role *rbacv1.ClusterRole
-	var roles []rbacv1.Role
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var kind struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
-			return "", fmt.Errorf("%s: %w", roleFile, err)
-		}
-		switch kind.Kind {
-		case "":
-		case "ClusterRole":
-			if role != nil {
-				return "", fmt.Errorf("%s: more than one ClusterRole", roleFile)
-			}
-			role = &rbacv1.ClusterRole{}
-			if err := yaml.UnmarshalStrict([]byte(doc), role); err != nil {
-				return "", fmt.Errorf("%s: %w", roleFile, err)
-			}
-		case "Role":
-			var r rbacv1.Role
-			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
-				return "", fmt.Errorf("%s: %w", roleFile, err)
-			}
-			roles = append(roles, r)
-		case "Namespace":
-			var ns corev1.Namespace
-			if err := yaml.UnmarshalStrict([]byte(doc), &ns); err != nil {
-				return "", fmt.Errorf("%s: %w", roleFile, err)
-			}
-			if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return "", err
-			}
-		default:
-			return "", fmt.Errorf("%s: a %s: only a ClusterRole, Roles and Namespaces are expected", roleFile, kind.Kind)
-		}
+	if len(f.clusterRoles) != 1 {
+		return "", fmt.Errorf("%s: %d ClusterRoles, want one", roleFile, len(f.clusterRoles))
 	}
-	if role == nil {
-		return "", fmt.Errorf("%s: no ClusterRole", roleFile)
-	}
+	role := &f.clusterRoles[0]
 	role.Rules = withoutVerbs(role.Rules, without)
 	name := role.Name
 	rbac := c.Kube.RbacV1()
@@ -78,28 +44,20 @@ func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, roleFile string,
 	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		return "", err
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
-	if _, err := c.Kube.CoreV1().ServiceAccounts("kube-system").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.serviceAccount(ctx, name); err != nil {
 		return "", err
 	}
-	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "kube-system"}}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects:   subjects,
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "kube-system"}},
 	}
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	for _, r := range roles {
+	for _, r := range f.roles {
 		r.Rules = withoutVerbs(r.Rules, without)
-		_ = rbac.Roles(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
-		if _, err := rbac.Roles(r.Namespace).Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-			return "", fmt.Errorf("the Role %s/%s: %w", r.Namespace, r.Name, err)
-		}
-		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: r.Namespace},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r.Name}, Subjects: subjects}
-		if _, err := rbac.RoleBindings(r.Namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.replaceRole(ctx, &r, name); err != nil {
 			return "", err
 		}
 	}
@@ -155,59 +113,107 @@ func withoutVerbs(rules []rbacv1.PolicyRule, without []string) []rbacv1.PolicyRu
 // ServiceAccount it maps to (created when missing), as a RoleBinding of the Role's name: the
 // per-namespace grants of examples/rbac, given to the identities of ServiceAccountKubeconfig.
 func (c *Cluster) NamespacedRoles(ctx context.Context, file string, bind map[string]string) error {
-	data, err := os.ReadFile(file)
+	f, err := c.applyRoleFile(ctx, file)
 	if err != nil {
 		return err
 	}
-	rbac := c.Kube.RbacV1()
+	if len(f.clusterRoles) > 0 {
+		return fmt.Errorf("%s: a ClusterRole: only Namespaces and Roles are expected", file)
+	}
 	bound := 0
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var kind struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		switch kind.Kind {
-		case "":
-		case "Namespace":
-			var ns corev1.Namespace
-			if err := yaml.UnmarshalStrict([]byte(doc), &ns); err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return err
-			}
-		case "Role":
-			var role rbacv1.Role
-			if err := yaml.UnmarshalStrict([]byte(doc), &role); err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			_ = rbac.Roles(role.Namespace).Delete(ctx, role.Name, metav1.DeleteOptions{})
-			if _, err := rbac.Roles(role.Namespace).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-			sa, ok := bind[role.Name]
-			if !ok {
-				continue
-			}
+	for _, role := range f.roles {
+		sa := bind[role.Name]
+		if sa != "" {
 			bound++
-			account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: "kube-system"}}
-			if _, err := c.Kube.CoreV1().ServiceAccounts("kube-system").Create(ctx, account, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := c.serviceAccount(ctx, sa); err != nil {
 				return err
 			}
-			binding := &rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: "kube-system"}},
-			}
-			if _, err := rbac.RoleBindings(role.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s: a %s: only Namespaces and Roles are expected", file, kind.Kind)
+		}
+		if err := c.replaceRole(ctx, &role, sa); err != nil {
+			return err
 		}
 	}
 	if bound != len(bind) {
 		return fmt.Errorf("%s: %d of the Roles to bind (%v) are in it", file, bound, bind)
+	}
+	return nil
+}
+
+// roleFile is what a file of examples/rbac holds.
+type roleFile struct {
+	clusterRoles []rbacv1.ClusterRole
+	roles        []rbacv1.Role
+}
+
+// applyRoleFile reads a multi-document YAML file of ClusterRoles, Roles and Namespaces, and
+// creates its Namespaces (those that exist are kept): the Roles in them are the caller's.
+func (c *Cluster) applyRoleFile(ctx context.Context, path string) (roleFile, error) {
+	var f roleFile
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return f, err
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			return f, fmt.Errorf("%s: %w", path, err)
+		}
+		var into any
+		var ns corev1.Namespace
+		switch kind.Kind {
+		case "":
+			continue
+		case "ClusterRole":
+			f.clusterRoles = append(f.clusterRoles, rbacv1.ClusterRole{})
+			into = &f.clusterRoles[len(f.clusterRoles)-1]
+		case "Role":
+			f.roles = append(f.roles, rbacv1.Role{})
+			into = &f.roles[len(f.roles)-1]
+		case "Namespace":
+			into = &ns
+		default:
+			return f, fmt.Errorf("%s: a %s: only ClusterRoles, Roles and Namespaces are expected", path, kind.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+			return f, fmt.Errorf("%s: %w", path, err)
+		}
+		if ns.Name == "" {
+			continue
+		}
+		if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// serviceAccount creates the kube-system ServiceAccount name when missing.
+func (c *Cluster) serviceAccount(ctx context.Context, name string) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
+	if _, err := c.Kube.CoreV1().ServiceAccounts("kube-system").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// replaceRole creates role anew and, when sa is set, binds it to the kube-system
+// ServiceAccount sa with a RoleBinding of the Role's name.
+func (c *Cluster) replaceRole(ctx context.Context, role *rbacv1.Role, sa string) error {
+	rbac := c.Kube.RbacV1()
+	_ = rbac.Roles(role.Namespace).Delete(ctx, role.Name, metav1.DeleteOptions{})
+	if _, err := rbac.Roles(role.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("the Role %s/%s: %w", role.Namespace, role.Name, err)
+	}
+	if sa == "" {
+		return nil
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: "kube-system"}},
+	}
+	if _, err := rbac.RoleBindings(role.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
 	return nil
 }
