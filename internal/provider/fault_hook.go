@@ -47,4 +47,11 @@ func init() {
 			}
 		}
 	}
+	faultClock = func() func() time.Time {
+		skew, _ := time.ParseDuration(os.Getenv("K8SCIDR_FAULT_CLOCK_SKEW"))
+		if skew == 0 {
+			return nil
+		}
+		return func() time.Time { return time.Now().Add(skew) }
+	}
 }

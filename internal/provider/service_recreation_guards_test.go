@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,8 +225,9 @@ func TestAccServiceRecreation_admissionRefuses(t *testing.T) {
 }
 
 // TestAccServiceRecreation_concurrentApplies: two configurations that leave journal_group unset
-// share the default journal. The first apply is held before its first delete (a fault gate);
-// the second, started meanwhile, must fail at once naming the holder, change nothing, and leave
+// share the default journal. The first apply is held before its first delete (a fault gate),
+// its clock two minutes behind; the second, started meanwhile, must fail within a renewal of
+// the first's lease naming the holder, change nothing, and leave
 // the first's journal alone; once released the first moves everything and the second, run
 // again, has nothing left to do. Before the lease the second settled and deleted the first's
 // journal entries.
@@ -247,7 +249,9 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 
 	ctx := context.Background()
 	gate, open := faultGate(t, "BEFORE_DELETE")
-	cmd, out := first.start([]string{gate}, "apply", "tfplan")
+	// The first apply's clock runs two minutes behind: the times it writes into the lease look
+	// expired to the second, which must judge the lease by its own clock and refuse.
+	cmd, out := first.start([]string{gate, "K8SCIDR_FAULT_CLOCK_SKEW=-2m"}, "apply", "tfplan")
 	journal := recreation.Journal{Namespace: recreation.DefaultJournalNamespace}
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		return journalObjects(t, c) > 0, nil // the lease is taken before the journal is written
@@ -286,6 +290,101 @@ func TestAccServiceRecreation_concurrentApplies(t *testing.T) {
 	expect(t, "the second's moves after the first", second.planned(recreationAddr, "plan.moves"), knownvalue.MapSizeExact(0))
 	second.applyFile()
 	sameServices(t, "after the second apply", moved, servicesIn(t, c.Kube, "app"))
+}
+
+// TestAccFaults_pausedHolder: an apply paused mid-move (SIGSTOP of terraform and the provider,
+// as a suspended runner is) for longer than its lease must never delete again once another apply
+// may have taken the journal over. Apply A journals its Services (tier=a) and is held before
+// its first delete, then stopped. Apply B, another state of the same journal group moving other
+// Services (tier=b), waits out A's lease by its own clock, takes it, finds A's entries settled
+// (their Services untouched) and removes them. A is then let go. Before the fence A went on to
+// delete and recreate two of its Services, though B had removed their journal entries (its
+// error even said the journal would restore them): a runner dying between those deletes and
+// creates lost them for good. Now A stops before its first delete, and its next apply finishes
+// the job.
+func TestAccFaults_pausedHolder(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	for _, ns := range []string{"a", "b"} {
+		f.namespace(ns)
+		for i := range 3 {
+			s := ipService(fmt.Sprintf("s%d", i), "ClusterIP", fmt.Sprintf("100.64.%d.%d", 1+int(ns[0]-'a'), 10+i))
+			s.Labels = map[string]string{"tier": ns}
+			f.service(ns, s)
+		}
+	}
+	config := func(tier string) string {
+		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n  selector = \"tier=%s\"", faultTarget, tier), deleteAndCreate)
+	}
+	a, b := newCLIWorkspace(t, config("a")), newCLIWorkspace(t, config("b"))
+	a.planFile()
+	b.planFile()
+	before := servicesIn(t, c.Kube, "a")
+
+	ctx := context.Background()
+	gate, open := faultGate(t, "BEFORE_DELETE")
+	after, _ := faultGate(t, "AFTER_DELETE") // never opened: a delete that goes through is held there until the kill
+	cmd, out := a.start([]string{gate, after}, "apply", "tfplan")
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return journalObjects(t, c) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("apply A wrote no journal: %v\n%s", err, out.String())
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// B is run again while refused, as a pipeline is retried: it waits out A's lease itself.
+	var bOut string
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		if bOut, err = b.run("apply", "tfplan"); err == nil {
+			break
+		}
+		if !strings.Contains(bOut, "is in use by another apply") || time.Now().After(deadline) {
+			t.Fatalf("apply B, while A was paused: %v\n%s", err, bOut)
+		}
+		time.Sleep(5 * time.Second)
+		b.planFile() // the refused apply's state is newer than its plan
+	}
+	if n := journalObjects(t, c); n != 0 {
+		t.Fatalf("apply B left %d journal objects: the test needs A's entries settled by B", n)
+	}
+	for key, s := range servicesIn(t, c.Kube, "b") {
+		if !clusterIPIn(faultTarget, &s) {
+			t.Errorf("apply B did not move %s: %s", key, s.Spec.ClusterIP)
+		}
+	}
+	open()
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	var aErr error
+	select {
+	case aErr = <-ended:
+	case <-time.After(time.Minute):
+		t.Errorf("apply A, let go, neither ended nor stopped before deleting in a minute:\n%s", out.String())
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if aErr == nil || !strings.Contains(out.String(), "the journal's lease went unrenewed") {
+		t.Errorf("apply A after the pause: %v, want it stopped for its lease\n%s", aErr, out.String())
+	}
+	sameServices(t, "after apply A was let go", before, servicesIn(t, c.Kube, "a"))
+
+	a.planFile()
+	a.applyFile()
+	for key, s := range servicesIn(t, c.Kube, "a") {
+		if !clusterIPIn(faultTarget, &s) {
+			t.Errorf("A's next apply did not move %s: %s", key, s.Spec.ClusterIP)
+		}
+	}
+	if n := journalObjects(t, c); n != 0 {
+		t.Errorf("%d journal objects left", n)
+	}
 }
 
 // TestAccServiceRecreation_quotaFull: a namespace at its services quota. The plan with

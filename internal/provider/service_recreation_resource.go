@@ -382,7 +382,15 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		watches = recreation.StartWatches(ctx, client, logInfo)
 		defer watches.Stop()
 	}
-	snap, err := recreation.TakeSnapshot(ctx, client, plan.journal(), true)
+	// The journal is read once this apply holds it: an apply that held it until a moment ago
+	// may have written or deleted entries until then.
+	lease, err := recreation.HoldJournal(ctx, client, plan.journal(), recreation.LeaseOptions{Log: logInfo, Now: faultClock()})
+	if err != nil {
+		diags.AddError("Services Not All Moved", fmt.Sprintf("%s. Moved 0 Services before the error.", apiErrorText(err)))
+		return false
+	}
+	defer lease.Release()
+	snap, err := recreation.TakeSnapshot(lease.Context(), client, plan.journal(), true)
 	if err != nil {
 		diags.AddError("Cluster Not Readable", apiErrorText(err))
 		return false
@@ -418,7 +426,7 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
 		SliceWait: plan.endpointWait(), HandOver: plan.handOver(),
 		Log: logInfo, Watches: watches,
-		HoldAfterDelete: faultHold("AFTER_DELETE"), HoldBeforeDelete: faultHold("BEFORE_DELETE"),
+		HoldAfterDelete: faultHold("AFTER_DELETE"), HoldBeforeDelete: faultHold("BEFORE_DELETE"), Lease: lease,
 	})
 	for _, n := range res.Notes {
 		diags.AddWarning("Service Recreation", n)
@@ -515,6 +523,10 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 // always nil in the shipped provider: the crash, kill and fault suites build it with
 // -tags k8scidr_faults (fault_hook.go), which reads it from the environment.
 var faultHold = func(string) func(context.Context, string) { return nil }
+
+// faultClock is the clock the journal's lease times are written by: a skewed one in the fault
+// suite's provider (K8SCIDR_FAULT_CLOCK_SKEW), nil (the process's own) otherwise.
+var faultClock = func() func() time.Time { return nil }
 
 // plannedKnown reports whether every value the apply acts on is known.
 func (m *serviceRecreationModel) plannedKnown() bool { return fullyKnown(m.Plan) }

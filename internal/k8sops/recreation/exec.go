@@ -43,6 +43,9 @@ type ExecOptions struct {
 	// lets the move go on, or when ctx ends (the apply is interrupted).
 	HoldAfterDelete  func(ctx context.Context, key string)
 	HoldBeforeDelete func(ctx context.Context, key string)
+	// Lease is the journal's, taken (HoldJournal) before the snapshot was read; nil takes it
+	// here, for a snapshot that no other apply can have written into since.
+	Lease *JournalLease
 	// ProgressEvery is how often progress Events are posted on the journal's Lease; default
 	// DefaultProgressEvery.
 	ProgressEvery time.Duration
@@ -137,11 +140,13 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	for i := range snap.Services {
 		x.services[k8sops.SvcKey(&snap.Services[i])] = &snap.Services[i]
 	}
-	ctx, release, err := holdJournal(ctx, c, o.Journal)
-	if err != nil {
-		return x.res, err
+	if x.lease = o.Lease; x.lease == nil {
+		if x.lease, err = HoldJournal(ctx, c, o.Journal, LeaseOptions{Log: o.Log}); err != nil {
+			return x.res, err
+		}
+		defer x.lease.Release() // after everything below, the deferred clean-up of a failed run included
 	}
-	defer release() // after everything below, the deferred clean-up of a failed run included
+	ctx = x.lease.Context()
 	if total := len(plan.Moves) + len(plan.Restore); total > 0 {
 		done := x.reportProgress(ctx, total, o.ProgressEvery)
 		defer func() { res.Summary = done(err) }() // before release: the Lease is the Events' object
@@ -194,7 +199,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		return x.res, err
 	}
 	x.sweepCopies(ctx, sweepWait) // this run's and any an earlier, failed or killed, run left
-	if err := deleteJournal(ctx, c, o.Journal.Namespace, x.heldJournals); err != nil {
+	if err := x.deleteJournal(ctx, x.heldJournals); err != nil {
 		return x.res, err
 	}
 	if x.res.BridgesRemoved, err = x.removeServices(ctx, plan.RemoveBridges, "the DNS bridge"); err != nil {
@@ -207,6 +212,7 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 type executor struct {
 	c         *k8sops.Client
 	o         ExecOptions
+	lease     *JournalLease // checked before each delete of a Service or a journal entry
 	services  map[string]*corev1.Service
 	endpoints map[string]corev1.Endpoints
 	dnsKey    string          // the cluster DNS Service, whose move brings the bridge
@@ -307,6 +313,15 @@ func (x *executor) notMoved(key, reason string) {
 	x.dropped[key] = true
 }
 
+// deleteJournal removes the journal objects names once every entry is settled, while the lease
+// is trusted.
+func (x *executor) deleteJournal(ctx context.Context, names []string) error {
+	if err := x.lease.Check(); err != nil {
+		return err
+	}
+	return deleteJournal(ctx, x.c, x.o.Journal.Namespace, names)
+}
+
 // dropNotMoved removes, from the journals a failed run keeps, the entries of the Services
 // another client deleted or replaced during it, so that the next apply does not bring them
 // back. Chunks whose own moves failed were handled by moveAll; this covers the journals held
@@ -320,7 +335,11 @@ func (x *executor) dropNotMoved(ctx context.Context) {
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
 	defer cancel()
-	if err := dropEntries(dctx, x.c, x.o.Journal.Namespace, held, drop); err != nil {
+	err := x.lease.Check()
+	if err == nil {
+		err = dropEntries(dctx, x.c, x.o.Journal.Namespace, held, drop)
+	}
+	if err != nil {
 		x.note("%v. The entries of %s stay: the next plan shows them under restore.", err, strings.Join(slices.Sorted(maps.Keys(drop)), ", "))
 	}
 }

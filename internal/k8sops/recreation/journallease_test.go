@@ -6,6 +6,7 @@ package recreation
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,10 +68,11 @@ func TestHoldJournalLostAnswers(t *testing.T) {
 	})
 	c := &k8sops.Client{Kube: client, FieldManager: "k8scidr"}
 	j := Journal{Namespace: "kube-system", Group: DefaultJournalGroup}
-	ctx, release, err := holdJournal(context.Background(), c, j)
+	held, err := HoldJournal(context.Background(), c, j, LeaseOptions{})
 	if err != nil {
 		t.Fatalf("taking the lease after a lost answer: %v", err)
 	}
+	ctx, release := held.Context(), held.Release
 	for updates.Load() < 4 {
 		time.Sleep(leaseRenewEvery)
 	}
@@ -100,4 +102,81 @@ func TestHoldJournalLostAnswers(t *testing.T) {
 		t.Fatal("a lease naming another holder was not taken for lost")
 	}
 	release()
+}
+
+// TestHoldJournalOwnClock: a lease another apply holds is judged by this process's clock, never
+// by the times in it, which are the holder's. A holder whose clock runs two minutes behind
+// writes renewal times that look expired: while it renews, the taker is refused. One that
+// stopped renewing (paused, or killed elsewhere) is taken over once it stayed unchanged a full
+// duration, even with times two minutes ahead that look live. The holder, once its renewals
+// stop going through, stops deleting (Check) before the taker may take over.
+func TestHoldJournalOwnClock(t *testing.T) {
+	defer func(d, r, w time.Duration) { journalLeaseDuration, leaseRenewEvery, leaseWatchEvery = d, r, w }(
+		journalLeaseDuration, leaseRenewEvery, leaseWatchEvery)
+	journalLeaseDuration, leaseRenewEvery, leaseWatchEvery = 600*time.Millisecond, 150*time.Millisecond, 20*time.Millisecond
+	j := Journal{Namespace: "k8scidr-journal", Group: DefaultJournalGroup}
+	for _, skew := range []time.Duration{-2 * time.Minute, 2 * time.Minute} {
+		client := fake.NewClientset()
+		var paused atomic.Bool
+		var holderID atomic.Value
+		client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+			if paused.Load() && holderID.Load() == ptr.Deref(l.Spec.HolderIdentity, "") { // the holder's renewals no longer go through
+				return true, nil, apierrors.NewServerTimeout(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "update", 1)
+			}
+			return false, nil, nil
+		})
+		c := &k8sops.Client{Kube: client, FieldManager: "k8scidr"}
+		holder, err := HoldJournal(context.Background(), c, j, LeaseOptions{Now: func() time.Time { return time.Now().Add(skew) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err := client.CoordinationV1().Leases(j.Namespace).Get(context.Background(), j.LeaseName(), metav1.GetOptions{}); err == nil {
+			holderID.Store(ptr.Deref(l.Spec.HolderIdentity, ""))
+		}
+		// Another process: processGone never says so of a lease whose annotation names none.
+		strip := func() {
+			l, err := client.CoordinationV1().Leases(j.Namespace).Get(context.Background(), j.LeaseName(), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(l.Annotations, holderProcessAnnotation)
+			if err := client.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), l, j.Namespace); err != nil {
+				t.Fatal(err)
+			}
+		}
+		strip()
+		if skew < 0 {
+			start := time.Now()
+			_, err := HoldJournal(context.Background(), c, j, LeaseOptions{})
+			if err == nil || !strings.Contains(err.Error(), "is in use by another apply") {
+				t.Errorf("skew %s: a renewing holder's lease: %v, want refused", skew, err)
+			}
+			if d := time.Since(start); d > journalLeaseDuration {
+				t.Errorf("skew %s: refused after %s, want within a renewal (%s)", skew, d, leaseRenewEvery)
+			}
+			if err := holder.Check(); err != nil {
+				t.Errorf("skew %s: the renewing holder: %v", skew, err)
+			}
+			holder.Release()
+			continue
+		}
+		paused.Store(true)
+		start := time.Now()
+		taker, err := HoldJournal(context.Background(), c, j, LeaseOptions{})
+		if err != nil {
+			t.Fatalf("skew %s: a lease left unrenewed: %v", skew, err)
+		}
+		if d := time.Since(start); d < journalLeaseDuration {
+			t.Errorf("skew %s: taken over after %s, before a full duration (%s) of the taker's clock", skew, d, journalLeaseDuration)
+		}
+		if err := holder.Check(); !errors.Is(err, errJournalLeaseUntrusted) && !errors.Is(err, errJournalLeaseLost) {
+			t.Errorf("skew %s: the paused holder may still delete: %v", skew, err)
+		}
+		if err := taker.Check(); err != nil {
+			t.Errorf("skew %s: the taker: %v", skew, err)
+		}
+		taker.Release()
+		holder.Release()
+	}
 }

@@ -140,7 +140,9 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				// also when the apply was interrupted, within the grace period.
 				if drop := x.droppedOf(entries); len(drop) > 0 {
 					dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
-					if err := dropEntries(dctx, x.c, x.o.Journal.Namespace, names, drop); err != nil {
+					if err := x.lease.Check(); err != nil {
+						fail(err)
+					} else if err := dropEntries(dctx, x.c, x.o.Journal.Namespace, names, drop); err != nil {
 						fail(err)
 					}
 					cancel()
@@ -157,7 +159,7 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 				x.mu.Lock()
 				x.heldJournals = append(x.heldJournals, names...)
 				x.mu.Unlock()
-			} else if err := deleteJournal(ctx, x.c, x.o.Journal.Namespace, names); err != nil {
+			} else if err := x.deleteJournal(ctx, names); err != nil {
 				fail(err)
 				return
 			}
@@ -559,6 +561,11 @@ func (x *executor) actOnCurrent(ctx context.Context, old *corev1.Service, e Jour
 	api := x.c.Kube.CoreV1().Services(old.Namespace)
 	uid := old.UID
 	for attempt := 0; ; attempt++ {
+		// The delete or release of a Service whose journal entry another apply may have settled
+		// once it took the lease over is never sent.
+		if err := x.lease.Check(); err != nil {
+			return old, e, fmt.Errorf("%s: %w", e.Key, err)
+		}
 		err := act(old)
 		if !apierrors.IsConflict(err) {
 			return old, e, err
