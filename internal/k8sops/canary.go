@@ -22,9 +22,13 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// CanaryLabel marks the canary pods k8scidr_pod_canary creates; a later run deletes those a
-// killed run left.
-const CanaryLabel = "k8scidr.io/canary"
+// CanaryLabel marks the canary pods k8scidr_pod_canary creates; CanaryOwnerLabel says whose
+// (CanaryOptions.Owner). A later run of the same canary deletes those a killed run left, never
+// another canary's: canaries for_each over nodes run side by side in one namespace.
+const (
+	CanaryLabel      = "k8scidr.io/canary"
+	CanaryOwnerLabel = "k8scidr.io/canary-of"
+)
 
 // CanaryOptions say where the canary runs and which ranges its address must come from.
 type CanaryOptions struct {
@@ -37,6 +41,9 @@ type CanaryOptions struct {
 	Expect []netip.Prefix
 	// Poll is how often the pod is read while it waits for its address (default 250 ms).
 	Poll time.Duration
+	// Owner tells this canary's pods from other canaries' (a label value): the same for every
+	// run of one canary, so that a run deletes what its killed predecessor left and nothing else.
+	Owner string
 }
 
 // CanaryResult is what the canary saw.
@@ -60,7 +67,7 @@ func RunCanary(ctx context.Context, c *Client, o CanaryOptions) (res CanaryResul
 	if o.Poll == 0 {
 		o.Poll = 250 * time.Millisecond
 	}
-	if err := DeleteCanaries(ctx, c, o.Namespace); err != nil {
+	if err := DeleteCanaries(ctx, c, o.Namespace, o.Owner); err != nil {
 		return CanaryResult{}, err
 	}
 	// Named here, not by the apiserver: a create retried after a lost answer finds its pod.
@@ -123,13 +130,17 @@ func RunCanary(ctx context.Context, c *Client, o CanaryOptions) (res CanaryResul
 	return res, nil
 }
 
-// DeleteCanaries deletes the canary pods in namespace: those an interrupted run left.
-func DeleteCanaries(ctx context.Context, c *Client, namespace string) error {
+// DeleteCanaries deletes the canary pods of owner in namespace: those an interrupted run left.
+// Canary pods of no owner, made before canaries had one, go too.
+func DeleteCanaries(ctx context.Context, c *Client, namespace, owner string) error {
 	old, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: CanaryLabel + "=true"})
 	if err != nil {
 		return fmt.Errorf("listing canary pods in %s: %w", namespace, err)
 	}
 	for _, p := range old.Items {
+		if of, ok := p.Labels[CanaryOwnerLabel]; ok && of != owner {
+			continue // another canary's, maybe running now
+		}
 		if err := deletePodNow(ctx, c, &p); err != nil {
 			return fmt.Errorf("deleting the canary pod %s/%s an earlier run left: %w", p.Namespace, p.Name, err)
 		}
@@ -159,7 +170,7 @@ func canaryPod(o CanaryOptions, name string) *corev1.Pod {
 	tiny := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace,
-			Labels: map[string]string{CanaryLabel: "true"},
+			Labels: canaryLabels(o.Owner),
 			Annotations: map[string]string{"k8scidr.io/description": "Shows which range a new pod's address comes from; " +
 				"k8scidr_pod_canary deletes it once it has one."}},
 		Spec: corev1.PodSpec{
@@ -178,6 +189,14 @@ func canaryPod(o CanaryOptions, name string) *corev1.Pod {
 			}},
 		},
 	}
+}
+
+func canaryLabels(owner string) map[string]string {
+	l := map[string]string{CanaryLabel: "true"}
+	if owner != "" {
+		l[CanaryOwnerLabel] = owner
+	}
+	return l
 }
 
 // deletePodNow deletes pod without a grace period (UID precondition) and waits until it is gone.

@@ -7,6 +7,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -114,7 +116,7 @@ func (r *podCanaryResource) Create(ctx context.Context, req resource.CreateReque
 	}
 	expect := k8sops.ParsePrefixes(stringList(ctx, plan.ExpectCIDRs, &resp.Diagnostics))
 	res, err := k8sops.RunCanary(ctx, client, k8sops.CanaryOptions{Namespace: plan.Namespace.ValueString(),
-		Image: plan.Image.ValueString(), NodeName: plan.NodeName.ValueString(), Expect: expect})
+		Image: plan.Image.ValueString(), NodeName: plan.NodeName.ValueString(), Expect: expect, Owner: plan.owner()})
 	if res.Left != "" {
 		resp.Diagnostics.AddWarning("Canary Pod Left Behind", "The canary pod "+res.Left+".")
 	}
@@ -152,7 +154,7 @@ func (r *podCanaryResource) Update(ctx context.Context, req resource.UpdateReque
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// Delete removes only what an interrupted apply may have left: canary pods in the namespace.
+// Delete removes only what an interrupted apply may have left: this canary's pods in the namespace.
 func (r *podCanaryResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state podCanaryModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -160,7 +162,15 @@ func (r *podCanaryResource) Delete(ctx context.Context, req resource.DeleteReque
 	if resp.Diagnostics.Append(diags...); resp.Diagnostics.HasError() {
 		return
 	}
-	if err := k8sops.DeleteCanaries(ctx, client, state.Namespace.ValueString()); err != nil {
+	if err := k8sops.DeleteCanaries(ctx, client, state.Namespace.ValueString(), state.owner()); err != nil {
 		resp.Diagnostics.AddError("Canary Pods Not Deleted", apiErrorText(err)+".")
 	}
+}
+
+// owner is the canary's label value (k8sops.CanaryOwnerLabel): a digest of what it is, the same
+// on every run of one resource, different for canaries for_each over nodes or ranges.
+func (m *podCanaryModel) owner() string {
+	sum := sha256.Sum256([]byte(m.Namespace.String() + "\x00" + m.NodeName.String() + "\x00" + m.Image.String() + "\x00" +
+		m.ExpectCIDRs.String() + "\x00" + m.Triggers.String()))
+	return hex.EncodeToString(sum[:8])
 }

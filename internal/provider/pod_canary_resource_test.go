@@ -9,9 +9,12 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
@@ -35,7 +38,8 @@ func canaryPods(t *testing.T, e *calicoEnv) []string {
 // enabled one, the canary's address comes from it: the apply fails on expect_cidrs naming the
 // address and the node (a roll now would move no pod), and leaves no pod. With the new pool
 // created and the old one disabled, the canary gets an address in the new pool, recorded in
-// pod_ips, and is deleted; a canary pod an interrupted run left is deleted by the next run. A
+// pod_ips, and is deleted; a canary pod an interrupted run left is deleted by the next run,
+// another canary's (another owner label) is not. A
 // changed trigger runs the check again.
 func TestAccPodCanary(t *testing.T) {
 	e := newCalicoEnv(t, testcluster.Calico331, k8sops.CalicoCRDV1Group)
@@ -62,6 +66,12 @@ resource "k8scidr_pod_canary" "new_pool" {
 	leftover := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "k8scidr-canary-old", Labels: map[string]string{k8sops.CanaryLabel: "true"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "canary", Image: "c:1"}}}}
 	if _, err := e.c.Kube.CoreV1().Pods("default").Create(context.Background(), leftover, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// And another canary's, running beside this one (for_each over nodes): not this one's to delete.
+	other := leftover.DeepCopy()
+	other.Name, other.Labels[k8sops.CanaryOwnerLabel] = "k8scidr-canary-other", "another-canary"
+	if other, err = e.c.Kube.CoreV1().Pods("default").Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pools := fmt.Sprintf(`
@@ -91,6 +101,18 @@ resource "k8scidr_calico_ippool" "old" {
 	w.write(withPools("1"))
 	w.planFile()
 	w.applyFile()
+	if p, err := e.c.Kube.CoreV1().Pods("default").Get(context.Background(), other.Name, metav1.GetOptions{}); err != nil || p.UID != other.UID {
+		t.Errorf("another canary's pod was deleted: %v", err)
+	}
+	if err := e.c.Kube.CoreV1().Pods("default").Delete(context.Background(), other.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := e.c.Kube.CoreV1().Pods("default").Get(ctx, other.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	check := func() string {
 		t.Helper()
 		ips, _ := w.stateValue("k8scidr_pod_canary.new_pool", "pod_ips").([]any)
