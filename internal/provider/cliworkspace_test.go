@@ -326,6 +326,13 @@ func faultGate(t *testing.T, point string) (env string, open func()) {
 	}
 }
 
+// gateReached says whether a move is held at the fault gate env (of faultGate).
+func gateReached(env string) bool {
+	_, file, _ := strings.Cut(env, "=")
+	_, err := os.Stat(file + ".reached")
+	return err == nil
+}
+
 // assertGone fails the test unless err, a Get's, says the object does not exist: another error
 // (a timeout, a refusal) is no proof that it was deleted.
 func assertGone(t *testing.T, err error, what string) {

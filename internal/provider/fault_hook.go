@@ -15,7 +15,8 @@ import (
 
 // At each point of every move (AFTER_DELETE: between delete and create, where a kill leaves
 // Services deleted; BEFORE_DELETE: between the journal write and the delete, where another
-// client changes a journaled Service):
+// client changes a journaled Service; AFTER_ADMISSION: between admission's answer and the
+// delete, where another client's change is seen only by the delete's precondition):
 //   - K8SCIDR_FAULT_DELAY_<point> (a duration) holds the move that long: many moves are then in
 //     flight at a kill;
 //   - K8SCIDR_FAULT_GATE_<point> (a file) holds the move until the file exists: a barrier the
@@ -34,6 +35,9 @@ func init() {
 			case <-time.After(delay):
 			case <-ctx.Done():
 				return
+			}
+			if gate != "" {
+				_ = os.WriteFile(gate+".reached", nil, 0o600) // a move is held here: the test may act
 			}
 			for deadline := time.Now().Add(5 * time.Minute); gate != "" && time.Now().Before(deadline); {
 				if _, err := os.Stat(gate); err == nil {

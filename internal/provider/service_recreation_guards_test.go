@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -222,6 +223,63 @@ func TestAccServiceRecreation_admissionRefuses(t *testing.T) {
 	w.planFile()
 	w.applyFile()
 	sameServices(t, "after applying again", again, servicesIn(t, c.Kube, "app"))
+}
+
+// TestAccServiceRecreation_admissionAfterConflict: a Service admitted when the apply asked is
+// changed by another client right before its delete, so that admission now refuses its copy (the
+// team label a policy needs is removed). The delete conflicts, the Service is read and journaled
+// again, and its new copy must be asked about again: before, the delete went through and the
+// create was refused, leaving the Service deleted (and its restore refused too). Now the move is
+// not made, reported in not_moved with the policy's message, and the Service is untouched.
+func TestAccServiceRecreation_admissionAfterConflict(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	s := ipService("a", "ClusterIP", "100.64.1.1")
+	s.Labels = map[string]string{"team": "web"}
+	f.service("app", s)
+	teamLabelPolicy(t, c.Kube)
+	w := newCLIWorkspace(t, bridgeConfig(c, deleteAndCreate))
+	w.planFile()
+
+	ctx := context.Background()
+	gate, open := faultGate(t, "AFTER_ADMISSION")
+	cmd, out := w.start([]string{gate}, "apply", "tfplan")
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return gateReached(gate), nil
+	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the move never reached the gate after admission: %v\n%s", err, out.String())
+	}
+	// Held after admission admitted the copy with the label: only the delete's precondition
+	// sees the change.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Kube.CoreV1().Services("app").Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		delete(cur.Labels, "team")
+		_, err = c.Kube.CoreV1().Services("app").Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := servicesIn(t, c.Kube, "app")
+	open()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the apply: %v\n%s", err, out.String())
+	}
+	sameServices(t, "after the apply", changed, servicesIn(t, c.Kube, "app"))
+	expect(t, "not_moved", w.stateValue(recreationAddr, "not_moved"), knownvalue.MapExact(map[string]knownvalue.Check{
+		"app/a": knownvalue.StringRegexp(regexp.MustCompile(`^admission would refuse its recreation .*Services need a team label`))}))
+	if n := journalObjects(t, c); n != 0 {
+		t.Errorf("%d journal objects left", n)
+	}
 }
 
 // TestAccServiceRecreation_concurrentApplies: two configurations that leave journal_group unset

@@ -426,7 +426,8 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		Parallelism: int(plan.Parallelism.ValueInt64()), Journal: plan.journal(),
 		SliceWait: plan.endpointWait(), HandOver: plan.handOver(),
 		Log: logInfo, Watches: watches,
-		HoldAfterDelete: faultHold("AFTER_DELETE"), HoldBeforeDelete: faultHold("BEFORE_DELETE"), Lease: lease,
+		HoldAfterDelete: faultHold("AFTER_DELETE"), HoldBeforeDelete: faultHold("BEFORE_DELETE"),
+		HoldAfterAdmission: faultHold("AFTER_ADMISSION"), Lease: lease,
 	})
 	for _, n := range res.Notes {
 		diags.AddWarning("Service Recreation", n)
@@ -519,7 +520,8 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// faultHold is the fault-injection hold at a point of each move (AFTER_DELETE, BEFORE_DELETE),
+// faultHold is the fault-injection hold at a point of each move (AFTER_DELETE, BEFORE_DELETE,
+// AFTER_ADMISSION),
 // always nil in the shipped provider: the crash, kill and fault suites build it with
 // -tags k8scidr_faults (fault_hook.go), which reads it from the environment.
 var faultHold = func(string) func(context.Context, string) { return nil }

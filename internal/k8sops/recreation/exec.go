@@ -43,6 +43,9 @@ type ExecOptions struct {
 	// lets the move go on, or when ctx ends (the apply is interrupted).
 	HoldAfterDelete  func(ctx context.Context, key string)
 	HoldBeforeDelete func(ctx context.Context, key string)
+	// HoldAfterAdmission, fault injection too, holds a move between admission's answer (the
+	// dry run) and the delete: where another client's change must be asked about again.
+	HoldAfterAdmission func(ctx context.Context, key string)
 	// Lease is the journal's, taken (HoldJournal) before the snapshot was read; nil takes it
 	// here, for a snapshot that no other apply can have written into since.
 	Lease *JournalLease

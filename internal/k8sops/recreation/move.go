@@ -410,6 +410,9 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 		x.notMoved(e.Key, reason)
 		return 0, nil
 	}
+	if x.o.HoldAfterAdmission != nil {
+		x.o.HoldAfterAdmission(ctx, e.Key)
+	}
 	var dnsSlices, mirrored, bridgeSlices []discoveryv1.EndpointSlice
 	served := len(x.currentSlices(e.Key)) > 0 // a ready endpoint before the delete: the new Service gets one too
 	if e.Key == x.dnsKey && x.bridge != nil {
@@ -586,6 +589,14 @@ func (x *executor) actOnCurrent(ctx context.Context, old *corev1.Service, e Jour
 		next := e
 		next.Owners = formerOwners(fresh.ManagedFields)
 		next.Service = *movedCopy(fresh, e.Service.Spec.ClusterIPs)
+		// The change may be one admission refuses the copy for (a label a policy needs removed):
+		// asked again, before the act, as for the copy first journaled.
+		switch reason, err := x.admitted(ctx, fresh, next); {
+		case err != nil:
+			return old, e, fmt.Errorf("%s: %w", e.Key, err)
+		case reason != "":
+			return old, e, changedAway{reason + " (after another client changed it during the apply); left as it is"}
+		}
 		if err := x.rejournal(ctx, next, "re-journaled a Service changed during the apply"); err != nil {
 			return old, e, err
 		}
