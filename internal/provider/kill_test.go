@@ -308,6 +308,13 @@ func TestAccRestart_midApply(t *testing.T) {
 // takes the charge back. It fails unless the quota then counts n while ns holds fewer.
 func staleQuota(t *testing.T, kube kubernetes.Interface, ns string, n int64) {
 	t.Helper()
+	staleQuotaOf(t, kube, ns, corev1.ResourceServices, n)
+}
+
+// staleQuotaOf is staleQuota for the quota's count res, which every Service of ns takes one of
+// (services; services.loadbalancers where they are all LoadBalancer Services).
+func staleQuotaOf(t *testing.T, kube kubernetes.Interface, ns string, res corev1.ResourceName, n int64) {
+	t.Helper()
 	ctx := context.Background()
 	api := kube.CoreV1().Services(ns)
 	list, err := api.List(ctx, metav1.ListOptions{})
@@ -317,11 +324,14 @@ func staleQuota(t *testing.T, kube kubernetes.Interface, ns string, n int64) {
 	dup := list.Items[0].DeepCopy()
 	dup.ObjectMeta = metav1.ObjectMeta{Name: dup.Name, Namespace: ns}
 	dup.Spec.ClusterIP, dup.Spec.ClusterIPs = "", nil
+	for i := range dup.Spec.Ports {
+		dup.Spec.Ports[i].NodePort = 0
+	}
 	// First the recount the killed apply's deletes brought, so that it cannot undo the charges
 	// below; a charge the kill left already may keep the usage above the count for good.
 	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "services", metav1.GetOptions{})
-		used := q.Status.Used[corev1.ResourceServices]
+		used := q.Status.Used[res]
 		return err == nil && used.Value() == int64(len(list.Items)), nil
 	})
 	for range n {
@@ -329,7 +339,7 @@ func staleQuota(t *testing.T, kube kubernetes.Interface, ns string, n int64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if used := q.Status.Used[corev1.ResourceServices]; used.Value() >= n {
+		if used := q.Status.Used[res]; used.Value() >= n {
 			break
 		}
 		if _, err := api.Create(ctx, dup, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
@@ -344,8 +354,8 @@ func staleQuota(t *testing.T, kube kubernetes.Interface, ns string, n int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used := q.Status.Used[corev1.ResourceServices]
-	t.Logf("quota %s/services counts %d Services, %s holds %d", ns, used.Value(), ns, len(now.Items))
+	used := q.Status.Used[res]
+	t.Logf("quota %s/services counts %d %s, %s holds %d Services", ns, used.Value(), res, ns, len(now.Items))
 	if used.Value() != n || int64(len(now.Items)) >= n {
 		t.Fatalf("the quota is not stale: it counts %d (limit %d) for %d Services", used.Value(), n, len(now.Items))
 	}
@@ -357,17 +367,39 @@ func staleQuota(t *testing.T, kube kubernetes.Interface, ns string, n int64) {
 // leaving the Services deleted until another apply. The resync runs when kube-controller-manager
 // starts and then every period (2 minutes here, 5 by default): the stale usage comes about
 // 30 s after the start, and create's own retries end about 45 s later, so the wait is certain.
-// In make test-faults (about two and a half minutes).
+// Once with a services quota, once with LoadBalancer Services under a services.loadbalancers
+// quota (before, only a count of Services was waited for: the restore failed after create's
+// retries, and the Services stayed deleted until another apply). In make test-faults (about
+// two and a half minutes each).
 func TestAccKill_staleQuotaResync(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
+	for _, tc := range []struct {
+		res  corev1.ResourceName
+		noun string
+	}{{corev1.ResourceServices, "Services"}, {corev1.ResourceServicesLoadBalancers, "load balancers"}} {
+		t.Run(string(tc.res), func(t *testing.T) { testStaleQuotaResync(t, tc.res, tc.noun) })
+	}
+}
+
+func testStaleQuotaResync(t *testing.T, res corev1.ResourceName, noun string) {
 	const n, ns = 4, "stale"
 	c := startCluster(t, testcluster.Options{ControllerManagerFlags: []string{"--resource-quota-sync-period=2m"}})
 	if _, err := servicecidr.CreateServiceCIDR(context.Background(), clientFor(c), "new", []string{faultTarget.String()}); err != nil {
 		t.Fatal(err)
 	}
-	before := movingServices(t, c.Kube, ns, n)
-	fullQuota(t, c.Kube, ns, n)
+	var before map[string]corev1.Service
+	if res == corev1.ResourceServices {
+		before = movingServices(t, c.Kube, ns, n)
+	} else {
+		f := fixture{t, c.Kube}
+		f.namespace(ns)
+		for i := range n {
+			f.service(ns, ipService(fmt.Sprintf("lb%d", i), "LoadBalancer", fmt.Sprintf("100.64.1.%d", 2+i)))
+		}
+		before = servicesIn(t, c.Kube, ns)
+	}
+	fullQuotaOf(t, c.Kube, ns, res, n)
 	config := func(extra string) string {
 		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n%s", faultTarget, extra), "")
 	}
@@ -380,7 +412,7 @@ func TestAccKill_staleQuotaResync(t *testing.T) {
 	if !killed {
 		t.Fatalf("the apply finished before the kill:\n%s", out)
 	}
-	staleQuota(t, c.Kube, ns, n)
+	staleQuotaOf(t, c.Kube, ns, res, n)
 	w.write(config(fmt.Sprintf("  exclude_namespaces = [%q]", ns)))
 	start := time.Now()
 	out, err := w.run("apply", "-auto-approve")
@@ -391,7 +423,7 @@ func TestAccKill_staleQuotaResync(t *testing.T) {
 	if got := len(servicesIn(t, c.Kube, ns)); got != n {
 		t.Fatalf("%d Services after the restoring apply, want %d; its warnings: %q", got, n, cliWarnings(out))
 	}
-	if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, fmt.Sprintf("ResourceQuota %s/services counted %d Services (limit %d)", ns, n, n)) {
+	if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, fmt.Sprintf("ResourceQuota %s/services counted %d %s (limit %d)", ns, n, noun, n)) {
 		t.Errorf("the apply does not say it waited for the quota's recount:\n%s", out)
 	}
 	w.write(config(""))

@@ -500,9 +500,15 @@ func TestAccServiceRecreation_quotaFull(t *testing.T) {
 // controller has counted them (admission enforces what it counted).
 func fullQuota(t *testing.T, kube kubernetes.Interface, ns string, hard int64) {
 	t.Helper()
+	fullQuotaOf(t, kube, ns, corev1.ResourceServices, hard)
+}
+
+// fullQuotaOf is fullQuota limiting res (services, services.loadbalancers, services.nodeports).
+func fullQuotaOf(t *testing.T, kube kubernetes.Interface, ns string, res corev1.ResourceName, hard int64) {
+	t.Helper()
 	ctx := context.Background()
 	_, err := kube.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "services"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: *resource.NewQuantity(hard, resource.DecimalSI)}}},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{res: *resource.NewQuantity(hard, resource.DecimalSI)}}},
 		metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -512,12 +518,12 @@ func fullQuota(t *testing.T, kube kubernetes.Interface, ns string, hard int64) {
 		if err != nil {
 			return false, err
 		}
-		used, ok := q.Status.Used[corev1.ResourceServices]
-		_, hardSet := q.Status.Hard[corev1.ResourceServices]
+		used, ok := q.Status.Used[res]
+		_, hardSet := q.Status.Hard[res]
 		return ok && hardSet && used.Value() == hard, nil
 	})
 	if err != nil {
-		t.Fatalf("the quota controller did not count %d Services in %s: %v", hard, ns, err)
+		t.Fatalf("the quota controller did not count %d %s in %s: %v", hard, res, ns, err)
 	}
 }
 

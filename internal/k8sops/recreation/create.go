@@ -50,7 +50,7 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key, manager
 			}, rangeNotLoaded, quotaExceeded, quotaConflict)
 		}
 		err := try()
-		for err != nil && quotaExceeded(err) && x.awaitQuotaRecount(ctx, svc.Namespace, key) {
+		for err != nil && quotaExceeded(err) && x.awaitQuotaRecount(ctx, svc, key) {
 			err = try()
 		}
 		if err == nil {

@@ -87,7 +87,7 @@ func (x *executor) createOnFreedIPs(ctx context.Context, b *corev1.Service) (svc
 		}
 		return err == nil, err
 	})
-	if err != nil && quotaExceeded(err) && x.awaitQuotaRecount(ctx, b.Namespace, k8sops.SvcKey(b)) {
+	if err != nil && quotaExceeded(err) && x.awaitQuotaRecount(ctx, b, k8sops.SvcKey(b)) {
 		return x.createOnFreedIPs(ctx, b) // a stale quota, recounted
 	}
 	return svc, found, err

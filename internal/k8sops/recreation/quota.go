@@ -7,6 +7,7 @@ package recreation
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -92,52 +93,98 @@ func quotaNamespaces(quotas []*corev1.ResourceQuota) map[string]bool {
 // quotaRecountEvery is how often a create refused by a stale quota looks for the recount.
 var quotaRecountEvery = 2 * time.Second
 
-// awaitQuotaRecount is asked when a ResourceQuota keeps refusing a Service create in ns (after
+// awaitQuotaRecount is asked when a ResourceQuota keeps refusing the create of svc (after
 // create's retries). A quota's usage is raised by admission and lowered only by
 // kube-controller-manager's recount, which a Service delete in the namespace or the full resync
 // (--resource-quota-sync-period, 5 minutes by default) brings: a create admitted but never
 // stored (its client killed mid-request, as an interrupted apply's in-flight create is, or
-// refused as already existing) stays counted until then. When the namespace holds fewer Services
-// than a quota at its limit counts, the usage is stale: it waits, until ctx ends, for the recount
-// and reports true, so that the create is tried again. A quota the namespace's Services do fill
-// (another client took the room) reports false at once: the caller fails, and the journal keeps
-// the Service.
-func (x *executor) awaitQuotaRecount(ctx context.Context, ns, key string) bool {
-	full, err := x.quotasAtLimit(ctx, ns)
-	if err != nil || len(full) == 0 {
-		return false // not a Services count that refused (services.loadbalancers, say): not ours to wait for
+// refused as already existing) stays counted until then. Every count svc takes is judged:
+// Services, and for a NodePort or LoadBalancer Service its node ports and load balancer
+// (services.nodeports, services.loadbalancers), as the quota's own evaluator counts them. When
+// the namespace's Services use less than a quota short for svc counts, the usage is stale: it
+// waits, until ctx ends, for the recount and reports true, so that the create is tried again. A
+// quota the namespace's Services do fill (another client took the room) reports false at once:
+// the caller fails, and the journal keeps the Service.
+func (x *executor) awaitQuotaRecount(ctx context.Context, svc *corev1.Service, key string) bool {
+	ns, need := svc.Namespace, serviceUsage(svc)
+	short, err := x.quotasShort(ctx, ns, need)
+	if err != nil || len(short) == 0 {
+		return false // not a count svc takes that refused: not ours to wait for
 	}
-	var n int64
-	err = k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().Services(ns).List), func(*corev1.Service) error { n++; return nil })
+	inUse := map[corev1.ResourceName]int64{}
+	err = k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().Services(ns).List), func(s *corev1.Service) error {
+		for res, n := range serviceUsage(s) {
+			inUse[res] += n
+		}
+		return nil
+	})
 	if err != nil {
 		return false
 	}
-	for _, q := range full {
-		if n >= q.Hard {
+	for _, q := range short {
+		if inUse[corev1.ResourceName(q.Resource)]+q.Need > q.Hard {
 			return false // full for real
 		}
 	}
-	q := full[0]
-	x.noteOnce("stale quota "+ns, "ResourceQuota %s/%s counted %d Services (limit %d) while %s held %d, so it refused %s: a create admitted "+
+	q := short[0]
+	x.noteOnce("stale quota "+ns, "ResourceQuota %s/%s counted %d %s (limit %d) while %s's Services used %d, so it refused %s: a create admitted "+
 		"but never stored (an interrupted apply's, or another client's) stays counted until kube-controller-manager recounts, after a "+
 		"Service delete there or at its full resync (--resource-quota-sync-period, 5m by default). The apply waited for the recount; "+
-		"raising the quota's spec.hard makes it recount at once.", ns, q.Quota, q.Used, q.Hard, ns, n, key)
-	x.log("waiting for a stale ResourceQuota to be recounted", map[string]any{"namespace": ns, "quota": q.Quota, "used": q.Used, "hard": q.Hard, "services": n})
+		"raising the quota's spec.hard makes it recount at once.", ns, q.Quota, q.Used, quotaNoun(q.Resource), q.Hard, ns,
+		inUse[corev1.ResourceName(q.Resource)], key)
+	x.log("waiting for a stale ResourceQuota to be recounted", map[string]any{"namespace": ns, "quota": q.Quota, "resource": q.Resource,
+		"used": q.Used, "hard": q.Hard, "in_use": inUse[corev1.ResourceName(q.Resource)]})
 	err = wait.PollUntilContextCancel(ctx, quotaRecountEvery, false, func(ctx context.Context) (bool, error) {
-		full, err := x.quotasAtLimit(ctx, ns)
-		return err == nil && len(full) == 0, nil
+		short, err := x.quotasShort(ctx, ns, need)
+		return err == nil && len(short) == 0, nil
 	})
 	return err == nil
 }
 
-// quotasAtLimit are ns's ResourceQuotas whose Services count is at or over its limit, from the
-// run's watch of them when it is up (no request), else listed.
-func (x *executor) quotasAtLimit(ctx context.Context, ns string) ([]QuotaShortfall, error) {
+// quotaNoun names what a quota resource counts.
+func quotaNoun(res string) string {
+	switch corev1.ResourceName(res) {
+	case corev1.ResourceServicesNodePorts:
+		return "node ports"
+	case corev1.ResourceServicesLoadBalancers:
+		return "load balancers"
+	}
+	return "Services"
+}
+
+// serviceUsage is what svc counts against each quota resource that counts Services, as
+// kube-apiserver's quota evaluator for Services counts it: one Service; a NodePort Service
+// each of its ports; a LoadBalancer Service one load balancer and each of its ports (only those
+// with a nodePort set when allocateLoadBalancerNodePorts is false).
+func serviceUsage(svc *corev1.Service) map[corev1.ResourceName]int64 {
+	u := map[corev1.ResourceName]int64{corev1.ResourceServices: 1, "count/services": 1}
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort:
+		u[corev1.ResourceServicesNodePorts] = int64(len(svc.Spec.Ports))
+	case corev1.ServiceTypeLoadBalancer:
+		u[corev1.ResourceServicesLoadBalancers] = 1
+		n := int64(len(svc.Spec.Ports))
+		if svc.Spec.AllocateLoadBalancerNodePorts != nil && !*svc.Spec.AllocateLoadBalancerNodePorts {
+			n = 0
+			for _, p := range svc.Spec.Ports {
+				if p.NodePort != 0 {
+					n++
+				}
+			}
+		}
+		u[corev1.ResourceServicesNodePorts] = n
+	}
+	return u
+}
+
+// quotasShort are ns's ResourceQuotas that leave less room than need, by resource, takes, from
+// the run's watch of them when it is up (no request), else listed.
+func (x *executor) quotasShort(ctx context.Context, ns string, need map[corev1.ResourceName]int64) ([]QuotaShortfall, error) {
 	var out []QuotaShortfall
 	if w := x.guards.watched(); w.ready() {
 		for _, o := range w.quotas.GetStore().List() {
 			if q, ok := o.(*corev1.ResourceQuota); ok && q.Namespace == ns {
-				out = append(out, shortfalls(q, 1)...)
+				out = append(out, shortOf(q, need)...)
 			}
 		}
 		return out, nil
@@ -147,23 +194,28 @@ func (x *executor) quotasAtLimit(ctx context.Context, ns string) ([]QuotaShortfa
 		return nil, fmt.Errorf("listing ResourceQuotas of %s: %w", ns, err)
 	}
 	for i := range list.Items {
-		out = append(out, shortfalls(&list.Items[i], 1)...)
+		out = append(out, shortOf(&list.Items[i], need)...)
 	}
 	return out, nil
 }
 
-// shortfalls are q's Services counts that leave fewer than need free.
-func shortfalls(q *corev1.ResourceQuota, need int64) []QuotaShortfall {
+// shortOf are q's resources that leave less room than need takes of them.
+func shortOf(q *corev1.ResourceQuota, need map[corev1.ResourceName]int64) []QuotaShortfall {
 	var out []QuotaShortfall
-	for _, res := range serviceCounts {
+	for _, res := range slices.Sorted(maps.Keys(need)) {
 		hard, ok := serviceHard(q, res)
-		if !ok {
+		if !ok || need[res] == 0 {
 			continue
 		}
 		used := q.Status.Used[res]
-		if s := (QuotaShortfall{Namespace: q.Namespace, Quota: q.Name, Resource: string(res), Hard: hard.Value(), Used: used.Value(), Need: need}); s.Free() < need {
+		if s := (QuotaShortfall{Namespace: q.Namespace, Quota: q.Name, Resource: string(res), Hard: hard.Value(), Used: used.Value(), Need: need[res]}); s.Free() < s.Need {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// shortfalls are q's Services counts that leave fewer than need free.
+func shortfalls(q *corev1.ResourceQuota, need int64) []QuotaShortfall {
+	return shortOf(q, map[corev1.ResourceName]int64{corev1.ResourceServices: need, "count/services": need})
 }

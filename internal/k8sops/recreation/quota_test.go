@@ -61,13 +61,13 @@ func testStaleQuota(t *testing.T, watched bool, quota func(corev1.ResourceName, 
 		}
 	}()
 	start := time.Now()
-	if !x.awaitQuotaRecount(ctx, "app", "app/b") {
+	if !x.awaitQuotaRecount(ctx, quotaTestService("b", corev1.ServiceTypeClusterIP), "app/b") {
 		t.Fatal("a stale quota was not waited for")
 	}
 	if time.Since(start) < 50*time.Millisecond {
 		t.Error("returned before the recount")
 	}
-	if len(x.res.Notes) != 1 || !strings.Contains(x.res.Notes[0], "ResourceQuota app/q counted 2 Services (limit 2) while app held 1") ||
+	if len(x.res.Notes) != 1 || !strings.Contains(x.res.Notes[0], "ResourceQuota app/q counted 2 Services (limit 2) while app's Services used 1") ||
 		!strings.Contains(x.res.Notes[0], "spec.hard") {
 		t.Errorf("notes %q", x.res.Notes)
 	}
@@ -84,24 +84,58 @@ func testStaleQuota(t *testing.T, watched bool, quota func(corev1.ResourceName, 
 
 func testOtherQuotas(t *testing.T, quota func(corev1.ResourceName, int64, int64) *corev1.ResourceQuota, services func(int) []runtime.Object) {
 	ctx := context.Background()
+	clusterIP, lb := quotaTestService("b", corev1.ServiceTypeClusterIP), quotaTestService("b", corev1.ServiceTypeLoadBalancer)
 	t.Run("full", func(t *testing.T) {
 		x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(append(services(2), quota(corev1.ResourceServices, 2, 2))...)}}
-		if x.awaitQuotaRecount(ctx, "app", "app/c") || len(x.res.Notes) > 0 {
+		if x.awaitQuotaRecount(ctx, quotaTestService("c", corev1.ServiceTypeClusterIP), "app/c") || len(x.res.Notes) > 0 {
 			t.Errorf("waited for a quota its Services fill (notes %q)", x.res.Notes)
 		}
 	})
-	t.Run("not a Services count", func(t *testing.T) {
+	t.Run("a count the Service does not take", func(t *testing.T) {
 		x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(append(services(1), quota(corev1.ResourceServicesLoadBalancers, 1, 1))...)}}
-		if x.awaitQuotaRecount(ctx, "app", "app/b") {
-			t.Error("waited on a services.loadbalancers quota")
+		if x.awaitQuotaRecount(ctx, clusterIP, "app/b") {
+			t.Error("a ClusterIP Service waited on a services.loadbalancers quota")
 		}
 	})
+	// A LoadBalancer Service takes a load balancer and its ports' node ports: a stale count of
+	// either is waited for; one the namespace's LoadBalancer Services fill is not.
+	for _, res := range []corev1.ResourceName{corev1.ResourceServicesLoadBalancers, corev1.ResourceServicesNodePorts} {
+		t.Run("stale "+string(res), func(t *testing.T) {
+			kube := fake.NewClientset(append(services(1), quota(res, 1, 1))...)
+			x := &executor{c: &k8sops.Client{Kube: kube}}
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				if _, err := kube.CoreV1().ResourceQuotas("app").UpdateStatus(ctx, quota(res, 1, 0), metav1.UpdateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}()
+			if !x.awaitQuotaRecount(ctx, lb, "app/b") {
+				t.Fatalf("a stale %s count was not waited for", res)
+			}
+			if len(x.res.Notes) != 1 || !strings.Contains(x.res.Notes[0], "counted 1 "+quotaNoun(string(res))+" (limit 1) while app's Services used 0") {
+				t.Errorf("notes %q", x.res.Notes)
+			}
+		})
+		t.Run("full "+string(res), func(t *testing.T) {
+			other := quotaTestService("a", corev1.ServiceTypeLoadBalancer)
+			x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(other, quota(res, 1, 1))}}
+			if x.awaitQuotaRecount(ctx, lb, "app/b") {
+				t.Errorf("waited for a %s quota another LoadBalancer Service fills", res)
+			}
+		})
+	}
 	t.Run("ended", func(t *testing.T) {
 		x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(append(services(1), quota(corev1.ResourceServices, 2, 2))...)}}
 		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
-		if x.awaitQuotaRecount(cctx, "app", "app/b") {
+		if x.awaitQuotaRecount(cctx, clusterIP, "app/b") {
 			t.Error("the wait outlived its context")
 		}
 	})
+}
+
+// quotaTestService is a Service of type typ in namespace app with one port.
+func quotaTestService(name string, typ corev1.ServiceType) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name},
+		Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80}}}}
 }
