@@ -170,6 +170,7 @@ func TestAccMatrix_recreation(t *testing.T) {
 		if ip := now["app/lb"].Spec.ClusterIP; ip != "100.64.12.7" {
 			t.Errorf("the LoadBalancer moved to %s", ip)
 		}
+		kubeletsOnDNSService(t, c, w)
 		w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "", "172.24.0.0/15"))
 		w.planFile()
 		w.applyFile()

@@ -273,6 +273,10 @@ func TestAccMigrationExample(t *testing.T) {
 	if err := e.c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
 		t.Fatal(err)
 	}
+	// The kubelets' clusterDNS, as kubeadm's kubelet-config holds it (kOps: the nodes roll at
+	// stage 3; kwok has no kubelet): stage 4's removal of the DNS bridge reads it, and without
+	// it refuses while nodes registered before the DNS move are Ready.
+	setKubeletClusterDNS(t, e.c, "172.24.0.10")
 	stage(2, unrelated(2))
 	scs := clientFor(e.c)
 	if s, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "172.24.0.1" {

@@ -150,6 +150,7 @@ func TestAccServiceRecreation_secondMigration(t *testing.T) {
 	w.converged()
 
 	// Off: refused while app/web's pods, started before both bridges, run; then both DNS bridges go.
+	kubeletsOnDNSService(t, c, w)
 	w.write(moveTo(c, second, "  dns_bridge = false", bridges))
 	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("DNS Bridge Still in Use", "100.64.0.10", "172.24.0.10", "app/web-").MatchString(out) {
 		t.Fatalf("switching the DNS bridges off under running pods: %v\n%s", err, out)

@@ -47,15 +47,22 @@ func dnsService(name string, ips ...string) *corev1.Service {
 // setKubeletClusterDNS writes kubeadm's kube-system/kubelet-config with that clusterDNS.
 func setKubeletClusterDNS(t *testing.T, c *testcluster.Cluster, ip string) {
 	t.Helper()
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: recreation.KubeletConfigMap, Namespace: "kube-system"},
-		Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- " + ip + "\nclusterDomain: cluster.local\n"}}
-	api := c.Kube.CoreV1().ConfigMaps("kube-system")
-	if _, err := api.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		if _, err := api.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := c.SetKubeletClusterDNS(context.Background(), ip); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// kubeletsOnDNSService sets kubeadm's kubelet-config clusterDNS to the DNS Service's IP as the
+// recreation in w's state reports it (dns_service_ips): the kubelets' step after the DNS move,
+// which the DNS bridge's removal reads where kubelet-config exists. Without it, the test
+// cluster's nodes (registered before the move; kwok runs no kubelet) refuse the removal.
+func kubeletsOnDNSService(t *testing.T, c *testcluster.Cluster, w *cliWorkspace) {
+	t.Helper()
+	ips, _ := w.stateValue(recreationAddr, "dns_service_ips").([]any)
+	if len(ips) == 0 {
+		t.Fatal("the recreation's state has no dns_service_ips")
+	}
+	setKubeletClusterDNS(t, c, fmt.Sprint(ips[0]))
 }
 
 // TestAccServiceRecreation_clusterDNSFoundAsItIs: a cluster whose DNS Service is

@@ -84,7 +84,8 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 				MarkdownDescription: "Delete the bridge when the plan's `dns_bridge` is false even though running pods may still resolve " +
 					"through it. Without it the apply refuses, naming them, while a pod that uses the cluster resolver started " +
 					"before the DNS move (or before the last change of kubeadm's `kube-system/kubelet-config`) still runs, or " +
-					"while kubelet-config's `clusterDNS` still names the bridge's IP. Default `false`.",
+					"while kubelet-config's `clusterDNS` still names the bridge's IP, or, where kubelet-config does not exist (kOps, EKS, GKE), " +
+					"while a Ready node registered before the DNS move remains. Default `false`.",
 			},
 			"dns_bridge_name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(recreation.DefaultDNSBridgeName),
 				MarkdownDescription: "Name of the DNS bridge Service, beside the cluster DNS Service. A bridge keeps the old " +

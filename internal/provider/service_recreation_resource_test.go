@@ -326,7 +326,14 @@ func TestAccServiceRecreation_mixed(t *testing.T) {
 	// dns_bridge = false is refused while app/web's pod, started before the DNS move, runs;
 	// once it is replaced, the bridge goes and nothing moves.
 	completedAt := w.stateValue(recreationAddr, "completed_at")
+	// With no kubelet-config to read (kOps, EKS, GKE) the nodes registered before the DNS move
+	// may still hand out its old IP: refused, naming them. Once the kubelets' clusterDNS can be
+	// read, the pods are judged.
 	w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "", cidrs...))
+	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("Error: Nodes From Before the DNS Move", "no kube-system/kubelet-config", "Ready nodes registered before the DNS move", "kwok-").MatchString(out) {
+		t.Fatalf("removing the bridge with the nodes of before the move and no kubelet-config: apply %v\n%s", err, out)
+	}
+	kubeletsOnDNSService(t, c, w)
 	if out, err := w.run("apply", "-auto-approve"); err == nil || !diagRE("Error: DNS Bridge Still in Use", "app/web-").MatchString(out) {
 		t.Fatalf("removing the bridge under app/web's pod: apply %v\n%s", err, out)
 	}

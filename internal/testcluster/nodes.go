@@ -162,3 +162,16 @@ func (c *Cluster) WaitPods(ctx context.Context, namespace, selector string, want
 	}
 	return pods, nil
 }
+
+// SetKubeletClusterDNS writes kubeadm's kube-system/kubelet-config with clusterDNS ip: what a
+// kubeadm cluster's kubelets are configured from (kwok nodes run no kubelet to read it).
+func (c *Cluster) SetKubeletClusterDNS(ctx context.Context, ip string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-config", Namespace: "kube-system"},
+		Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- " + ip + "\nclusterDomain: cluster.local\n"}}
+	api := c.Kube.CoreV1().ConfigMaps("kube-system")
+	if _, err := api.Update(ctx, cm, metav1.UpdateOptions{}); err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, err := api.Create(ctx, cm, metav1.CreateOptions{})
+	return err
+}

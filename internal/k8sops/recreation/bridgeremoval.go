@@ -27,7 +27,8 @@ import (
 // started before it may have a bridge's IP in its resolv.conf. kubelet-config naming a bridge
 // IP, or any IP but dnsIPs (the cluster DNS Service's as they are, which may differ from those
 // planned when another client took one during the apply) and NodeLocal DNSCache's link-local
-// address, refuses the removal outright: pods starting now get it.
+// address, refuses the removal outright: pods starting now get it. Without a kubelet-config to
+// read, a Ready node registered before the bound refuses it (nodesRegisteredBy).
 func CheckBridgeRemoval(ctx context.Context, c *k8sops.Client, bridges []*corev1.Service, dnsIPs []string) (findings []k8sops.Finding, notes []string, err error) {
 	var ips []string
 	var bound time.Time
@@ -47,13 +48,30 @@ func CheckBridgeRemoval(ctx context.Context, c *k8sops.Client, bridges []*corev1
 		return err != nil || a.IsLinkLocalUnicast() || containsIP(dnsIPs, ip) || containsIP(ips, ip)
 	})
 	switch {
-	case unread != "":
-		notes = append(notes, fmt.Sprintf("kube-system/%s could not be read (%s): pods started after the DNS move on a node "+
-			"whose kubelet still hands out the bridge's IP could not be checked.", KubeletConfigMap, unread))
-	case dns == nil:
-		notes = append(notes, fmt.Sprintf("The cluster has no kube-system/%s (not kubeadm): pods started after the DNS move "+
-			"on a node whose kubelet still hands out the bridge's IP (%s) could not be checked. Make sure every kubelet's "+
-			"clusterDNS names the DNS Service's new IP and was restarted since.", KubeletConfigMap, strings.Join(ips, ", ")))
+	case unread != "" || dns == nil:
+		// Where the kubelets' clusterDNS cannot be read, a node registered before the DNS move
+		// may still run a kubelet that hands new pods the bridge's IP.
+		why := fmt.Sprintf("the cluster has no kube-system/%s (not kubeadm: kOps, EKS, GKE)", KubeletConfigMap)
+		if unread != "" {
+			why = fmt.Sprintf("kube-system/%s could not be read (%s)", KubeletConfigMap, unread)
+		}
+		older, err := nodesRegisteredBy(ctx, c, bound)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(older) > 0 {
+			return []k8sops.Finding{{Path: k8sops.At("dns_bridge"), Summary: "Nodes From Before the DNS Move",
+				Detail: fmt.Sprintf("%s, so what clusterDNS each kubelet hands new pods cannot be read, and %d Ready nodes registered "+
+					"before the DNS move (%s) may still run a kubelet configured with the bridge's IP %s: every pod that starts "+
+					"on them would lose DNS once the bridge is deleted: %s. Set the kubelets' clusterDNS to the DNS Service's new "+
+					"IP (dns_service_ips) and replace those nodes (kOps: kops update cluster --yes, then kops rolling-update "+
+					"cluster --yes; EKS and GKE: roll the node groups), restart the pods started before, then apply again; or "+
+					"set dns_bridge_force_removal = true once every kubelet names the new IP.", why, len(older),
+					bound.UTC().Format(time.RFC3339), strings.Join(ips, ", "), k8sops.FirstOf(older))}}, notes, nil
+		}
+		notes = append(notes, fmt.Sprintf("%s: every Ready node registered after the DNS move (%s), so its kubelet was "+
+			"configured after it; make sure that configuration names the DNS Service's new IP, not the bridge's (%s).",
+			why, bound.UTC().Format(time.RFC3339), strings.Join(ips, ", ")))
 	case slices.ContainsFunc(dns, func(ip string) bool { return containsIP(ips, ip) }):
 		return []k8sops.Finding{{Path: k8sops.At("dns_bridge"), Summary: "Kubelets Still Use the Bridge",
 			Detail: fmt.Sprintf("kube-system/%s gives the kubelets clusterDNS %s, the bridge's IP: every pod that starts now "+
@@ -116,6 +134,29 @@ func CheckBridgeRemoval(ctx context.Context, c *k8sops.Client, bridges []*corev1
 				k8sops.FirstOf(users))})
 	}
 	return findings, notes, nil
+}
+
+// nodesRegisteredBy names the Ready nodes created no later than bound. Both times are the
+// apiserver's (creation timestamps), never a kubelet's: a node's clock may be minutes off. A
+// node registered in the same second as bound counts as before it.
+func nodesRegisteredBy(ctx context.Context, c *k8sops.Client, bound time.Time) ([]string, error) {
+	var out []string
+	err := k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Nodes().List), func(n *corev1.Node) error {
+		if n.CreationTimestamp.After(bound) || n.DeletionTimestamp != nil {
+			return nil
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				out = append(out, n.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // DNSBridges are the DNS bridges beside the cluster DNS Service dnsService ("" for

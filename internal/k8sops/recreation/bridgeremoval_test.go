@@ -4,9 +4,14 @@
 package recreation
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -47,5 +52,37 @@ func TestFirstOf(t *testing.T) {
 	names := []string{"b", "a", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
 	if got, want := k8sops.FirstOf(names), "a, b, c, d, e, f, g, h, i, j and 2 more"; got != want {
 		t.Errorf("firstOf = %q, want %q", got, want)
+	}
+}
+
+// TestCheckBridgeRemovalNodes: without kube-system/kubelet-config (kOps, EKS, GKE) the kubelets'
+// clusterDNS cannot be read, so a Ready node registered before the DNS move (the bridge's
+// creation) refuses the removal, naming it; one NotReady or registered after does not. Only
+// apiserver times (creation timestamps) are compared.
+func TestCheckBridgeRemovalNodes(t *testing.T) {
+	moved := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	bridge := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns-bridge", CreationTimestamp: metav1.NewTime(moved)},
+		Spec: corev1.ServiceSpec{ClusterIPs: []string{"100.64.0.10"}}}
+	node := func(name string, created time.Time, ready corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	c := &k8sops.Client{Kube: fake.NewClientset(node("old", moved.Add(-time.Hour), corev1.ConditionTrue),
+		node("same-second", moved, corev1.ConditionTrue), node("gone", moved.Add(-time.Hour), corev1.ConditionFalse),
+		node("new", moved.Add(time.Minute), corev1.ConditionTrue))}
+	findings, _, err := CheckBridgeRemoval(context.Background(), c, []*corev1.Service{bridge}, []string{"172.24.0.10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(findings) != 1 || findings[0].Summary != "Nodes From Before the DNS Move" ||
+		!strings.Contains(findings[0].Detail, "2 Ready nodes registered before the DNS move") ||
+		!strings.Contains(findings[0].Detail, "old, same-second") || strings.Contains(findings[0].Detail, "gone") {
+		t.Errorf("findings %+v", findings)
+	}
+	c = &k8sops.Client{Kube: fake.NewClientset(node("gone", moved.Add(-time.Hour), corev1.ConditionFalse),
+		node("new", moved.Add(time.Minute), corev1.ConditionTrue))}
+	findings, notes, err := CheckBridgeRemoval(context.Background(), c, []*corev1.Service{bridge}, []string{"172.24.0.10"})
+	if err != nil || len(findings) != 0 || len(notes) != 1 || !strings.Contains(notes[0], "every Ready node registered after the DNS move") {
+		t.Errorf("with only nodes registered since: findings %+v, notes %q, %v", findings, notes, err)
 	}
 }

@@ -131,10 +131,16 @@ func run(root string, groups int) error {
 				return err
 			}
 			fmt.Println("kube-apiserver restarted with --service-cluster-ip-range=" + newServices.String())
+			// kwok nodes run no kubelet: the kubelets' clusterDNS is written where kubeadm keeps
+			// it, which stage 4's removal of the DNS bridge reads.
+			if err := c.SetKubeletClusterDNS(ctx, "172.24.0.10"); err != nil {
+				return err
+			}
+			fmt.Println("kube-system/kubelet-config: clusterDNS 172.24.0.10 (as kubeadm keeps it; kwok nodes run no kubelet)")
 			return nil
 		}},
 		{3, "Stage 3: restart every pod started before default/kubernetes (and kube-dns) moved", func() error {
-			say("Outside the API (kOps): the nodes rolled, so kubelets hand out clusterDNS 172.24.0.10. (kwok nodes run no kubelet: nothing to do here.)")
+			say("Outside the API (kOps): the nodes rolled, so kubelets hand out clusterDNS 172.24.0.10. (kwok nodes run no kubelet: kube-system/kubelet-config says so since stage 2.)")
 			return nil
 		}},
 		{4, "Stage 4: the DNS and apiserver bridges go", nil},
