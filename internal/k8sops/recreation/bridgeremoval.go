@@ -59,15 +59,16 @@ func CheckBridgeRemoval(ctx context.Context, c *k8sops.Client, bridges []*corev1
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(older) > 0 {
-			return []k8sops.Finding{{Path: k8sops.At("dns_bridge"), Summary: "Nodes From Before the DNS Move",
+		if len(older) > 0 { // the pods are judged too: both are for the reviewer to see
+			findings = append(findings, k8sops.Finding{Path: k8sops.At("dns_bridge"), Summary: "Nodes From Before the DNS Move",
 				Detail: fmt.Sprintf("%s, so what clusterDNS each kubelet hands new pods cannot be read, and %d Ready nodes registered "+
 					"before the DNS move (%s) may still run a kubelet configured with the bridge's IP %s: every pod that starts "+
 					"on them would lose DNS once the bridge is deleted: %s. Set the kubelets' clusterDNS to the DNS Service's new "+
 					"IP (dns_service_ips) and replace those nodes (kOps: kops update cluster --yes, then kops rolling-update "+
 					"cluster --yes; EKS and GKE: roll the node groups), restart the pods started before, then apply again; or "+
 					"set dns_bridge_force_removal = true once every kubelet names the new IP.", why, len(older),
-					bound.UTC().Format(time.RFC3339), strings.Join(ips, ", "), k8sops.FirstOf(older))}}, notes, nil
+					bound.UTC().Format(time.RFC3339), strings.Join(ips, ", "), k8sops.FirstOf(older))})
+			break
 		}
 		notes = append(notes, fmt.Sprintf("%s: every Ready node registered after the DNS move (%s), so its kubelet was "+
 			"configured after it; make sure that configuration names the DNS Service's new IP, not the bridge's (%s).",
