@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string) (bool, error) {
 	var varFiles multi
 	fs.Var(&varFiles, "var-file", "a variable file for every plan (repeatable)")
 	restartBefore := fs.String("restart-apiserver-before", "2", "the stage before which kube-apiserver restarts on the new Service range (\"\": never)")
-	rollNodesBefore := fs.String("roll-nodes-before", "3", "the stage before which the nodes roll (their static pods restart) (\"\": never)")
+	rollNodesBefore := fs.String("roll-nodes-before", "3", "the stage before which the nodes roll: kubelet-config's clusterDNS is set to the DNS Service's IP, or without it (kOps) the nodes register again; their static pods restart (\"\": never)")
 	apiserverRange := fs.String("apiserver-range", "", "the new --service-cluster-ip-range (default: the output kops_steps' service_range)")
 	serviceRange := fs.String("service-cluster-ip-range", "", "production's --service-cluster-ip-range, where the snapshot could not read it")
 	report := fs.String("report", "", "also write the report to this file")

@@ -56,7 +56,7 @@ func (t *Twin) NotRehearsed() ([]string, error) {
 	return append(out,
 		"Cloud load balancers: LoadBalancer Services keep their recorded ingress; no cloud controller acts on them.",
 		"The data plane: no kube-proxy, no DNS traffic, no packets; what a move does to connections is measured by make bench, not here.",
-		"Nodes: kwok nodes with production's names, labels, taints and pod ranges; no kubelet, so no node roll or reboot is rehearsed.",
+		"Nodes: kwok nodes with production's names, labels, taints and pod ranges; no kubelet: a node roll is their registration again (or kubelet-config's new clusterDNS) and their static pods made again, with no drain; no reboot is rehearsed.",
 		"Pod addresses: the twin's pods get new addresses from the same Calico pools (IPAM blocks and handles are recorded, not copied).",
 		"Secrets, and ConfigMaps other than "+strings.Join(ConfigMaps, ", ")+", are not copied.",
 	), nil

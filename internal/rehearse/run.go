@@ -21,12 +21,8 @@ import (
 	"time"
 
 	tfjson "github.com/hashicorp/terraform-json"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/movetext"
@@ -68,8 +64,9 @@ type RunOptions struct {
 	RestartBefore   string
 	APIServerRanges []string
 	// RollNodesBefore is the stage before which the nodes roll, as the guide's step after the
-	// kubelets' clusterDNS changes does: the kubelets restart their static pods, which no
-	// controller restarts, so the rehearsal makes their mirror pods again. "": never.
+	// DNS move does (rollNodes): kubeadm's kubelet-config names the DNS Service's new IP, or
+	// (kOps) the nodes are replaced and register anew; the kubelets restart their static pods,
+	// which no controller restarts, so the rehearsal makes their mirror pods again. "": never.
 	RollNodesBefore string
 	// Env is added to terraform's environment (TF_CLI_CONFIG_FILE, TF_VAR_…); the KUBE_*
 	// variables are removed from it, so that nothing reaches another cluster.
@@ -156,11 +153,11 @@ func Rehearse(ctx context.Context, t Target, o RunOptions) (*Report, error) {
 			s.Before = join(s.Before, "kube-apiserver restarted with --service-cluster-ip-range="+strings.Join(ranges, ","))
 		}
 		if st != "" && st == o.RollNodesBefore {
-			n, err := restartStaticPods(ctx, t.Kube)
+			did, err := rollNodes(ctx, t.Kube)
 			if err != nil {
 				return r, fmt.Errorf("the nodes' roll: %w", err)
 			}
-			s.Before = join(s.Before, fmt.Sprintf("the nodes rolled: their kubelets restarted %d static pod(s) (the mirror pods made again)", n))
+			s.Before = join(s.Before, did)
 		}
 		w.stage(ctx, &s, t.Kube, args)
 		r.Stages = append(r.Stages, s)
@@ -177,61 +174,6 @@ func join(a, b string) string {
 		return b
 	}
 	return a + "; " + b
-}
-
-// restartStaticPods does to the static pods what their kubelets do when the nodes roll: each
-// mirror pod is deleted and made again with the same spec, and runs anew (a new start time,
-// the current Service environment). It returns how many. A pod that does not start within
-// 30 s is made again, as a kubelet would: the node agent of a loaded cluster (kwok on a twin)
-// has been seen to miss a pod made again under the name it had just seen deleted.
-func restartStaticPods(ctx context.Context, kube kubernetes.Interface) (int, error) {
-	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, p := range pods.Items {
-		if p.Annotations[corev1.MirrorPodAnnotationKey] == "" || p.DeletionTimestamp != nil {
-			continue
-		}
-		started := false
-		for try := 0; try < 4 && !started; try++ {
-			if started, err = restartStaticPod(ctx, kube, &p); err != nil {
-				return n, err
-			}
-		}
-		if !started {
-			return n, fmt.Errorf("the static pod %s/%s did not start again in 4 tries of 30 s", p.Namespace, p.Name)
-		}
-		n++
-	}
-	return n, nil
-}
-
-// restartStaticPod deletes mirror pod p, makes it again, and reports whether it started within
-// 30 s.
-func restartStaticPod(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) (bool, error) {
-	api := kube.CoreV1().Pods(p.Namespace)
-	if err := api.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil && !apierrors.IsNotFound(err) {
-		return false, err
-	}
-	again := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, Annotations: p.Annotations,
-		OwnerReferences: p.OwnerReferences}, Spec: p.Spec}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := api.Create(ctx, &again, metav1.CreateOptions{})
-		return err == nil, nil // AlreadyExists until the old one is gone
-	})
-	if err != nil {
-		return false, fmt.Errorf("making the mirror pod %s/%s again: %w", p.Namespace, p.Name, err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := api.Get(ctx, p.Name, metav1.GetOptions{})
-		return err == nil && got.Status.StartTime != nil, nil
-	})
-	if err != nil && ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	return err == nil, nil
 }
 
 // workspace is the configuration linked into a directory with the rehearsal's override.
