@@ -499,3 +499,56 @@ func TestAccKill_handOverWait(t *testing.T) {
 	}
 	w.converged()
 }
+
+// TestAccKill_nodePortTaken SIGKILLs an apply once it has deleted a NodePort Service (the
+// journal keeps it), and meanwhile another Service takes its nodePort, as anything may in the
+// hours before the next apply. The next apply brings it back with a new node port and says which
+// (before, its create was refused at every apply, and the Service stayed deleted). The other
+// Service keeps the port it took.
+func TestAccKill_nodePortTaken(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const ns = "np"
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	f.namespace(ns)
+	web := ipService("web", "NodePort", "100.64.1.2")
+	web.Spec.Ports[0].NodePort = 30080
+	f.service(ns, web)
+	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]", faultTarget), ""))
+	gate, _ := faultGate(t, "AFTER_DELETE") // never opened: the kill comes while the move is held there
+	killed, out, _ := interruptWhen(t, w, []string{gate}, func() bool { return gateReached(gate) }, sigkill, "apply", "-auto-approve")
+	if !killed {
+		t.Fatalf("the apply finished before the kill:\n%s", out)
+	}
+	api := c.Kube.CoreV1().Services(ns)
+	_, err := api.Get(t.Context(), "web", metav1.GetOptions{})
+	assertGone(t, err, "web after the kill")
+	// Made in the new range, so that the next apply does not move it too.
+	thief := ipService("thief", "NodePort", "172.24.0.200")
+	thief.Spec.Ports[0].NodePort = 30080
+	f.service(ns, thief)
+
+	out, err = w.run("apply", "-auto-approve")
+	if err != nil {
+		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
+	}
+	got, err := api.Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("web after the next apply: %v\n%s", err, out)
+	}
+	if p := got.Spec.Ports[0].NodePort; p == 30080 || p == 0 {
+		t.Errorf("web's nodePort is %d after the next apply, want a new one", p)
+	}
+	if !clusterIPIn(faultTarget, got) {
+		t.Errorf("web is at %v after the next apply, want the target %s", got.Spec.ClusterIPs, faultTarget)
+	}
+	if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, fmt.Sprintf("%s/web: its nodePort 30080", ns)) ||
+		!strings.Contains(flat, "was taken by another Service") {
+		t.Errorf("the apply does not say web's nodePort changed:\n%s", out)
+	}
+	if th, err := api.Get(t.Context(), "thief", metav1.GetOptions{}); err != nil || th.Spec.Ports[0].NodePort != 30080 {
+		t.Errorf("the Service that took the port: %v, %v", th, err)
+	}
+	w.converged()
+}

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +64,9 @@ func (x *executor) create(ctx context.Context, svc *corev1.Service, key, manager
 		if apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("%s: another client (a controller?) created it again between our delete and create; "+
 				"its journaled copy is kept: compare, then delete the journal entry's Service or let the next apply settle it", key)
+		}
+		if attempt < 16 && x.freeTakenNodePorts(err, svc, key) {
+			continue
 		}
 		taken := takenIP(err, svc.Spec.ClusterIPs)
 		if taken < 0 || attempt >= 16 {
@@ -177,5 +181,46 @@ func takenIP(err error, ips []string) int {
 	}
 	return -1
 }
+
+// freeTakenNodePorts clears each node port of svc that err says another Service holds, so that
+// the allocator gives it a free one, says so, and reports whether it cleared any. The old
+// Service's ports were released by its delete; another Service that asked for one meanwhile
+// (in a move's instant, or in the hours an interrupted apply's restore waited) keeps it, and a
+// create with the port would be refused at every apply.
+func (x *executor) freeTakenNodePorts(err error, svc *corev1.Service, key string) bool {
+	if err == nil {
+		return false
+	}
+	cleared := false
+	if apierrors.IsInvalid(err) {
+		for _, m := range nodePortTakenRE.FindAllStringSubmatch(err.Error(), -1) {
+			i, _ := strconv.Atoi(m[1])
+			port, _ := strconv.Atoi(m[2])
+			if i >= len(svc.Spec.Ports) || svc.Spec.Ports[i].NodePort != int32(port) {
+				continue
+			}
+			svc.Spec.Ports[i].NodePort = 0
+			cleared = true
+			x.note("%s: its nodePort %d (port %q) was taken by another Service while it was deleted; it gets a new one "+
+				"(kubectl get svc): update whatever reaches it by node port (external load balancers, firewall rules).",
+				key, port, svc.Spec.Ports[i].Name)
+		}
+	}
+	// Not a field error: the allocator's plain error, which kube-apiserver answers as an internal one.
+	if m := healthCheckTakenRE.FindStringSubmatch(err.Error()); m != nil && m[1] == strconv.Itoa(int(svc.Spec.HealthCheckNodePort)) {
+		svc.Spec.HealthCheckNodePort = 0
+		cleared = true
+		x.note("%s: its healthCheckNodePort %s was taken by another Service while it was deleted; it gets a new one: "+
+			"update the load balancer's health check where it is set by hand.", key, m[1])
+	}
+	return cleared
+}
+
+// nodePortTakenRE and healthCheckTakenRE match the allocator's refusals of a node port in use
+// (kube-apiserver's pkg/registry/core/service/storage/alloc.go).
+var (
+	nodePortTakenRE    = regexp.MustCompile(`spec\.ports\[(\d+)\]\.nodePort: Invalid value: (\d+): provided port is already allocated`)
+	healthCheckTakenRE = regexp.MustCompile(`failed to allocate requested HealthCheck NodePort (\d+): provided port is already allocated`)
+)
 
 var allocFailedRE = regexp.MustCompile(`failed to allocate IP ([0-9A-Fa-f:.]+): ([^;\]]*)`)
