@@ -401,7 +401,7 @@ func testStaleQuotaResync(t *testing.T, res corev1.ResourceName, noun string) {
 	}
 	fullQuotaOf(t, c.Kube, ns, res, n)
 	config := func(extra string) string {
-		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n%s", faultTarget, extra), "")
+		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n  include_load_balancers = true\n%s", faultTarget, extra), "")
 	}
 	w := newCLIWorkspace(t, config(""))
 	gate, _ := faultGate(t, "AFTER_DELETE") // never opened: the kill comes while a move is held there
