@@ -152,7 +152,8 @@ func TestAccKill_recreation(t *testing.T) {
 			t.Fatalf("trial %d (seed %d): the apply after the kill failed: %v\n%s", trial, seed, err, recovered)
 		}
 		if err := checkNothingLostIn(c.Kube, "kill", before, target); err != nil {
-			t.Fatalf("trial %d (seed %d): %v\nthe killed apply:\n%s\nthe apply after the kill:\n%s", trial, seed, err, lastLines(out, 40), recovered)
+			// The finding last: CI shows a failure's last lines.
+			t.Fatalf("the killed apply:\n%s\nthe apply after the kill:\n%s\ntrial %d (seed %d): %v", lastLines(out, 40), recovered, trial, seed, err)
 		}
 		if out, err := w.run("plan", "-detailed-exitcode"); err != nil {
 			t.Fatalf("trial %d (seed %d): the plan after recovery is not empty: %v\n%s", trial, seed, err, out)

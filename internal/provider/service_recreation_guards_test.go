@@ -477,7 +477,7 @@ func TestAccServiceRecreation_quotaFull(t *testing.T) {
 	w.planFile()
 	w.applyFile()
 	sameServices(t, "after the apply whose bridges the quota refuses", before, servicesIn(t, c.Kube, "app"))
-	quota := knownvalue.StringRegexp(regexp.MustCompile(`^admission would refuse its bridge .*exceeded quota`))
+	quota := knownvalue.StringRegexp(regexp.MustCompile(`^the ResourceQuota app/services has no room for its bridge \(services: hard 3, taken 3 .*nothing was deleted`))
 	expect(t, "not_moved under a full quota", w.stateValue(recreationAddr, "not_moved"),
 		knownvalue.MapExact(map[string]knownvalue.Check{"app/s0": quota, "app/s1": quota, "app/s2": quota}))
 
@@ -598,4 +598,84 @@ func TestAccServiceRecreation_oldRangeRetired(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.converged()
+}
+
+// TestAccServiceRecreation_quotaOneSlotParallel moves ten Services with old_ip_bridges = "all"
+// and parallelism 10 in a namespace whose ResourceQuota has room for one Service more: each
+// move's dry run alone would pass against that one slot. Exactly one move is made (its bridge
+// holds the slot); the other nine are not started and are listed in not_moved: no Service is
+// deleted without its bridge, none stays deleted, and every moved Service's old IP is bridged.
+func TestAccServiceRecreation_quotaOneSlotParallel(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	const n = 10
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	for i := range n {
+		f.service("app", ipService(fmt.Sprintf("s%d", i), "ClusterIP", fmt.Sprintf("100.64.1.%d", 10+i)))
+	}
+	fullQuota(t, c.Kube, "app", n)
+	raiseQuota(t, c.Kube, "app", n+1)
+	before := servicesIn(t, c.Kube, "app")
+
+	w := newCLIWorkspace(t, bridgeConfig(c, "  old_ip_bridges = \"all\"\n  parallelism = 10"))
+	w.planFile()
+	w.applyFile()
+	after := servicesIn(t, c.Kube, "app")
+	moved, bridged := 0, map[string]bool{}
+	for _, s := range after {
+		if s.Labels[k8sops.OldIPBridgeLabel] == "true" {
+			bridged[s.Spec.ClusterIP] = true
+		}
+	}
+	for key, old := range before {
+		s, ok := after[key]
+		switch {
+		case !ok:
+			t.Errorf("%s deleted and not recreated", key)
+		case clusterIPIn(faultTarget, &s):
+			moved++
+			if !bridged[old.Spec.ClusterIP] {
+				t.Errorf("%s moved without a bridge on its old IP %s", key, old.Spec.ClusterIP)
+			}
+		}
+	}
+	if moved != 1 {
+		t.Errorf("%d Services moved under a quota with room for one bridge, want 1", moved)
+	}
+	notMoved := map[string]knownvalue.Check{}
+	quota := knownvalue.StringRegexp(regexp.MustCompile(`^the ResourceQuota app/services has no room for its bridge \(services: hard 11, taken 11 .*nothing was deleted`))
+	for key, s := range after {
+		if _, was := before[key]; was && !clusterIPIn(faultTarget, &s) {
+			notMoved[key] = quota
+		}
+	}
+	expect(t, "not_moved under a quota with one slot", w.stateValue(recreationAddr, "not_moved"), knownvalue.MapExact(notMoved))
+}
+
+// raiseQuota sets the services quota fullQuota made in ns to hard, and waits until the quota
+// controller has taken it.
+func raiseQuota(t *testing.T, kube kubernetes.Interface, ns string, hard int64) {
+	t.Helper()
+	ctx := context.Background()
+	q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "services", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.Hard[corev1.ResourceServices] = *resource.NewQuantity(hard, resource.DecimalSI)
+	if _, err := kube.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := kube.CoreV1().ResourceQuotas(ns).Get(ctx, "services", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		h := q.Status.Hard[corev1.ResourceServices]
+		return h.Value() == hard, nil
+	})
+	if err != nil {
+		t.Fatalf("the quota controller did not take %s's new quota: %v", ns, err)
+	}
 }

@@ -183,6 +183,10 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 		return x.res, err
 	}
 	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
+	if err := x.measureBridgeRoom(ctx, plan.Moves); err != nil {
+		_ = restoreLater(ctx) // what an interrupted apply deleted is not left deleted for it
+		return x.res, err
+	}
 	var moveErr error
 	for _, part := range [][]Move{plan.Moves[:plan.First], plan.Moves[plan.First:]} {
 		if moveErr = x.moveAll(ctx, part); moveErr != nil {
@@ -246,6 +250,8 @@ type executor struct {
 	// takeOver are the bridges whose IPs a Service goes back to, by its key (RecreationSteps.TakeOver).
 	takeOver map[string][]*corev1.Service
 
+	// room is what the namespaces' quotas leave for the bridges the run keeps (reserveBridges).
+	room *bridgeRoom
 	// quotaHeld is the room in each namespace's services quota that the run has promised and
 	// that its quota's usage may not show yet (holdQuota).
 	quotaHeld map[string]int

@@ -65,7 +65,18 @@ func (x *executor) moveAll(ctx context.Context, moves []Move) error {
 					continue
 				}
 			}
+			if why := x.reserveBridges(m.Key); why != "" {
+				if x.first[m.Key] {
+					fail(fmt.Errorf("%s, moved first: %s. The Services after it were not moved", m.Key, why))
+					break
+				}
+				x.notMoved(m.Key, why)
+				continue
+			}
 			entries = append(entries, e)
+		}
+		if failed() {
+			break // a first move's bridge does not fit: nothing of this chunk was journaled
 		}
 		if len(entries) == 0 {
 			continue
@@ -240,7 +251,20 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (out m
 		out[i] = x.newHandOver(e, svc)
 		wanted[svc.Namespace]++
 	}
+	// A move by delete and create that keeps a bridge holds one Service more (its bridge) until
+	// the chunk's end, by when admission counts the bridge in the quota's usage.
+	bridged := map[string]int{}
+	for i, e := range entries {
+		if out[i] == nil {
+			for _, b := range x.keptBridges(e.Key) {
+				bridged[b.Namespace]++
+			}
+		}
+	}
 	held, need := x.heldQuota(), map[string]int{}
+	for ns, n := range bridged {
+		held[ns] += n
+	}
 	for ns, n := range wanted {
 		need[ns] = held[ns] + moves[ns] + n
 	}
@@ -276,6 +300,9 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (out m
 	hold := moves
 	for _, h := range out {
 		hold[h.svc.Namespace]++
+	}
+	for ns, n := range bridged {
+		hold[ns] += n
 	}
 	x.holdQuota(hold, 1)
 	return out, func() { x.holdQuota(hold, -1) }, nil

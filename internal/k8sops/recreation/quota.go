@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -218,4 +219,129 @@ func shortOf(q *corev1.ResourceQuota, need map[corev1.ResourceName]int64) []Quot
 // shortfalls are q's Services counts that leave fewer than need free.
 func shortfalls(q *corev1.ResourceQuota, need int64) []QuotaShortfall {
 	return shortOf(q, map[corev1.ResourceName]int64{corev1.ResourceServices: need, "count/services": need})
+}
+
+// bridgeRoom is, by namespace, what the ResourceQuotas there leave for the bridges the run
+// keeps (old-IP bridges, the DNS bridge): each quota's limit less what the namespace's Services
+// count, read once before the first move, and less the room the restores left to after the
+// moves hold. Every move that keeps a bridge takes its bridge's counts from it before its entry
+// is journaled (reserveBridges): the moves of a chunk run side by side, and each one's dry run
+// of its bridge would pass against the same free slot, so that some bridges, and after them
+// some copies, would find the quota full after their Service's delete.
+type bridgeRoom struct {
+	mu   sync.Mutex
+	left map[string][]roomLeft // only namespaces with a quota that counts what a bridge counts
+}
+
+// roomLeft is what one quota leaves of one resource.
+type roomLeft struct {
+	quota string
+	res   corev1.ResourceName
+	hard  int64
+	free  int64
+}
+
+// measureBridgeRoom reads the room of the namespaces where moves keep a bridge (one list of
+// their quotas, and of their Services where a quota counts them).
+func (x *executor) measureBridgeRoom(ctx context.Context, moves []Move) error {
+	x.room = &bridgeRoom{left: map[string][]roomLeft{}}
+	held := x.heldQuota()
+	for _, ns := range x.bridgeNamespaces(moves) {
+		var quotas []*corev1.ResourceQuota
+		err := k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().ResourceQuotas(ns).List), func(q *corev1.ResourceQuota) error {
+			quotas = append(quotas, q)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("listing the ResourceQuotas of %s, for the bridges kept there: %w", ns, err)
+		}
+		if !quotaNamespaces(quotas)[ns] {
+			continue
+		}
+		inUse := map[corev1.ResourceName]int64{}
+		err = k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().Services(ns).List), func(s *corev1.Service) error {
+			for res, n := range serviceUsage(s) {
+				inUse[res] += n
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("listing the Services of %s, for the bridges kept there: %w", ns, err)
+		}
+		for _, q := range quotas {
+			for _, res := range []corev1.ResourceName{corev1.ResourceServices, "count/services", corev1.ResourceServicesNodePorts, corev1.ResourceServicesLoadBalancers} {
+				if hard, ok := serviceHard(q, res); ok {
+					free := hard.Value() - inUse[res]
+					if res == corev1.ResourceServices || res == "count/services" {
+						free -= int64(held[ns])
+					}
+					x.room.left[ns] = append(x.room.left[ns], roomLeft{quota: q.Name, res: res, hard: hard.Value(), free: free})
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// bridgeNamespaces are the namespaces of moves that keep a bridge, sorted.
+func (x *executor) bridgeNamespaces(moves []Move) []string {
+	set := map[string]bool{}
+	for _, m := range moves {
+		for _, b := range x.keptBridges(m.Key) {
+			set[b.Namespace] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// keptBridges are the bridges the move of key creates and leaves behind it.
+func (x *executor) keptBridges(key string) []*corev1.Service {
+	var out []*corev1.Service
+	if b := x.oldIPBridges[key]; b != nil {
+		out = append(out, b)
+	}
+	if key == x.dnsKey && x.bridge != nil {
+		out = append(out, x.bridge)
+	}
+	return out
+}
+
+// reserveBridges takes from the room what the bridges key's move keeps count, all or nothing.
+// It returns why the move cannot be made ("" when it can): nothing is deleted for a move whose
+// bridge would not fit.
+func (x *executor) reserveBridges(key string) string {
+	bridges := x.keptBridges(key)
+	if x.room == nil || len(bridges) == 0 {
+		return ""
+	}
+	x.room.mu.Lock()
+	defer x.room.mu.Unlock()
+	need := map[string]map[corev1.ResourceName]int64{}
+	for _, b := range bridges {
+		if need[b.Namespace] == nil {
+			need[b.Namespace] = map[corev1.ResourceName]int64{}
+		}
+		for res, n := range serviceUsage(b) {
+			need[b.Namespace][res] += n
+		}
+	}
+	for ns, n := range need {
+		for _, r := range x.room.left[ns] {
+			if n[r.res] > r.free {
+				what := "its bridge"
+				if len(bridges) > 1 {
+					what = "its bridges"
+				}
+				return fmt.Sprintf("the ResourceQuota %s/%s has no room for %s (%s: hard %d, taken %d by the namespace's Services and "+
+					"the bridges this apply made room for before it); nothing was deleted. Raise its %s for the migration, or "+
+					"set old_ip_bridges = \"dns\" if nothing uses the old IPs", ns, r.quota, what, r.res, r.hard, r.hard-r.free, r.res)
+			}
+		}
+	}
+	for ns, n := range need {
+		for i := range x.room.left[ns] {
+			x.room.left[ns][i].free -= n[x.room.left[ns][i].res]
+		}
+	}
+	return ""
 }

@@ -139,3 +139,43 @@ func quotaTestService(name string, typ corev1.ServiceType) *corev1.Service {
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name},
 		Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80}}}}
 }
+
+// TestReserveBridges: the room measured once is shared by the moves that keep a bridge, one
+// slot each, all of a move's counts or none; a namespace without a quota has no limit.
+func TestReserveBridges(t *testing.T) {
+	bridge := func(ns, name string, typ corev1.ServiceType) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-old"},
+			Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{Port: 80}}}}
+	}
+	services := []runtime.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "a"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "b"}},
+		&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "q"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("3"),
+				corev1.ResourceServicesNodePorts: resource.MustParse("0")}}},
+	}
+	x := &executor{c: &k8sops.Client{Kube: fake.NewClientset(services...)}, oldIPBridges: map[string]*corev1.Service{
+		"app/a": bridge("app", "a", corev1.ServiceTypeClusterIP), "app/b": bridge("app", "b", corev1.ServiceTypeClusterIP),
+		"app/n": bridge("app", "n", corev1.ServiceTypeNodePort), "free/c": bridge("free", "c", corev1.ServiceTypeClusterIP),
+	}}
+	moves := []Move{{Key: "app/n"}, {Key: "app/a"}, {Key: "app/b"}, {Key: "free/c"}, {Key: "app/nobridge"}}
+	if err := x.measureBridgeRoom(context.Background(), moves); err != nil {
+		t.Fatal(err)
+	}
+	// app/n's bridge would take a node port the quota does not have: refused, and it takes
+	// nothing, so that app/a still gets the one Service slot; app/b then finds none.
+	for _, c := range []struct {
+		key, want string
+	}{
+		{"app/n", "services.nodeports: hard 0, taken 0"},
+		{"app/a", ""},
+		{"app/b", "services: hard 3, taken 3"},
+		{"free/c", ""},
+		{"app/nobridge", ""},
+	} {
+		got := x.reserveBridges(c.key)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("reserveBridges(%s) = %q, want one with %q", c.key, got, c.want)
+		}
+	}
+}
