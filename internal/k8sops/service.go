@@ -5,6 +5,8 @@
 package k8sops
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -42,4 +44,46 @@ func Reapplies(e metav1.ManagedFieldsEntry) bool {
 	return e.Operation == metav1.ManagedFieldsOperationApply || slices.ContainsFunc(reapplyingManagers, func(p string) bool {
 		return strings.HasPrefix(strings.ToLower(e.Manager), p)
 	})
+}
+
+// Labels of addon managers that reconcile a Service from a template of their own: kOps' (its
+// cluster spec sets the IP) and the addon manager's (mode Reconcile).
+const (
+	KopsAddonLabel  = "addon.kops.k8s.io/name"
+	AddonModeLabel  = "addonmanager.kubernetes.io/mode"
+	AddonReconciled = "Reconcile"
+)
+
+// LastAppliedAnnotation is kubectl's client-side apply record of what it applied.
+const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// ClusterIPPinners names the tools that set the Service's clusterIP and apply it again (own,
+// the provider's field manager, left out).
+func ClusterIPPinners(svc *corev1.Service, own string) []string {
+	var out []string
+	for _, e := range svc.ManagedFields {
+		if e.Manager == own || e.FieldsV1 == nil {
+			continue
+		}
+		if !Reapplies(e) {
+			continue // set once, by hand or by a controller that created it: nothing puts it back
+		}
+		var f struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &f) != nil {
+			continue
+		}
+		if _, ip := f.Spec["f:clusterIP"]; ip || f.Spec["f:clusterIPs"] != nil {
+			out = append(out, fmt.Sprintf("%s (%s)", e.Manager, strings.ToLower(string(e.Operation))))
+		}
+	}
+	if raw := svc.Annotations[LastAppliedAnnotation]; raw != "" {
+		var last corev1.Service
+		if json.Unmarshal([]byte(raw), &last) == nil &&
+			(last.Spec.ClusterIP != "" && last.Spec.ClusterIP != corev1.ClusterIPNone || len(last.Spec.ClusterIPs) > 0) {
+			out = append(out, "kubectl apply (its last-applied-configuration sets clusterIP "+last.Spec.ClusterIP+")")
+		}
+	}
+	return slices.Compact(out)
 }

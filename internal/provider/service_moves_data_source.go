@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -69,6 +70,11 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			"include_owned": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "Also move Services owned by a controller (ownerReference with `controller: true`), which " +
 					"could recreate them on its own between delete and create. Default `false`."},
+			"include_pinned": strSet("Services (`namespace/name`) moved although a tool that applies its fields again (Helm, "+
+				"Argo CD, Flux, `kubectl apply`, Terraform, any server-side apply) owns their `spec.clusterIP`. Such a Service "+
+				"is otherwise skipped, with a plan warning naming the tool: moved, the tool's next sync would fail "+
+				"(`clusterIP` is immutable) or put it back at its old IP. List it once its `clusterIP` is gone from what "+
+				"the tool applies (an update's ownership of the field outlives that). Unset, none is.", nsName),
 			"first": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Services (`namespace/name`) moved and verified before the rest, in this order, and placed " +
 					"first. Default: the cluster DNS Service (`kube-system/kube-dns`) where it exists. Every Service listed must exist.",
@@ -222,20 +228,20 @@ func (d *serviceMovesDataSource) Read(ctx context.Context, req datasource.ReadRe
 			fmt.Sprintf("%d journal entries are left (%s): the recreation's next apply settles them first, recreating any "+
 				"Service that is missing.", n, restoreKeys(p.Restore)))
 	}
+	// skipped is not shown in a plan: the reviewer would see only fewer moves.
 	if len(p.Refused) > 0 {
-		// skipped is not shown in a plan: the reviewer would see only fewer moves.
-		keys := slices.Sorted(maps.Keys(p.Refused))
-		var lines []string
-		for _, k := range keys[:min(len(keys), 20)] {
-			lines = append(lines, fmt.Sprintf("- %s: %s", k, p.Refused[k]))
-		}
-		if len(keys) > 20 {
-			lines = append(lines, fmt.Sprintf("- and %d more (the data source's skipped lists them all)", len(keys)-20))
-		}
 		resp.Diagnostics.AddWarning("Admission Refuses Some Recreations",
 			fmt.Sprintf("%d Service(s) stay in their old range: admission answered a dry-run create of their moved copy with a "+
 				"refusal, so they are not moved.\n%s\nAllow the recreation in the policy or webhook named and plan again, or "+
-				"leave them out of the move (exclude) and keep the old range for them.", len(keys), strings.Join(lines, "\n")))
+				"leave them out of the move (exclude) and keep the old range for them.", len(p.Refused), listedReasons(p.Refused)))
+	}
+	if len(p.Pinned) > 0 {
+		resp.Diagnostics.AddAttributeWarning(path.Root("include_pinned"), "Cluster IPs Pinned by a Tool That Applies Them Again",
+			fmt.Sprintf("%d Service(s) stay in their old range: a tool that applies its fields again owns their spec.clusterIP, "+
+				"and would fail its next sync, or put the Service back at its old IP, once it moved.\n%s\nRemove clusterIP "+
+				"(and clusterIPs) from what that tool applies (Helm values, the Git manifest, a kubernetes_service's cluster_ip), "+
+				"then list the Services in include_pinned; or move them with their tool and keep the old range for them meanwhile.",
+				len(p.Pinned), listedReasons(p.Pinned)))
 	}
 	if len(p.Dropped) > 0 {
 		var lines []string
@@ -288,7 +294,7 @@ func (m *serviceMovesModel) options(ctx context.Context, diags *diag.Diagnostics
 	o := recreation.RecreationOptions{
 		TargetCIDRs: stringList(ctx, m.TargetCIDRs, diags), Namespaces: set(m.Namespaces), ExcludeNamespaces: set(m.ExcludeNamespaces),
 		Selector: m.Selector.ValueString(), Exclude: set(m.Exclude), IncludeLoadBalancers: m.IncludeLoadBalancers.ValueBool(),
-		IncludeOwned: m.IncludeOwned.ValueBool(), IPAssignment: stringOr(m.IPAssignment, k8sops.PreserveOffset),
+		IncludeOwned: m.IncludeOwned.ValueBool(), IncludePinned: set(m.IncludePinned), IPAssignment: stringOr(m.IPAssignment, k8sops.PreserveOffset),
 		DNSService: m.DNSService.ValueString(), DNSBridge: m.DNSBridge.IsNull() || m.DNSBridge.ValueBool(),
 	}
 	if !m.First.IsNull() {
@@ -305,6 +311,7 @@ type serviceMovesModel struct {
 	Exclude              types.Set    `tfsdk:"exclude"`
 	IncludeLoadBalancers types.Bool   `tfsdk:"include_load_balancers"`
 	IncludeOwned         types.Bool   `tfsdk:"include_owned"`
+	IncludePinned        types.Set    `tfsdk:"include_pinned"`
 	First                types.List   `tfsdk:"first"`
 	IPAssignment         types.String `tfsdk:"ip_assignment"`
 	JournalNamespace     types.String `tfsdk:"journal_namespace"`
@@ -320,4 +327,17 @@ type serviceMovesModel struct {
 	DNSServiceIPs        types.List   `tfsdk:"dns_service_ips"`
 	DNSMovedAt           types.String `tfsdk:"dns_moved_at"`
 	Bridges              types.Map    `tfsdk:"bridges"`
+}
+
+// listedReasons lists the first 20 Services of reasons with theirs, one per line.
+func listedReasons(reasons map[string]string) string {
+	keys := slices.Sorted(maps.Keys(reasons))
+	var lines []string
+	for _, k := range keys[:min(len(keys), 20)] {
+		lines = append(lines, fmt.Sprintf("- %s: %s", k, reasons[k]))
+	}
+	if len(keys) > 20 {
+		lines = append(lines, fmt.Sprintf("- and %d more (the data source's skipped lists them all)", len(keys)-20))
+	}
+	return strings.Join(lines, "\n")
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -882,7 +883,9 @@ func TestAccServiceRecreation_formerOwnersKeep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+	// Flux's source no longer sets clusterIP (its next apply below has none); its ownership of
+	// the field says otherwise until then, so the user lists web.
+	w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, `  include_pinned = ["app/web"]`, "", "172.24.0.0/15"))
 	w.planFile()
 	if out := w.applyFile(); strings.Contains(out, "former managers") {
 		t.Errorf("the apply could not give the fields back:\n%s", out)
@@ -1135,5 +1138,77 @@ func TestAccServiceRecreation_bridgeRemovalSafe(t *testing.T) {
 	if bridgeThere() {
 		t.Error("the bridge is still there with dns_bridge_force_removal = true")
 	}
+	w.converged()
+}
+
+// TestAccServiceMoves_pinnedClusterIP: Services whose clusterIP a tool applies again (Argo CD by
+// server-side apply, Helm by its updates) are not planned to move: the plan warns, naming each
+// and its tool, and the apply moves only the rest. Once Argo CD applies its manifest without
+// clusterIP its ownership of the field is gone and the Service moves; Helm's update keeps its
+// ownership, so the user lists the chart's Service in include_pinned, and it moves.
+func TestAccServiceMoves_pinnedClusterIP(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	c := targetCluster(t)
+	f := fixture{t, c.Kube}
+	f.namespace("app")
+	ctx := context.Background()
+	api := c.Kube.CoreV1().Services("app")
+	argo := func(clusterIP string) {
+		t.Helper()
+		spec := corev1ac.ServiceSpec().WithSelector(map[string]string{"app": "gitops"}).WithPorts(corev1ac.ServicePort().WithName("p").WithPort(80))
+		if clusterIP != "" {
+			spec = spec.WithClusterIP(clusterIP)
+		}
+		if _, err := api.Apply(ctx, corev1ac.Service("gitops", "app").WithSpec(spec), metav1.ApplyOptions{FieldManager: "argocd-controller", Force: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	argo("100.64.1.7")
+	chart := ipService("chart", "ClusterIP", "100.64.1.8")
+	if _, err := api.Create(ctx, chart, metav1.CreateOptions{FieldManager: "helm"}); err != nil {
+		t.Fatal(err)
+	}
+	f.service("app", ipService("plain", "ClusterIP", "100.64.1.9"))
+
+	config := func(dataArgs string) string {
+		return providerBlock(c.Kubeconfig) + recreationHCL("", fmt.Sprintf("  target_cidrs = [%q]\n%s", faultTarget, dataArgs), "")
+	}
+	w := newCLIWorkspace(t, config(""))
+	var warned *planDiagnostic
+	for _, d := range w.planDiagnostics() {
+		if d.Summary == "Cluster IPs Pinned by a Tool That Applies Them Again" {
+			warned = &d
+		}
+	}
+	if warned == nil || warned.Severity != "warning" || warned.Address != "data.k8scidr_service_moves.this" ||
+		!diagRE("2 Service", "- app/chart: spec.clusterIP set by helm (update)", "- app/gitops: spec.clusterIP set by argocd-controller (apply)",
+			"include_pinned").MatchString(warned.Detail) {
+		t.Fatalf("the plan does not warn of the two pinned Services: %+v", warned)
+	}
+	w.planFile()
+	w.applyFile()
+	at := func(name string) string {
+		svc, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc.Spec.ClusterIP
+	}
+	if got := map[string]string{"chart": at("chart"), "gitops": at("gitops"), "plain": at("plain")}; got["chart"] != "100.64.1.8" ||
+		got["gitops"] != "100.64.1.7" || !strings.HasPrefix(got["plain"], "172.24.") {
+		t.Fatalf("after the first apply: %v; want the pinned two where they were, plain moved", got)
+	}
+
+	argo("") // the repository's manifest lost its clusterIP, and Argo CD synced it
+	w.write(config(`  include_pinned = ["app/chart"]`))
+	w.planFile()
+	w.applyFile()
+	for _, name := range []string{"chart", "gitops"} {
+		if ip := at(name); !strings.HasPrefix(ip, "172.24.") {
+			t.Errorf("app/%s at %s after its tool let go of clusterIP; want it moved", name, ip)
+		}
+	}
+	argo("") // Argo CD's next sync goes through on the moved Service
 	w.converged()
 }

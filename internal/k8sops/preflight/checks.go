@@ -6,7 +6,6 @@
 package preflight
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -56,44 +55,14 @@ func oldIPs(svc *corev1.Service, r PreflightRanges) []string {
 	return out
 }
 
-const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+const lastAppliedAnnotation = k8sops.LastAppliedAnnotation
 
 // Labels of addon managers that reconcile a Service from a template of their own.
 const (
-	kopsAddonLabel  = "addon.kops.k8s.io/name"
-	addonModeLabel  = "addonmanager.kubernetes.io/mode"
-	addonReconciled = "Reconcile"
+	kopsAddonLabel  = k8sops.KopsAddonLabel
+	addonModeLabel  = k8sops.AddonModeLabel
+	addonReconciled = k8sops.AddonReconciled
 )
-
-// clusterIPPinners names the tools that set the Service's clusterIP and apply it again.
-func clusterIPPinners(svc *corev1.Service, own string) []string {
-	var out []string
-	for _, e := range svc.ManagedFields {
-		if e.Manager == own || e.FieldsV1 == nil {
-			continue
-		}
-		if !k8sops.Reapplies(e) {
-			continue // set once, by hand or by a controller that created it: nothing puts it back
-		}
-		var f struct {
-			Spec map[string]json.RawMessage `json:"f:spec"`
-		}
-		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &f) != nil {
-			continue
-		}
-		if _, ip := f.Spec["f:clusterIP"]; ip || f.Spec["f:clusterIPs"] != nil {
-			out = append(out, fmt.Sprintf("%s (%s)", e.Manager, strings.ToLower(string(e.Operation))))
-		}
-	}
-	if raw := svc.Annotations[lastAppliedAnnotation]; raw != "" {
-		var last corev1.Service
-		if json.Unmarshal([]byte(raw), &last) == nil &&
-			(last.Spec.ClusterIP != "" && last.Spec.ClusterIP != corev1.ClusterIPNone || len(last.Spec.ClusterIPs) > 0) {
-			out = append(out, "kubectl apply (its last-applied-configuration sets clusterIP "+last.Spec.ClusterIP+")")
-		}
-	}
-	return slices.Compact(out)
-}
 
 // checkClusterIPPinned: a Service to move whose clusterIP a re-applying tool owns. After the
 // move that tool applies the old IP again: the update fails (clusterIP is immutable), or a tool
@@ -107,7 +76,7 @@ func checkClusterIPPinned(s PreflightSnapshot, r PreflightRanges) []PreflightFin
 			svc.Labels[addonModeLabel] == addonReconciled { // those are dns_pinned's, with their own fix
 			continue
 		}
-		pinners := clusterIPPinners(svc, s.FieldManager)
+		pinners := k8sops.ClusterIPPinners(svc, s.FieldManager)
 		if len(pinners) == 0 {
 			continue
 		}
@@ -117,8 +86,8 @@ func checkClusterIPPinned(s PreflightSnapshot, r PreflightRanges) []PreflightFin
 				"fails (clusterIP is immutable) or, where it replaces on conflict, puts the Service back at its old IP.",
 				strings.Join(old, ", "), strings.Join(pinners, ", ")),
 			Fix: "Remove clusterIP/clusterIPs from what that tool applies (Helm values, the Git manifest, the Terraform " +
-				"kubernetes_service's cluster_ip) before the move, or leave the Service out with the recreation's selector " +
-				"and move it with its tool."})
+				"kubernetes_service's cluster_ip) before the move, then list it in the moves data source's include_pinned " +
+				"(a tool's update keeps its ownership of the field); or leave the Service out and move it with its tool."})
 	}
 	return out
 }

@@ -41,6 +41,10 @@ type RecreationOptions struct {
 	Exclude              []string
 	IncludeLoadBalancers bool
 	IncludeOwned         bool
+	// IncludePinned are the Services ("ns/name") moved although a tool that applies its fields
+	// again owns their clusterIP (k8sops.ClusterIPPinners): the user removed it from that tool's
+	// source, which an Update's ownership does not show. The rest of those stay (Pinned).
+	IncludePinned []string
 	// First lists "ns/name" moved and verified before the rest; nil means the cluster DNS
 	// Service where it exists. A listed Service that does not exist is an error.
 	First        []string
@@ -58,6 +62,9 @@ type Snapshot struct {
 	Services []corev1.Service
 	// Endpoints are the hand-made Endpoints of selector-less Services, by "ns/name".
 	Endpoints map[string]corev1.Endpoints
+	// Pinners are the tools that apply a Service's clusterIP again (k8sops.ClusterIPPinners), by
+	// "ns/name", read from the managedFields a plan's snapshot does not keep.
+	Pinners map[string][]string
 	// Held are the addresses allocated now: IPAddress objects.
 	Held []netip.Addr
 	// Ranges are the ServiceCIDRs.
@@ -127,6 +134,9 @@ type RecreationPlan struct {
 	// Refused are the Services, among Skipped, whose recreation admission would refuse
 	// (PlanAdmission), with what it answered: they stay in the old range.
 	Refused map[string]string
+	// Pinned are the Services, among Skipped, whose clusterIP a tool applies again (moved, the
+	// tool's next sync would fail or put them back at the old IP), with the tools.
+	Pinned map[string]string
 	// DNSService is the cluster DNS Service ("" when the cluster has none); DNSIPs its
 	// ClusterIPs once the plan is carried out; DNSMovedAt the time it got its current IPs (its
 	// creation, or its hand-over: k8sops.MovedAt), zero when it does not exist.
@@ -384,6 +394,9 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 		if !movable && (reason == "" || reason == skipOutOfScope) {
 			continue // in the target already, or of a family the migration does not move
 		}
+		if reason == "" {
+			reason = p.pinned(svc, snap.Pinners[k8sops.SvcKey(svc)], o)
+		}
 		if reason != "" {
 			p.Skipped[k8sops.SvcKey(svc)] = reason
 			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
@@ -394,6 +407,28 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 		cands = append(cands, candidate{svc, ips})
 	}
 	return cands
+}
+
+// pinned says why svc, which would move, stays because pinners, tools that apply its clusterIP
+// again, own it (recorded in Pinned too), "" when none does or the user listed it in
+// IncludePinned. Moved, its tool's next sync fails (clusterIP is immutable) or, where it
+// replaces on conflict, puts the Service back at its old IP.
+func (p *RecreationPlan) pinned(svc *corev1.Service, pinners []string, o RecreationOptions) string {
+	key := k8sops.SvcKey(svc)
+	if svc.Labels[k8sops.KopsAddonLabel] != "" || svc.Labels[k8sops.AddonModeLabel] == k8sops.AddonReconciled {
+		return "" // an addon's template: the plan's notes say what to change there (planDNS)
+	}
+	if len(pinners) == 0 || slices.Contains(o.IncludePinned, key) {
+		return ""
+	}
+	why := fmt.Sprintf("clusterIP pinned: %s sets spec.clusterIP and applies it again, so after the move its next sync "+
+		"would fail (clusterIP is immutable) or put the Service back at its old IP. Remove clusterIP from what it applies, "+
+		"then list the Service in include_pinned", strings.Join(pinners, ", "))
+	if p.Pinned == nil {
+		p.Pinned = map[string]string{}
+	}
+	p.Pinned[key] = "spec.clusterIP set by " + strings.Join(pinners, ", ")
+	return why
 }
 
 // planDNS reports the cluster DNS Service: its IPs after the plan, when it got its current
@@ -426,10 +461,10 @@ func (p *RecreationPlan) planDNS(snap Snapshot, byKey map[string]*corev1.Service
 	if dns == nil {
 		dns = journaledDNS(snap.Journal, key)
 	}
-	if _, pinned := dns.Labels["addon.kops.k8s.io/name"]; pinned {
+	if _, pinned := dns.Labels[k8sops.KopsAddonLabel]; pinned {
 		p.Notes = append(p.Notes, key+" is managed by a kOps addon whose template pins its clusterIP: set the kOps "+
 			"cluster spec's kubeDNS.serverIP to the new IP before the addon manager next applies, or it recreates the old IP.")
-	} else if dns.Labels["addonmanager.kubernetes.io/mode"] == "Reconcile" {
+	} else if dns.Labels[k8sops.AddonModeLabel] == k8sops.AddonReconciled {
 		p.Notes = append(p.Notes, key+" is reconciled by the addon manager: change the clusterIP in its addon manifest too.")
 	}
 	if snap.NodeLocalDNS {

@@ -61,7 +61,13 @@ func TakeSnapshot(ctx context.Context, c *k8sops.Client, journal Journal, forApp
 			if forApply {
 				svc.ManagedFields = formerOwners(svc.ManagedFields)
 			} else {
-				svc.ManagedFields = nil
+				if pinners := k8sops.ClusterIPPinners(svc, c.FieldManager); len(pinners) > 0 {
+					if snap.Pinners == nil {
+						snap.Pinners = map[string][]string{}
+					}
+					snap.Pinners[k8sops.SvcKey(svc)] = pinners
+				}
+				svc.ManagedFields = nil // what the plan needs of them is in Pinners
 			}
 			snap.Services = append(snap.Services, *svc)
 			return nil
