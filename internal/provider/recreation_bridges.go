@@ -8,6 +8,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -46,7 +47,8 @@ func oldIPBridgeAttributes() map[string]schema.Attribute {
 			Validators: []validator.String{stringvalidator.OneOf(recreation.BridgesDNS, recreation.BridgesAll)}},
 		"old_ip_bridge_ttl": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "How long old-IP bridges stay, as a Go duration (e.g. `168h`): the first plan after a bridge " +
-				"is this old removes it, without the check of `old_ip_bridges_force_removal`. Unset, bridges stay until " +
+				"is this old (as of the plan's refresh) removes it, without the check of `old_ip_bridges_force_removal`; a " +
+				"saved plan applied after a bridge's time ran out keeps it, as it showed. Unset, bridges stay until " +
 				"`old_ip_bridges` is set to `dns`.",
 			Validators: []validator.String{durationBetween(time.Second, 10*365*24*time.Hour)}},
 		"old_ip_bridges_force_removal": schema.BoolAttribute{Optional: true,
@@ -100,6 +102,37 @@ func (m *serviceRecreationModel) ttl() time.Duration {
 	return d
 }
 
+// bridgesCheckedKey is the private-state key of the time the last refresh took as now for
+// old_ip_bridge_ttl. The plan, Terraform's final plan at apply and the apply judge bridges'
+// lifetimes by it, never by the clock: a saved plan applied after a TTL ran out does what it
+// showed (keeps the bridges) instead of failing as an inconsistent final plan, and the next
+// refreshing plan removes them.
+const bridgesCheckedKey = "bridges_checked_at"
+
+// privateKeys is the private state of a request (ModifyPlan's, Update's); a nil one reads as
+// empty.
+type privateKeys interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+}
+
+// bridgesCheckedAt is the time the last refresh recorded (bridgesCheckedKey); zero, which
+// expires nothing, when none did (a state no refresh of this provider has read yet).
+func bridgesCheckedAt(ctx context.Context, p privateKeys) time.Time {
+	raw, _ := p.GetKey(ctx, bridgesCheckedKey)
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+// bridgesChecked is the value of bridgesCheckedKey for a refresh now.
+func bridgesChecked(now time.Time) []byte {
+	b, _ := json.Marshal(now.UTC().Format(time.RFC3339Nano))
+	return b
+}
+
 // expired reports whether a bridge created at createdAt has outlived ttl at now.
 func expired(createdAt types.String, ttl time.Duration, now time.Time) bool {
 	t, err := time.Parse(time.RFC3339, createdAt.ValueString())
@@ -110,14 +143,13 @@ func expired(createdAt types.String, ttl time.Duration, now time.Time) bool {
 // bridges there are (as the refresh read them) but those past old_ip_bridge_ttl, and one for
 // each planned move but the cluster DNS Service's; with "dns", none. What the prior state has
 // and the plan not is what the apply removes.
-func (m *serviceRecreationModel) planBridges(ctx context.Context, state *serviceRecreationModel, p recreation.PlannedRecreation, diags *diag.Diagnostics) {
+func (m *serviceRecreationModel) planBridges(ctx context.Context, state *serviceRecreationModel, p recreation.PlannedRecreation, now time.Time, diags *diag.Diagnostics) {
 	if m.OldIPBridges.IsUnknown() || m.OldIPBridgeTTL.IsUnknown() {
 		m.Bridges = types.MapUnknown(bridgeType)
 		return
 	}
 	want := map[string]bridgeModel{}
 	if m.OldIPBridges.ValueString() == recreation.BridgesAll {
-		now := time.Now()
 		if state != nil {
 			for k, b := range bridgesFrom(ctx, state.Bridges, diags) {
 				if !expired(b.CreatedAt, m.ttl(), now) && !takenOver(p.Moves, b) {
@@ -150,12 +182,11 @@ func takenOver(moves []recreation.Move, b bridgeModel) bool {
 // bridgeRemovals are the bridges the prior state has and the plan not, namespace/name, split
 // into those past old_ip_bridge_ttl and the rest (removed only after CheckOldIPBridgeRemoval).
 // Bridges a planned move takes over are neither: the move deletes them.
-func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serviceRecreationModel, moves []recreation.Move, diags *diag.Diagnostics) (expiredKeys []string, checked []recreation.OldIPBridge) {
+func (m *serviceRecreationModel) bridgeRemovals(ctx context.Context, prior *serviceRecreationModel, moves []recreation.Move, now time.Time, diags *diag.Diagnostics) (expiredKeys []string, checked []recreation.OldIPBridge) {
 	if prior == nil {
 		return nil, nil
 	}
 	planned := bridgesFrom(ctx, m.Bridges, diags)
-	now := time.Now()
 	had := bridgesFrom(ctx, prior.Bridges, diags)
 	for _, key := range slices.Sorted(maps.Keys(had)) {
 		b := had[key]

@@ -516,8 +516,18 @@ data "k8scidr_service_moves" "after" {
 	if bridgesSeen != len(before) {
 		t.Errorf("the allocations data source marks %d bridges, want %d", bridgesSeen, len(before))
 	}
+	// A plan saved before the TTL ran out (a change of parallelism, so that the apply plans
+	// again) and applied after it: the apply does what the plan showed, keeping the bridges,
+	// instead of failing as an inconsistent final plan.
+	w.write(bridgeConfig(c, strings.Replace(extra, `old_ip_bridges = "all"`, "old_ip_bridges = \"all\"\n  parallelism = 3", 1)))
+	w.planFile()
+	if got, _ := w.planned(recreationAddr, "bridges").(map[string]any); len(got) != len(before) {
+		t.Fatalf("before the TTL the plan keeps bridges %v, want the %d", got, len(before))
+	}
+	time.Sleep(time.Until(applied.Add(9 * time.Second)))
+	w.applyFile()
+	checkBridged(t, c.Kube, ns, before)
 	// The pods ran before the move, but the TTL is the operator's word: no check.
-	time.Sleep(time.Until(applied.Add(8 * time.Second)))
 	w.planFile()
 	if got := w.planned(recreationAddr, "bridges"); got == nil || len(got.(map[string]any)) != 0 {
 		t.Errorf("after the TTL the plan keeps bridges %v", got)

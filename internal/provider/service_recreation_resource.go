@@ -200,7 +200,8 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if creating {
 		prior = nil
 	}
-	plan.planBridges(ctx, prior, p, &resp.Diagnostics)
+	checkedAt := bridgesCheckedAt(ctx, req.Private)
+	plan.planBridges(ctx, prior, p, checkedAt, &resp.Diagnostics)
 	work := len(p.Moves) > 0 || len(p.Restore) > 0
 	dnsMoves := p.DNSService != "" && (slices.ContainsFunc(p.Moves, func(m recreation.Move) bool { return m.Key == p.DNSService }) ||
 		slices.ContainsFunc(p.Restore, func(m recreation.Restore) bool { return m.Key == p.DNSService }))
@@ -227,7 +228,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if work || creating || !plan.values().DNSBridge.Equal(state.values().DNSBridge) {
 		r.warnNotReady(ctx, &plan, p, journal, &resp.Diagnostics)
 	}
-	if _, checked := plan.bridgeRemovals(ctx, prior, p.Moves, &resp.Diagnostics); r.data != nil && r.data.client != nil {
+	if _, checked := plan.bridgeRemovals(ctx, prior, p.Moves, checkedAt, &resp.Diagnostics); r.data != nil && r.data.client != nil {
 		checkOldIPBridgeRemoval(ctx, r.data.client, &plan, checked, &resp.Diagnostics, false)
 	}
 	if work && r.data != nil && r.data.client != nil {
@@ -345,7 +346,7 @@ func (r *serviceRecreationResource) warnNotReady(ctx context.Context, plan *serv
 func (r *serviceRecreationResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan serviceRecreationModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if r.apply(ctx, &plan, nil, &resp.Diagnostics) {
+	if r.apply(ctx, &plan, nil, time.Time{}, &resp.Diagnostics) {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	}
 }
@@ -354,7 +355,7 @@ func (r *serviceRecreationResource) Update(ctx context.Context, req resource.Upd
 	var plan, state serviceRecreationModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if r.apply(ctx, &plan, &state, &resp.Diagnostics) {
+	if r.apply(ctx, &plan, &state, bridgesCheckedAt(ctx, req.Private), &resp.Diagnostics) {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	} else {
 		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...) // keep the last good state
@@ -362,8 +363,9 @@ func (r *serviceRecreationResource) Update(ctx context.Context, req resource.Upd
 }
 
 // apply checks each planned move against the cluster, makes those that hold, and fills the
-// computed values; false when state must not change.
-func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serviceRecreationModel, diags *diag.Diagnostics) bool {
+// computed values; false when state must not change. Bridges' lifetimes are judged as of
+// checkedAt, as the plan judged them (bridgesCheckedKey).
+func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serviceRecreationModel, checkedAt time.Time, diags *diag.Diagnostics) bool {
 	timeout := plan.Timeouts.Create
 	if prior != nil {
 		timeout = plan.Timeouts.Update
@@ -397,9 +399,9 @@ func (r *serviceRecreationResource) apply(ctx context.Context, plan, prior *serv
 		return false
 	}
 	if plan.Bridges.IsUnknown() { // what the plan could not know yet (moves from an unknown data source) is known now
-		plan.planBridges(ctx, prior, planned, diags)
+		plan.planBridges(ctx, prior, planned, checkedAt, diags)
 	}
-	expiredBridges, checked := plan.bridgeRemovals(ctx, prior, planned.Moves, diags)
+	expiredBridges, checked := plan.bridgeRemovals(ctx, prior, planned.Moves, checkedAt, diags)
 	if checkOldIPBridgeRemoval(ctx, client, plan, checked, diags, true); diags.HasError() {
 		return false
 	}
@@ -457,6 +459,7 @@ func (r *serviceRecreationResource) Read(ctx context.Context, req resource.ReadR
 	if client, diags := r.data.Client(); !diags.HasError() {
 		state.refreshBridges(ctx, client, &resp.Diagnostics)
 	}
+	resp.Diagnostics.Append(resp.Private.SetKey(ctx, bridgesCheckedKey, bridgesChecked(time.Now()))...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
