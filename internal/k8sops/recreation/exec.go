@@ -182,11 +182,11 @@ func ExecuteRecreation(ctx context.Context, c *k8sops.Client, snap Snapshot, pla
 	if err != nil {
 		return x.res, err
 	}
-	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
 	if err := x.measureBridgeRoom(ctx, plan.Moves); err != nil {
 		_ = restoreLater(ctx) // what an interrupted apply deleted is not left deleted for it
 		return x.res, err
 	}
+	// The first Services are moved and verified before the rest; the DNS bridge follows kube-dns.
 	var moveErr error
 	for _, part := range [][]Move{plan.Moves[:plan.First], plan.Moves[plan.First:]} {
 		if moveErr = x.moveAll(ctx, part); moveErr != nil {

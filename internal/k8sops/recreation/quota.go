@@ -181,11 +181,25 @@ func serviceUsage(svc *corev1.Service) map[corev1.ResourceName]int64 {
 // quotasShort are ns's ResourceQuotas that leave less room than need, by resource, takes, from
 // the run's watch of them when it is up (no request), else listed.
 func (x *executor) quotasShort(ctx context.Context, ns string, need map[corev1.ResourceName]int64) ([]QuotaShortfall, error) {
+	quotas, err := x.quotasIn(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
 	var out []QuotaShortfall
+	for _, q := range quotas {
+		out = append(out, shortOf(q, need)...)
+	}
+	return out, nil
+}
+
+// quotasIn are ns's ResourceQuotas, from the run's watch of them when it is up (no request),
+// else listed.
+func (x *executor) quotasIn(ctx context.Context, ns string) ([]*corev1.ResourceQuota, error) {
+	var out []*corev1.ResourceQuota
 	if w := x.guards.watched(); w.ready() {
 		for _, o := range w.quotas.GetStore().List() {
 			if q, ok := o.(*corev1.ResourceQuota); ok && q.Namespace == ns {
-				out = append(out, shortOf(q, need)...)
+				out = append(out, q)
 			}
 		}
 		return out, nil
@@ -195,7 +209,7 @@ func (x *executor) quotasShort(ctx context.Context, ns string, need map[corev1.R
 		return nil, fmt.Errorf("listing ResourceQuotas of %s: %w", ns, err)
 	}
 	for i := range list.Items {
-		out = append(out, shortOf(&list.Items[i], need)...)
+		out = append(out, &list.Items[i])
 	}
 	return out, nil
 }
@@ -241,19 +255,15 @@ type roomLeft struct {
 	free  int64
 }
 
-// measureBridgeRoom reads the room of the namespaces where moves keep a bridge (one list of
-// their quotas, and of their Services where a quota counts them).
+// measureBridgeRoom reads the room of the namespaces where moves keep a bridge: their quotas
+// (from the run's watch when it is up), and their Services where a quota counts them.
 func (x *executor) measureBridgeRoom(ctx context.Context, moves []Move) error {
 	x.room = &bridgeRoom{left: map[string][]roomLeft{}}
 	held := x.heldQuota()
 	for _, ns := range x.bridgeNamespaces(moves) {
-		var quotas []*corev1.ResourceQuota
-		err := k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().ResourceQuotas(ns).List), func(q *corev1.ResourceQuota) error {
-			quotas = append(quotas, q)
-			return nil
-		})
+		quotas, err := x.quotasIn(ctx, ns)
 		if err != nil {
-			return fmt.Errorf("listing the ResourceQuotas of %s, for the bridges kept there: %w", ns, err)
+			return fmt.Errorf("the room for the bridges kept in %s: %w", ns, err)
 		}
 		if !quotaNamespaces(quotas)[ns] {
 			continue
