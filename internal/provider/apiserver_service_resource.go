@@ -198,6 +198,13 @@ func (r *apiServerServiceResource) ModifyPlan(ctx context.Context, req resource.
 	if !m.Bridge && !m.ForceBridgeRemoval {
 		r.checkBridgeRemoval(ctx, s, &resp.Diagnostics)
 	}
+	if !s.Moved() && len(s.ServiceIPs) > 0 {
+		// Refused by the apply before the delete; said here, where the plan is reviewed.
+		if _, err := servicecidr.CheckServingCertificate(ctx, r.data.client, s.ServiceIPs, ips); err != nil {
+			resp.Diagnostics.AddAttributeWarning(path.Root("service_cidrs"), "Apiserver Certificate Lacks the New IP",
+				err.Error()+". The apply refuses until it does.")
+		}
+	}
 	if !s.Moved() {
 		ranges, err := k8sops.ListServiceCIDRs(ctx, r.data.client)
 		if err == nil {

@@ -359,6 +359,51 @@ func TestAccAPIServerService_bridgeRefused(t *testing.T) {
 	}
 }
 
+// TestAccAPIServerService_servingCertificate: kube-apiserver's serving certificate names the
+// old kubernetes IP (as kubeadm issues it) but not the new one: the plan warns, and the apply
+// refuses before the delete, saying how to issue it, with default/kubernetes left where it was
+// (moved, every in-cluster client would fail to verify the API at the new IP). A certificate
+// that names both lets the move through.
+func TestAccAPIServerService_servingCertificate(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		ips     []string
+		refused bool
+	}{{"old IP only", []string{"100.64.0.1"}, true}, {"old and new IPs", []string{"100.64.0.1", "172.24.0.1"}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags, ServingCertIPs: tc.ips})
+			w := onNewRange(t, c)
+			w.write(apiServerConfig(c.Kubeconfig, ""))
+			warned := false
+			for _, d := range w.planDiagnostics() {
+				warned = warned || d.Summary == "Apiserver Certificate Lacks the New IP" && d.Severity == "warning" &&
+					diagRE("names default/kubernetes's IP 100.64.0.1 but not its new IP 172.24.0.1", "kubeadm init phase certs apiserver").MatchString(d.Detail)
+			}
+			if warned != tc.refused {
+				t.Errorf("the plan warns of the certificate: %t, want %t", warned, tc.refused)
+			}
+			out, err := w.run("apply", "-auto-approve")
+			s, getErr := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+			if getErr != nil {
+				t.Fatal(getErr)
+			}
+			if tc.refused {
+				if err == nil || !diagRE("serving certificate", "but not its new IP 172.24.0.1", "so it was not moved", "kops update cluster").MatchString(out) {
+					t.Fatalf("apply with a certificate lacking the new IP: %v\n%s", err, out)
+				}
+				if s.Spec.ClusterIP != "100.64.0.1" {
+					t.Errorf("default/kubernetes at %v after the refused apply, want it left at 100.64.0.1", s.Spec.ClusterIPs)
+				}
+				return
+			}
+			if err != nil || s.Spec.ClusterIP != "172.24.0.1" {
+				t.Fatalf("apply with a certificate naming the new IP: %v, default/kubernetes at %v\n%s", err, s.Spec.ClusterIPs, out)
+			}
+		})
+	}
+}
+
 // TestAccAPIServerService_bridgeFailsAfterDelete: a ValidatingAdmissionPolicy lets the bridge's
 // dry run through and refuses its create (a policy that judges `request.dryRun`, as a quota
 // filled between the two would). The apply must still recreate default/kubernetes at the new IP

@@ -60,6 +60,9 @@ type Options struct {
 	// taints, addresses, capacity and pod ranges (a rehearsal's copy of a real cluster's nodes),
 	// managed by kwok like the others. Nodes and NodePodCIDRs then follow from them.
 	NodeTemplates []corev1.Node
+	// ServingCertIPs are IP SANs of kube-apiserver's serving certificate beside loopback's, as
+	// kubeadm gives it its serviceSubnet's first address (the in-cluster kubernetes Service's).
+	ServingCertIPs []string
 	// APIServerFlags are appended to kube-apiserver's command line, e.g. --runtime-config=….
 	APIServerFlags []string
 	// ControllerManagerFlags are appended to kube-controller-manager's command line.
@@ -209,7 +212,7 @@ func (c *Cluster) start(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	creds, err := newPKI()
+	creds, err := newPKI(o.ServingCertIPs)
 	if err != nil {
 		return fmt.Errorf("generating certificates: %w", err)
 	}

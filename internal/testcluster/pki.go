@@ -39,7 +39,7 @@ type pki struct {
 	oidcToken                     string
 }
 
-func newPKI() (*pki, error) {
+func newPKI(servingIPs []string) (*pki, error) {
 	ca, caKey, err := newCert(nil, nil, pkix.Name{CommonName: "k8scidr-test-ca"}, true, nil)
 	if err != nil {
 		return nil, err
@@ -48,8 +48,15 @@ func newPKI() (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	server, serverKey, err := newCert(caX509, caKey, pkix.Name{CommonName: "kube-apiserver"}, false,
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")})
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+	for _, s := range servingIPs {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("serving certificate IP %q is not an IP address", s)
+		}
+		ips = append(ips, ip)
+	}
+	server, serverKey, err := newCert(caX509, caKey, pkix.Name{CommonName: "kube-apiserver"}, false, ips)
 	if err != nil {
 		return nil, err
 	}

@@ -217,8 +217,17 @@ func MoveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 			if err := errors.Join(createAPIServerService(ctx, c, m, &s, nil), bridgeErr); err != nil {
 				return s, nil, err
 			}
-		} else if err := moveAPIServerService(ctx, c, m, &s); err != nil {
-			return s, nil, err
+		} else {
+			note, err := CheckServingCertificate(ctx, c, s.ServiceIPs, s.NewIPs)
+			if err != nil {
+				return s, nil, err
+			}
+			if note != "" {
+				notes = append(notes, note)
+			}
+			if err := moveAPIServerService(ctx, c, m, &s); err != nil {
+				return s, notes, err
+			}
 		}
 	}
 	switch {
