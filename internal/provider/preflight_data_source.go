@@ -65,8 +65,8 @@ func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 						"name":      str("Its name."),
 					}},
 				"shown_by": str("The resource that shows this finding as a plan warning (or refuses, for a blocker) of its " +
-					"own when its stage comes: `k8scidr_service_recreation`, `k8scidr_calico_ippool` or " +
-					"`k8scidr_workload_roll`; null when no resource does, and only this data source tells of it. A " +
+					"own when its stage comes: `k8scidr_service_moves` (which leaves the Service out), " +
+					"`k8scidr_service_recreation`, `k8scidr_calico_ippool` or `k8scidr_workload_roll`; null when no resource does, and only this data source tells of it. A " +
 					"`check` block over every stage asserts only the findings with no `shown_by`, so that each plan warns " +
 					"of what concerns its own stage."),
 				"summary": str("`<check> on <Kind> <namespace>/<name>`, for messages."),
@@ -180,12 +180,13 @@ type objectRefModel struct {
 	Name      types.String `tfsdk:"name"`
 }
 
-// stageChecks are the checks each resource runs at plan over its own stage's ranges, and shows
-// as warnings (preflight's stage subsets), by resource type.
+// stageChecks are the checks each resource (or the moves data source) runs at plan over its own
+// stage's ranges, and shows as warnings (preflight's stage subsets), by type.
 var stageChecks = []struct {
 	resource string
 	checks   [][]string
 }{
+	{"k8scidr_service_moves", [][]string{preflight.MovesChecks}},
 	{"k8scidr_service_recreation", [][]string{preflight.ServiceStageChecks}},
 	{"k8scidr_calico_ippool", [][]string{preflight.PoolCreateChecks, preflight.PoolDisableChecks}},
 	{"k8scidr_workload_roll", [][]string{preflight.RollStageChecks}},

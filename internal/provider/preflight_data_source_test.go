@@ -56,7 +56,7 @@ type want struct{ severity, check, object string }
 // wantShownBy is the resource that warns of each check at its own stage (TestAccPreflight_stageWarnings
 // sees them do it); a check not named is shown by none.
 var wantShownBy = map[string]string{
-	"cluster_ip_pinned": "k8scidr_service_recreation", "dns_pinned": "k8scidr_service_recreation",
+	"cluster_ip_pinned": "k8scidr_service_moves", "dns_pinned": "k8scidr_service_recreation",
 	"webhook_fail_closed": "k8scidr_service_recreation", "admission_policy": "k8scidr_service_recreation",
 	"pool_placement": "k8scidr_calico_ippool", "kube_proxy_cluster_cidr": "k8scidr_calico_ippool",
 	"pods_pinned_to_old_pool": "k8scidr_calico_ippool", "cni_ipam": "k8scidr_calico_ippool",
@@ -332,7 +332,7 @@ resource "k8scidr_workload_roll" "pods" {
 }
 `, oldPoolName, oldPoolCIDR))
 	hazards := []string{
-		"Migration Hazard: cluster_ip_pinned on Service default/pinned\n",
+		"Cluster IPs Pinned by a Tool That Applies Them Again\n1 Service(s) stay in their old range",
 		"Migration Hazard: kube_proxy_cluster_cidr on ConfigMap kube-system/kube-proxy\n",
 		"Migration Hazard: pods_pinned_to_old_pool on Deployment default/pinned\n",
 		"Migration Hazard: rollout_stuck on Deployment default/held\n",

@@ -18,7 +18,10 @@ import (
 
 // Stage subsets of the checks.
 var (
-	ServiceStageChecks = []string{CheckClusterIPPinned, CheckDNSPinned, CheckWebhookFailClosed, CheckAdmissionPolicy}
+	// MovesChecks the moves data source answers itself: it leaves a Service whose clusterIP a
+	// tool applies again out of the plan, and warns (recreation.RecreationPlan.Pinned).
+	MovesChecks        = []string{CheckClusterIPPinned}
+	ServiceStageChecks = []string{CheckDNSPinned, CheckWebhookFailClosed, CheckAdmissionPolicy}
 	PoolCreateChecks   = []string{CheckPoolPlacement, CheckKubeProxyCIDR}
 	PoolDisableChecks  = []string{CheckPodsPinnedToOldPool, CheckCNIIPAM}
 	RollStageChecks    = []string{CheckPodsPinnedToOldPool, CheckDisruptionBudget, CheckRolloutStuck}
