@@ -200,6 +200,10 @@ func (r *apiServerServiceResource) ModifyPlan(ctx context.Context, req resource.
 	}
 	if !s.Moved() && len(s.ServiceIPs) > 0 {
 		// Refused by the apply before the delete; said here, where the plan is reviewed.
+		if _, err := servicecidr.CheckAPIServerFlags(ctx, r.data.client, cidrs); err != nil {
+			resp.Diagnostics.AddAttributeWarning(path.Root("service_cidrs"), "Apiserver Runs Another Range",
+				err.Error()+". The apply refuses until every kube-apiserver does.")
+		}
 		if _, err := servicecidr.CheckServingCertificate(ctx, r.data.client, s.ServiceIPs, ips); err != nil {
 			resp.Diagnostics.AddAttributeWarning(path.Root("service_cidrs"), "Apiserver Certificate Lacks the New IP",
 				err.Error()+". The apply refuses until it does.")

@@ -363,7 +363,10 @@ func TestAccAPIServerService_bridgeRefused(t *testing.T) {
 // old kubernetes IP (as kubeadm issues it) but not the new one: the plan warns, and the apply
 // refuses before the delete, saying how to issue it, with default/kubernetes left where it was
 // (moved, every in-cluster client would fail to verify the API at the new IP). A certificate
-// that names both lets the move through.
+// that names both lets the move through, once every kube-apiserver's mirror pod says the new
+// --service-cluster-ip-range: a second control-plane node's, not yet rolled (kOps' shell command
+// line, on the old range), would recreate default/kubernetes in the old range, so the plan warns
+// and the apply refuses until its pod is made again with the new flag.
 func TestAccAPIServerService_servingCertificate(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -375,30 +378,74 @@ func TestAccAPIServerService_servingCertificate(t *testing.T) {
 			c := startCluster(t, testcluster.Options{Nodes: 1, APIServerFlags: apiServerEndpointFlags, ServingCertIPs: tc.ips})
 			w := onNewRange(t, c)
 			w.write(apiServerConfig(c.Kubeconfig, ""))
-			warned := false
-			for _, d := range w.planDiagnostics() {
-				warned = warned || d.Summary == "Apiserver Certificate Lacks the New IP" && d.Severity == "warning" &&
-					diagRE("names default/kubernetes's IP 100.64.0.1 but not its new IP 172.24.0.1", "kubeadm init phase certs apiserver").MatchString(d.Detail)
+			kubernetesAt := func() string {
+				t.Helper()
+				s, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.Spec.ClusterIP
 			}
-			if warned != tc.refused {
-				t.Errorf("the plan warns of the certificate: %t, want %t", warned, tc.refused)
+			warned := func(summary string, detail ...string) bool {
+				for _, d := range w.planDiagnostics() {
+					if d.Summary == summary && d.Severity == "warning" && diagRE(detail...).MatchString(d.Detail) {
+						return true
+					}
+				}
+				return false
 			}
-			out, err := w.run("apply", "-auto-approve")
-			s, getErr := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-			if getErr != nil {
-				t.Fatal(getErr)
+			certWarned := warned("Apiserver Certificate Lacks the New IP", "names default/kubernetes's IP 100.64.0.1 but not its new IP 172.24.0.1", "kubeadm init phase certs apiserver")
+			if certWarned != tc.refused {
+				t.Errorf("the plan warns of the certificate: %t, want %t", certWarned, tc.refused)
 			}
 			if tc.refused {
+				out, err := w.run("apply", "-auto-approve")
 				if err == nil || !diagRE("serving certificate", "but not its new IP 172.24.0.1", "so it was not moved", "kops update cluster").MatchString(out) {
 					t.Fatalf("apply with a certificate lacking the new IP: %v\n%s", err, out)
 				}
-				if s.Spec.ClusterIP != "100.64.0.1" {
-					t.Errorf("default/kubernetes at %v after the refused apply, want it left at 100.64.0.1", s.Spec.ClusterIPs)
+				if ip := kubernetesAt(); ip != "100.64.0.1" {
+					t.Errorf("default/kubernetes at %s after the refused apply, want it left at 100.64.0.1", ip)
 				}
 				return
 			}
-			if err != nil || s.Spec.ClusterIP != "172.24.0.1" {
-				t.Fatalf("apply with a certificate naming the new IP: %v, default/kubernetes at %v\n%s", err, s.Spec.ClusterIPs, out)
+			// The second control-plane node's kube-apiserver, still on the old range.
+			mirror := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-cp-b", Namespace: "kube-system",
+				Labels: map[string]string{"k8s-app": "kube-apiserver"}, Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}},
+				Spec: corev1.PodSpec{HostNetwork: true, NodeName: "kwok-node-0", Containers: []corev1.Container{{Name: "kube-apiserver", Image: "kube-apiserver",
+					Command: []string{"/bin/sh", "-c", "/usr/local/bin/kube-apiserver --allow-privileged=true --service-cluster-ip-range=100.64.0.0/13 2>&1 | /bin/tee -a /var/log/kube-apiserver.log"}}}}}
+			pods := c.Kube.CoreV1().Pods("kube-system")
+			if _, err := pods.Create(ctx, mirror, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			staleRE := []string{"in kube-system/kube-apiserver-cp-b (--service-cluster-ip-range=100.64.0.0/13)", "would be undone at the old IP",
+				"--service-cluster-ip-range=172.24.0.0/15 first", "kops rolling-update cluster"}
+			if !warned("Apiserver Runs Another Range", staleRE...) {
+				t.Errorf("the plan does not warn that kube-system/kube-apiserver-cp-b runs the old range")
+			}
+			out, err := w.run("apply", "-auto-approve")
+			if err == nil || !diagRE(staleRE...).MatchString(out) {
+				t.Fatalf("apply with a kube-apiserver on the old range: %v\n%s", err, out)
+			}
+			if ip := kubernetesAt(); ip != "100.64.0.1" {
+				t.Errorf("default/kubernetes at %s after the refused apply, want it left at 100.64.0.1", ip)
+			}
+			// Rolled: its kubelet makes the mirror pod again from the new manifest.
+			if err := pods.Delete(ctx, mirror.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			mirror.Spec.Containers[0].Command[2] = strings.Replace(mirror.Spec.Containers[0].Command[2], "100.64.0.0/13", "172.24.0.0/15", 1)
+			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				_, err := pods.Create(ctx, mirror, metav1.CreateOptions{})
+				return err == nil, nil // AlreadyExists while the old one terminates
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if warned("Apiserver Runs Another Range") {
+				t.Errorf("the plan still warns of the old range once every kube-apiserver runs the new one")
+			}
+			if out, err := w.run("apply", "-auto-approve"); err != nil || kubernetesAt() != "172.24.0.1" {
+				t.Fatalf("apply with a certificate naming the new IP and every kube-apiserver on the new range: %v, default/kubernetes at %s\n%s", err, kubernetesAt(), out)
 			}
 		})
 	}

@@ -313,6 +313,8 @@ func TestAccRehearsal_hazards(t *testing.T) {
 		{"the admission policy refusing recreations in guarded, found at plan", "stage 1: leave guarded/svc-0: admission would refuse its recreation"},
 		{"the namespace at its quota: its Services moved all the same", "stage 1: move capped/svc-2 to 172.2"},
 		{"kube-apiserver restarted on the new range before stage 2", "stage 2: before: kube-apiserver restarted with --service-cluster-ip-range=172.24.0.0/15,fd00:10::/108"},
+		// Else stage 2 is refused: k8scidr_apiserver_service reads the flag from the mirror pod.
+		{"its mirror pod made again with the new flag", "fd00:10::/108, its 1 mirror pod(s) made again with the new flag"},
 		{"the static pods restarted by the nodes' roll before stage 3", "stage 3: before: the nodes rolled: their kubelets restarted 2 static pod(s)"},
 		{"every stage applied", "stage 6: applied: Apply complete!"},
 	} {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 )
 
@@ -217,4 +220,50 @@ func restartStaticPod(ctx context.Context, kube kubernetes.Interface, p *corev1.
 		return false, ctx.Err()
 	}
 	return err == nil, nil
+}
+
+// flagAPIServerPods does to the mirror pods of kube-apiserver what the guide's restart of it on
+// new ranges does on kubeadm and kOps: the static pod's manifest changes and its kubelet makes the
+// mirror pod again, its command line now saying --service-cluster-ip-range=ranges (the flag
+// k8scidr_apiserver_service reads before it moves default/kubernetes). It says what it did, ""
+// when there is no such pod.
+func flagAPIServerPods(ctx context.Context, kube kubernetes.Interface, ranges []string) (string, error) {
+	mirrors, err := mirrorPods(ctx, kube)
+	if err != nil {
+		return "", err
+	}
+	mirrors = slices.DeleteFunc(mirrors, func(p corev1.Pod) bool { return !k8sops.IsControlPlanePod(&p, "kube-apiserver") })
+	if len(mirrors) == 0 {
+		return "", nil
+	}
+	for i := range mirrors {
+		for j := range mirrors[i].Spec.Containers {
+			c := &mirrors[i].Spec.Containers[j]
+			c.Command, c.Args = withServiceRange(c.Command, ranges), withServiceRange(c.Args, ranges)
+		}
+	}
+	n, err := restartStaticPods(ctx, kube, mirrors)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("its %d mirror pod(s) made again with the new flag", n), nil
+}
+
+// serviceRangeFlag is kube-apiserver's --service-cluster-ip-range with its value, as one word or
+// inside a shell's command line.
+var serviceRangeFlag = regexp.MustCompile(`--service-cluster-ip-range=\S+`)
+
+// withServiceRange is words with each --service-cluster-ip-range's value set to ranges.
+func withServiceRange(words, ranges []string) []string {
+	flag := "--service-cluster-ip-range"
+	out := slices.Clone(words)
+	for i, w := range out {
+		switch {
+		case w == flag && i+1 < len(out):
+			out[i+1] = strings.Join(ranges, ",")
+		default:
+			out[i] = serviceRangeFlag.ReplaceAllLiteralString(w, flag+"="+strings.Join(ranges, ","))
+		}
+	}
+	return out
 }

@@ -50,3 +50,21 @@ func TestPointKubeletConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestWithServiceRange: the twin's kube-apiserver mirror pod says the new range in each form its
+// command line may have; nothing else changes.
+func TestWithServiceRange(t *testing.T) {
+	ranges := []string{"172.24.0.0/15", "fd00:24::/108"}
+	for _, tc := range []struct{ words, want []string }{
+		{[]string{"kube-apiserver", "--service-cluster-ip-range=100.64.0.0/13", "--secure-port=6443"},
+			[]string{"kube-apiserver", "--service-cluster-ip-range=172.24.0.0/15,fd00:24::/108", "--secure-port=6443"}},
+		{[]string{"--service-cluster-ip-range", "100.64.0.0/13"}, []string{"--service-cluster-ip-range", "172.24.0.0/15,fd00:24::/108"}},
+		{[]string{"/bin/sh", "-c", "kube-apiserver --service-cluster-ip-range=100.64.0.0/13 2>&1 | tee x"},
+			[]string{"/bin/sh", "-c", "kube-apiserver --service-cluster-ip-range=172.24.0.0/15,fd00:24::/108 2>&1 | tee x"}},
+		{nil, nil},
+	} {
+		if got := withServiceRange(tc.words, ranges); !slices.Equal(got, tc.want) {
+			t.Errorf("withServiceRange(%q) = %q, want %q", tc.words, got, tc.want)
+		}
+	}
+}

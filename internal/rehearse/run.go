@@ -150,7 +150,14 @@ func Rehearse(ctx context.Context, t Target, o RunOptions) (*Report, error) {
 				return r, fmt.Errorf("restarting kube-apiserver on %s: %w", strings.Join(ranges, ","), err)
 			}
 			t.ServiceCIDRs = ranges
+			did, err := flagAPIServerPods(ctx, t.Kube, ranges)
+			if err != nil {
+				return r, fmt.Errorf("kube-apiserver's mirror pods on %s: %w", strings.Join(ranges, ","), err)
+			}
 			s.Before = join(s.Before, "kube-apiserver restarted with --service-cluster-ip-range="+strings.Join(ranges, ","))
+			if did != "" {
+				s.Before += ", " + did
+			}
 		}
 		if st != "" && st == o.RollNodesBefore {
 			did, err := rollNodes(ctx, t.Kube)

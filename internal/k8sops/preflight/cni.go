@@ -114,7 +114,7 @@ func checkServiceCIDRGate(s PreflightSnapshot, r PreflightRanges) []PreflightFin
 	}
 	var out []PreflightFinding
 	for _, p := range pods {
-		gates := strings.Join(flagValues(p, "feature-gates"), ",")
+		gates := strings.Join(k8sops.FlagValues(p, "feature-gates"), ",")
 		if slices.Contains(strings.Split(strings.ReplaceAll(gates, " ", ""), ","), "MultiCIDRServiceAllocator=true") {
 			continue
 		}
@@ -170,7 +170,7 @@ func checkKubeadmConfig(s PreflightSnapshot, r PreflightRanges) []PreflightFindi
 // nodeCapacity: where kube-controller-manager hands out node podCIDRs, how many nodes the new pod
 // range holds at its --node-cidr-mask-size (24 for IPv4 and 64 for IPv6 by default).
 func nodeCapacity(s PreflightSnapshot, r PreflightRanges, kcm *corev1.Pod) []PreflightFinding {
-	if !slices.Contains(flagValues(kcm, "allocate-node-cidrs"), "true") || len(s.Nodes) == 0 { // off by default; kubeadm turns it on
+	if !slices.Contains(k8sops.FlagValues(kcm, "allocate-node-cidrs"), "true") || len(s.Nodes) == 0 { // off by default; kubeadm turns it on
 		return nil
 	}
 	var out []PreflightFinding
@@ -181,7 +181,7 @@ func nodeCapacity(s PreflightSnapshot, r PreflightRanges, kcm *corev1.Pod) []Pre
 			mask, names = 64, []string{"node-cidr-mask-size", "node-cidr-mask-size-ipv6"}
 		}
 		for _, n := range names {
-			for _, v := range flagValues(kcm, n) {
+			for _, v := range k8sops.FlagValues(kcm, n) {
 				if m, err := strconv.Atoi(v); err == nil {
 					mask = m
 				}

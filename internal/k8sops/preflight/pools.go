@@ -125,23 +125,6 @@ func checkPodsPinned(s PreflightSnapshot, r PreflightRanges) []PreflightFinding 
 	return out
 }
 
-// flagValues returns the values of a --name flag (--name=v or --name v) in a pod's containers.
-func flagValues(p *corev1.Pod, name string) []string {
-	var out []string
-	for _, c := range p.Spec.Containers {
-		args := append(slices.Clone(c.Command), c.Args...)
-		for i, a := range args {
-			switch {
-			case strings.HasPrefix(a, "--"+name+"="):
-				out = append(out, strings.TrimPrefix(a, "--"+name+"="))
-			case a == "--"+name && i+1 < len(args):
-				out = append(out, args[i+1])
-			}
-		}
-	}
-	return out
-}
-
 // prefixList parses a comma-separated list of CIDRs, skipping what does not parse.
 func prefixList(s string) []netip.Prefix {
 	var out []netip.Prefix
@@ -169,7 +152,7 @@ func controlPlanePods(s PreflightSnapshot, component string) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range s.Pods {
 		p := &s.Pods[i]
-		if p.Namespace == "kube-system" && (p.Labels["component"] == component || p.Labels["k8s-app"] == component) {
+		if k8sops.IsControlPlanePod(p, component) {
 			out = append(out, p)
 		}
 	}
@@ -185,11 +168,11 @@ func checkPoolPlacement(s PreflightSnapshot, r PreflightRanges) []PreflightFindi
 	var out []PreflightFinding
 	allocates := true
 	for _, p := range controlPlanePods(s, "kube-controller-manager") {
-		if slices.Contains(flagValues(p, "allocate-node-cidrs"), "false") {
+		if slices.Contains(k8sops.FlagValues(p, "allocate-node-cidrs"), "false") {
 			allocates = false
 		}
 		out = append(out, nodeCapacity(s, r, p)...)
-		for _, v := range flagValues(p, "cluster-cidr") {
+		for _, v := range k8sops.FlagValues(p, "cluster-cidr") {
 			if cidrs := prefixList(v); !containedIn(r.NewPod, cidrs) {
 				out = append(out, PreflightFinding{Severity: SeverityWarning, Check: CheckPoolPlacement, Object: ObjectRef{"Pod", p.Namespace, p.Name},
 					Detail: fmt.Sprintf("kube-controller-manager runs with --cluster-cidr=%s, which does not contain the new pod range %s: "+
@@ -260,7 +243,7 @@ func checkKubeProxy(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 		}
 	}
 	for _, p := range controlPlanePods(s, "kube-proxy") {
-		for _, v := range flagValues(p, "cluster-cidr") {
+		for _, v := range k8sops.FlagValues(p, "cluster-cidr") {
 			sources = append(sources, source{ObjectRef{"Pod", p.Namespace, p.Name}, v})
 		}
 	}

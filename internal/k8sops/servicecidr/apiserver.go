@@ -218,12 +218,17 @@ func MoveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 				return s, nil, err
 			}
 		} else {
-			note, err := CheckServingCertificate(ctx, c, s.ServiceIPs, s.NewIPs)
-			if err != nil {
-				return s, nil, err
-			}
-			if note != "" {
-				notes = append(notes, note)
+			for _, check := range []func() (string, error){
+				func() (string, error) { return CheckAPIServerFlags(ctx, c, m.ServiceCIDRs) },
+				func() (string, error) { return CheckServingCertificate(ctx, c, s.ServiceIPs, s.NewIPs) },
+			} {
+				note, err := check()
+				if err != nil {
+					return s, nil, err
+				}
+				if note != "" {
+					notes = append(notes, note)
+				}
 			}
 			if err := moveAPIServerService(ctx, c, m, &s); err != nil {
 				return s, notes, err
