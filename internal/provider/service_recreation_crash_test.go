@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -146,11 +147,14 @@ func TestAccServiceRecreation_crashSafety(t *testing.T) {
 		}
 	}
 	t.Logf("restore: %d Services deleted or mid-hand-over, %d without their Endpoints or with a helper left", len(missing), len(restore)-len(missing))
-	if out := w.applyFile(); !strings.Contains(out, "Restored Services From an Interrupted Apply") {
-		t.Fatalf("apply after the crash:\n%s", out)
+	finished := w.applyFile()
+	if !strings.Contains(finished, "Restored Services From an Interrupted Apply") {
+		t.Fatalf("apply after the crash:\n%s", finished)
 	}
 	if err := checkNothingLostIn(c.Kube, "crash", before, target); err != nil {
-		t.Fatalf("after the apply that finished the interrupted one: %v", err)
+		// A hand-over the apply could not finish is a note of its own: say why it stopped.
+		why := regexp.MustCompile(`(?s)\S+\s+could\s+not\s+be\s+finished.{0,600}`).FindAllString(finished, 3)
+		t.Fatalf("after the apply that finished the interrupted one: %v\nwhat the apply said of it: %q", err, why)
 	}
 	// A planned IP taken between plan and apply: the saved plan still applies; that move is
 	// not made but reported, and the next plan moves it to a free IP.
