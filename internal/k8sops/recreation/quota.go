@@ -112,13 +112,7 @@ func (x *executor) awaitQuotaRecount(ctx context.Context, svc *corev1.Service, k
 	if err != nil || len(short) == 0 {
 		return false // not a count svc takes that refused: not ours to wait for
 	}
-	inUse := map[corev1.ResourceName]int64{}
-	err = k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().Services(ns).List), func(s *corev1.Service) error {
-		for res, n := range serviceUsage(s) {
-			inUse[res] += n
-		}
-		return nil
-	})
+	inUse, err := x.servicesUsage(ctx, ns)
 	if err != nil {
 		return false
 	}
@@ -255,6 +249,19 @@ type roomLeft struct {
 	free  int64
 }
 
+// servicesUsage is what namespace ns's Services count against its quotas, as kube-apiserver's
+// quota evaluator counts them (serviceUsage), listed now.
+func (x *executor) servicesUsage(ctx context.Context, ns string) (map[corev1.ResourceName]int64, error) {
+	inUse := map[corev1.ResourceName]int64{}
+	err := k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().Services(ns).List), func(s *corev1.Service) error {
+		for res, n := range serviceUsage(s) {
+			inUse[res] += n
+		}
+		return nil
+	})
+	return inUse, err
+}
+
 // measureBridgeRoom reads the room of the namespaces where moves keep a bridge: their quotas
 // (from the run's watch when it is up), and their Services where a quota counts them.
 func (x *executor) measureBridgeRoom(ctx context.Context, moves []Move) error {
@@ -268,13 +275,7 @@ func (x *executor) measureBridgeRoom(ctx context.Context, moves []Move) error {
 		if !quotaNamespaces(quotas)[ns] {
 			continue
 		}
-		inUse := map[corev1.ResourceName]int64{}
-		err = k8sops.EachItem(ctx, k8sops.ListPages(x.c.Kube.CoreV1().Services(ns).List), func(s *corev1.Service) error {
-			for res, n := range serviceUsage(s) {
-				inUse[res] += n
-			}
-			return nil
-		})
+		inUse, err := x.servicesUsage(ctx, ns)
 		if err != nil {
 			return fmt.Errorf("listing the Services of %s, for the bridges kept there: %w", ns, err)
 		}
