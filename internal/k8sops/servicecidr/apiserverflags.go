@@ -25,9 +25,6 @@ import (
 // returns the refusal naming each such pod, or a note when no flag could be read (managed
 // control planes run none as pods; the apply then judges by the IP the Service comes back at).
 func CheckAPIServerFlags(ctx context.Context, c *k8sops.Client, ranges []string) (note string, err error) {
-	if true {
-		return "", nil
-	}
 	want, err := APIServerNewIPs(ranges)
 	if err != nil {
 		return "", err
