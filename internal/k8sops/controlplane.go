@@ -17,11 +17,6 @@ func IsControlPlanePod(p *corev1.Pod, component string) bool {
 	return p.Namespace == "kube-system" && (p.Labels["component"] == component || p.Labels["k8s-app"] == component)
 }
 
-// ControlPlaneSelectors are the label selectors that list IsControlPlanePod's pods of component.
-func ControlPlaneSelectors(component string) []string {
-	return []string{"component=" + component, "k8s-app=" + component}
-}
-
 // FlagValues returns the values of a --name flag (--name=v or --name v) in a pod's containers'
 // command lines. kOps runs its components under a shell, one word holding the whole line: such
 // words are split at white space.

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 )
@@ -30,20 +29,18 @@ func CheckAPIServerFlags(ctx context.Context, c *k8sops.Client, ranges []string)
 		return "", err
 	}
 	var pods []corev1.Pod
-	for _, sel := range k8sops.ControlPlaneSelectors("kube-apiserver") {
-		list, err := c.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if apierrors.IsForbidden(err) {
-			return fmt.Sprintf("kube-apiserver's --service-cluster-ip-range was not read before default/kubernetes's delete: "+
-				"these credentials cannot list kube-system's pods (%v).", err), nil
+	err = k8sops.EachItem(ctx, k8sops.ListPages(c.Kube.CoreV1().Pods("kube-system").List), func(p *corev1.Pod) error {
+		if k8sops.IsControlPlanePod(p, "kube-apiserver") {
+			pods = append(pods, *p)
 		}
-		if err != nil {
-			return "", fmt.Errorf("listing kube-apiserver's pods: %w", err)
-		}
-		for _, p := range list.Items {
-			if !slices.ContainsFunc(pods, func(q corev1.Pod) bool { return q.Name == p.Name }) {
-				pods = append(pods, p)
-			}
-		}
+		return nil
+	})
+	if apierrors.IsForbidden(err) {
+		return fmt.Sprintf("kube-apiserver's --service-cluster-ip-range was not read before default/kubernetes's delete: "+
+			"these credentials cannot list kube-system's pods (%v).", err), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("listing kube-apiserver's pods: %w", err)
 	}
 	var stale, unread []string
 	for i := range pods {
