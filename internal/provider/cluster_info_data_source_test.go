@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -247,4 +249,121 @@ func TestAccProvider_inClusterWarning(t *testing.T) {
 	if out := plan(fmt.Sprintf("provider \"k8scidr\" {\n  cluster_id = %q\n}\n", kubeSystem.UID)); strings.Contains(out, "In-Cluster Credentials Used") {
 		t.Errorf("with cluster_id naming the cluster, the plan still warns:\n%s", out)
 	}
+}
+
+// TestAccClusterInfoDataSource_facts: on a cluster laid out as kOps lays it out (the control
+// plane's mirror pods with their flags in one shell line, Calico's node agent and CNI
+// configuration, kube-proxy's ConfigMap, kOps' Corefile, NodeLocal DNSCache), the data source
+// reports the facts a migration's variables must agree with, each read from its own object;
+// and on the same cluster without them it guesses none.
+func TestAccClusterInfoDataSource_facts(t *testing.T) {
+	testAccPreCheck(t)
+	c := startCluster(t, testcluster.Options{})
+	ctx := context.Background()
+	str := knownvalue.StringExact
+	strs := func(v ...string) knownvalue.Check {
+		checks := make([]knownvalue.Check, len(v))
+		for i, s := range v {
+			checks[i] = str(s)
+		}
+		return knownvalue.ListExact(checks)
+	}
+	check := func(path string, want knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New(path), want)
+	}
+	var seeded bool
+	seed := func() {
+		if err := c.InstallCalicoCRDs(ctx, testcluster.Calico331); err != nil {
+			t.Fatal(err)
+		}
+		// kOps' layout: Calico's default pool 100.96.0.0/11, kube-dns at 100.64.0.10.
+		if _, err := c.Seed(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		notScheduled(t, c, "kube-system", "calico-node")
+		notScheduled(t, c, "kube-system", "node-local-dns")
+		for name, data := range map[string]map[string]string{
+			"calico-config":  {"cni_network_config": `{"name": "k8s-pod-network", "plugins": [{"type": "calico", "ipam": {"type": "calico-ipam"}, "kubernetes": {"kubeconfig": "__KUBECONFIG_FILEPATH__"}}]}`},
+			"kube-proxy":     {"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclusterCIDR: 100.96.0.0/11\nmode: nftables\n"},
+			"coredns":        {"Corefile": testcluster.CorefileKOps.Block},
+			"node-local-dns": {"Corefile": "cluster.local:53 {\n    cache {\n        success 9984 30\n        denial 9984 5\n    }\n    forward . __PILLAR__CLUSTER__DNS__\n}\n"},
+		} {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, Data: data}
+			if _, err := c.Kube.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for component, line := range map[string]string{
+			"kube-apiserver":          "/usr/local/bin/kube-apiserver --allow-privileged=true --service-cluster-ip-range=100.64.0.0/13",
+			"kube-controller-manager": "/usr/local/bin/kube-controller-manager --allocate-node-cidrs=true --cluster-cidr=100.96.0.0/11",
+		} {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: component + "-cp-a", Namespace: "kube-system",
+				Labels: map[string]string{"k8s-app": component}, Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}},
+				Spec: corev1.PodSpec{HostNetwork: true, NodeName: "kwok-node-0", Containers: []corev1.Container{{Name: component, Image: component,
+					Command: []string{"/bin/sh", "-c", line + " 2>&1 | /bin/tee -a /var/log/" + component + ".log"}}}}}
+			if _, err := c.Kube.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seeded = true
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				// Nothing of the CNI, kube-proxy or CoreDNS here: nulls, not guesses.
+				Config: providerBlock(c.Kubeconfig) + clusterInfoConfig,
+				ConfigStateChecks: []statecheck.StateCheck{
+					check("kubernetes_minor", knownvalue.Int64Exact(newestMinor(t))),
+					check("service_cidrs", knownvalue.MapExact(map[string]knownvalue.Check{"kubernetes": strs(c.ServiceCIDRs...)})),
+					check("apiserver_service_ranges", knownvalue.ListSizeExact(0)),
+					check("cluster_cidrs", knownvalue.ListSizeExact(0)),
+					check("calico_pools", knownvalue.ListSizeExact(0)),
+					check("cni", knownvalue.Null()),
+					check("ipam", knownvalue.Null()),
+					check("kube_proxy_mode", knownvalue.Null()),
+					check("dns_service", knownvalue.Null()),
+					check("dns_service_ips", knownvalue.ListSizeExact(0)),
+					check("coredns_ttl", knownvalue.Null()),
+					check("node_local_dns", knownvalue.Bool(false)),
+					check("service_cidr_gate", knownvalue.Bool(true)),
+					check("unread", knownvalue.ListSizeExact(0)),
+				},
+			},
+			{
+				PreConfig: seed,
+				Config:    providerBlock(c.Kubeconfig) + clusterInfoConfig,
+				ConfigStateChecks: []statecheck.StateCheck{
+					check("apiserver_service_ranges", strs("100.64.0.0/13")),
+					check("cluster_cidrs", strs("100.96.0.0/11")),
+					check("calico_pools", knownvalue.ListExact([]knownvalue.Check{knownvalue.ObjectExact(map[string]knownvalue.Check{
+						"name": str("default-ipv4-ippool"), "cidr": str("100.96.0.0/11"), "disabled": knownvalue.Bool(false)})})),
+					check("dns_service", str("kube-system/kube-dns")),
+					check("dns_service_ips", strs("100.64.0.10")),
+					check("cni", str("Calico")),
+					check("cni_daemonset", str("kube-system/calico-node")),
+					check("ipam", str("calico-ipam")),
+					check("kube_proxy_mode", str("nftables")),
+					check("kube_proxy_cluster_cidr", str("100.96.0.0/11")),
+					check("coredns_ttl", knownvalue.Int64Exact(30)),
+					check("coredns_cache_ttl", knownvalue.Int64Exact(30)),
+					check("node_local_dns", knownvalue.Bool(true)),
+					check("node_local_dns_cache_ttl", knownvalue.Int64Exact(30)),
+				},
+			},
+		},
+	})
+	if !seeded {
+		t.Error("the kOps-like objects were never made")
+	}
+}
+
+// newestMinor is the suite's own control plane's minor version, e.g. 37.
+func newestMinor(t *testing.T) int64 {
+	t.Helper()
+	minor, err := strconv.ParseInt(strings.TrimPrefix(testcluster.NewestRelease, "1."), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return minor
 }

@@ -293,6 +293,7 @@ func TestAccRBAC_leastPrivilege(t *testing.T) {
 		{planRole, []review{
 			{"list", "configmaps", journal, "", "", true},
 			{"get", "configmaps", "kube-system", "kubeadm-config", "", true},
+			{"get", "configmaps", "kube-system", "coredns", "", true}, // the Corefile's TTLs (k8scidr_cluster_info)
 			{"list", "services", "", "", "", true},
 			{"get", "configmaps", "kube-system", "aws-auth", "", false},
 			{"list", "configmaps", "kube-system", "", "", false},

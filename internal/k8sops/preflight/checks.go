@@ -137,10 +137,13 @@ func checkDNSPinned(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 var ipLike = regexp.MustCompile(`[0-9a-fA-F:.]*[0-9a-fA-F][.:][0-9a-fA-F:.]+`)
 
 // nodeLocalDNS: NodeLocal DNSCache binds and forwards to addresses fixed when its pods start.
+// isNodeLocalDNS says whether d is NodeLocal DNSCache's DaemonSet.
+func isNodeLocalDNS(d appsv1.DaemonSet) bool {
+	return d.Namespace == "kube-system" && (d.Name == "node-local-dns" || d.Spec.Template.Labels["k8s-app"] == "node-local-dns")
+}
+
 func nodeLocalDNS(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
-	idx := slices.IndexFunc(s.DaemonSets, func(d appsv1.DaemonSet) bool {
-		return d.Namespace == "kube-system" && (d.Name == "node-local-dns" || d.Spec.Template.Labels["k8s-app"] == "node-local-dns")
-	})
+	idx := slices.IndexFunc(s.DaemonSets, isNodeLocalDNS)
 	if idx < 0 {
 		return nil
 	}

@@ -66,16 +66,12 @@ func checkCNIIPAM(s PreflightSnapshot, r PreflightRanges) []PreflightFinding {
 		}
 	}
 	if cm := s.ConfigMaps["calico-config"]; cm != nil {
-		for _, m := range ipamInCNI.FindAllStringSubmatch(cm.Data["cni_network_config"], -1) {
-			typ := ""
-			if t := ipamTypeInCNI.FindStringSubmatch(m[1]); t != nil {
-				typ = t[1]
-			}
+		for _, e := range cniConfigIPAMs(cm) {
 			switch {
-			case strings.Contains(m[1], "usePodCidr"):
-				blocker(ObjectRef{"ConfigMap", "kube-system", "calico-config"}, fmt.Sprintf("The CNI configuration's ipam is %q with subnet usePodCidr", typ))
-			case typ != "calico-ipam":
-				blocker(ObjectRef{"ConfigMap", "kube-system", "calico-config"}, fmt.Sprintf("The CNI configuration's ipam is %q, not calico-ipam", typ))
+			case e.UsePodCIDR:
+				blocker(ObjectRef{"ConfigMap", "kube-system", "calico-config"}, fmt.Sprintf("The CNI configuration's ipam is %q with subnet usePodCidr", e.Type))
+			case e.Type != "calico-ipam":
+				blocker(ObjectRef{"ConfigMap", "kube-system", "calico-config"}, fmt.Sprintf("The CNI configuration's ipam is %q, not calico-ipam", e.Type))
 			}
 		}
 	}
@@ -114,10 +110,10 @@ func checkServiceCIDRGate(s PreflightSnapshot, r PreflightRanges) []PreflightFin
 	}
 	var out []PreflightFinding
 	for _, p := range pods {
-		gates := strings.Join(k8sops.FlagValues(p, "feature-gates"), ",")
-		if slices.Contains(strings.Split(strings.ReplaceAll(gates, " ", ""), ","), "MultiCIDRServiceAllocator=true") {
+		if serviceCIDRGateOn(p) {
 			continue
 		}
+		gates := strings.Join(k8sops.FlagValues(p, "feature-gates"), ",")
 		out = append(out, PreflightFinding{Severity: SeverityBlocker, Check: CheckServiceCIDRGate, Object: ObjectRef{"Pod", p.Namespace, p.Name},
 			Detail: fmt.Sprintf("kube-controller-manager runs without the MultiCIDRServiceAllocator feature gate (--feature-gates=%q), off by "+
 				"default on 1.%d: its ServiceCIDR controller does not run, so new ServiceCIDRs get no finalizer (deleting one, a keep-range "+

@@ -150,7 +150,7 @@ type PreflightSnapshot struct {
 var installationsGVR = schema.GroupVersionResource{Group: "operator.tigera.io", Version: "v1", Resource: "installations"}
 
 // preflightConfigMaps are the kube-system ConfigMaps the checks read where they exist.
-var preflightConfigMaps = []string{recreation.KubeletConfigMap, "kube-proxy", "node-local-dns", "calico-config"}
+var preflightConfigMaps = []string{recreation.KubeletConfigMap, "kube-proxy", "node-local-dns", "calico-config", CoreDNSConfigMap}
 
 // Preflight reads the cluster and runs the given checks (nil: every check), for the data
 // source and for the resources, which show their stage's checks as plan warnings.
