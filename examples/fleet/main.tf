@@ -22,7 +22,8 @@ terraform {
 variable "clusters" {
   description = <<-EOT
     The fleet, by name: each cluster's kubeconfig (and context), its id (the provider refuses any
-    other cluster: kube-system's UID, data source k8scidr_cluster_info) and the stage it is at,
+    other cluster: kube-system's UID, data source k8scidr_cluster_info), its ranges and the pool
+    stage 5 disables (examples/quickstart reads them from the cluster), and the stage it is at,
     with the per-stage inputs of examples/migration. Clusters move through the stages on their
     own: raise one cluster's stage per pull request, or all of them together.
   EOT
@@ -34,7 +35,11 @@ variable "clusters" {
     apiserver_moved_at = optional(string)
     canary_image       = optional(string)
     roll_include       = optional(list(string), [])
-    old_pool_name      = optional(string, "default-ipv4-ippool")
+    reserved           = map(string)
+    service_cidrs      = object({ old = string, new = string })
+    pod_cidrs          = object({ old = string, new = string })
+    kops               = optional(object({ non_masquerade_cidr = string, network_cidr = string }))
+    old_pool_name      = string
   }))
 }
 
@@ -59,6 +64,10 @@ module "migration" {
   canary_image       = each.value.canary_image
   roll_include       = each.value.roll_include
   old_pool_name      = each.value.old_pool_name
+  reserved           = each.value.reserved
+  service_cidrs      = each.value.service_cidrs
+  pod_cidrs          = each.value.pod_cidrs
+  kops               = each.value.kops
 }
 
 # Stage 5 takes over each cluster's installer pool to disable it (examples/migration/stack.tf

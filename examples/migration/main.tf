@@ -34,38 +34,36 @@ variable "stage" {
   }
 }
 
+# What differs per cluster has no default: a plan on a guessed range is worse than no plan.
+# examples/quickstart reads them from the cluster (read-only, its state local) and prints them as
+# a terraform.tfvars for this directory; the first resource below refuses a range the cluster
+# does not run (data source k8scidr_cluster_info).
+
 variable "reserved" {
-  description = "Ranges that belong to something else: the reason for the move."
+  description = "Ranges that belong to something else, the reason for the move, by name: e.g. { tailscale = \"100.64.0.0/10\" }."
   type        = map(string)
-  default     = { tailscale = "100.64.0.0/10" }
 }
 
 variable "service_cidrs" {
-  type    = object({ old = string, new = string })
-  default = { old = "100.64.0.0/13", new = "172.24.0.0/15" }
+  description = "The Service range kube-apiserver runs now (old: its --service-cluster-ip-range) and the one it moves to (new)."
+  type        = object({ old = string, new = string })
 }
 
 variable "pod_cidrs" {
-  type    = object({ old = string, new = string })
-  default = { old = "100.96.0.0/11", new = "172.16.0.0/13" }
+  description = "The Calico pool's range pods are in now (old) and the new pool's (new)."
+  type        = object({ old = string, new = string })
 }
 
-variable "non_masquerade_cidr" {
-  description = "kOps' nonMasqueradeCIDR after the move: it must hold the new pod range."
-  type        = string
-  default     = "172.16.0.0/12"
-}
-
-variable "network_cidr" {
-  description = "kOps' networkCIDR (kops get cluster -o yaml); null where the cloud has none. kOps' AWS default 172.20.0.0/16 lies inside 172.16.0.0/12, and kops_networking refuses it: choose other ranges then."
-  type        = string
-  default     = "10.20.0.0/16"
+variable "kops" {
+  description = "On a kOps cluster: the nonMasqueradeCIDR after the move (it must hold the new pod range) and the networkCIDR (kops get cluster -o yaml; null where the cloud has none), for output kops_steps. kOps' AWS default 172.20.0.0/16 lies inside 172.16.0.0/12, and kops_networking refuses it: choose other ranges then. null: not kOps."
+  type        = object({ non_masquerade_cidr = string, network_cidr = string })
+  default     = null
 }
 
 variable "old_pool_name" {
-  description = "The pool the installer created (kOps and calico-node name it default-ipv4-ippool)."
+  description = "The pool stage 5 disables; null: the Calico pool whose CIDR is pod_cidrs.old (kOps and calico-node name it default-ipv4-ippool)."
   type        = string
-  default     = "default-ipv4-ippool"
+  default     = null
 }
 
 variable "apiserver_moved_at" {
@@ -89,11 +87,24 @@ variable "roll_include" {
 locals {
   # What every later plan is checked against.
   reserved = var.reserved
+  # The cluster as it is at plan time (k8scidr_cluster_info, read below).
+  facts = data.k8scidr_cluster_info.this
+  # The ranges kube-apiserver runs: its flag where its pods show it, and the default ServiceCIDR.
+  apiserver_ranges = distinct(concat(flatten([for r in local.facts.apiserver_service_ranges : split(",", r)]), lookup(local.facts.service_cidrs, "kubernetes", [])))
+  old_pool_name    = var.old_pool_name != null ? var.old_pool_name : try([for p in local.facts.calico_pools : p.name if p.cidr == var.pod_cidrs.old][0], null)
+  # The ranges' own names for the objects made for them: services-172-24-0-0-15.
+  new_service_cidr_name = "services-${replace(var.service_cidrs.new, "/[./:]+/", "-")}"
+  new_pool_name         = "pods-${replace(var.pod_cidrs.new, "/[./:]+/", "-")}"
   # The bridges answer on kube-dns's and default/kubernetes's old IPs from their moves until stage 4.
   bridges = var.stage < 4
 }
 
 # ---- Preflight -------------------------------------------------------------------------------
+
+# What the cluster runs at plan time: the ranges the variables are checked against (the first
+# resource's preconditions), the old pool's name, and default/kubernetes's creation (stage 3
+# restarts the pods started before it was recreated, which also started before kube-dns moved).
+data "k8scidr_cluster_info" "this" {}
 
 # Everything outside the Services and pools that would break the move — a tool that applies the
 # old ClusterIP again, DNS pinned to the old IP, pods pinned to the old pool, policies naming the
@@ -129,13 +140,23 @@ data "k8scidr_network_overlaps" "now" {
 
 # The new Service range, Ready before anything moves.
 resource "k8scidr_service_cidr" "new" {
-  name  = "services-172-24"
+  name  = local.new_service_cidr_name
   cidrs = [var.service_cidrs.new]
 
   # The moved Services hold it: on destroy, leave it Terminating instead of waiting.
   wait_for_deletion = false
 
   lifecycle {
+    # Before kube-apiserver moves (stage 2), the old range is the one it runs.
+    precondition {
+      condition     = var.stage > 1 || length(local.apiserver_ranges) == 0 || contains(local.apiserver_ranges, var.service_cidrs.old)
+      error_message = "service_cidrs.old is ${var.service_cidrs.old}, but kube-apiserver runs ${join(", ", local.apiserver_ranges)} (k8scidr_cluster_info: apiserver_service_ranges, service_cidrs[\"kubernetes\"]): set service_cidrs.old to the range it runs."
+    }
+    # Until the old pool is gone (stage 6), pod_cidrs.old is a Calico pool's.
+    precondition {
+      condition     = var.stage > 5 || length(local.facts.calico_pools) == 0 || local.old_pool_name != null
+      error_message = "No Calico pool has pod_cidrs.old ${var.pod_cidrs.old}; the cluster's pools are ${join(", ", [for p in local.facts.calico_pools : "${p.name} ${p.cidr}"])} (k8scidr_cluster_info: calico_pools): set pod_cidrs.old to the pool pods are in, or old_pool_name."
+    }
     precondition {
       condition = data.k8scidr_preflight.migration.blockers == 0
       error_message = join("\n", [for f in data.k8scidr_preflight.migration.findings :
@@ -191,10 +212,6 @@ resource "k8scidr_apiserver_service" "this" {
   depends_on = [k8scidr_service_recreation.services, k8scidr_service_cidr.keep]
 }
 
-# What the cluster says of default/kubernetes at plan time: stage 3 restarts the pods started
-# before it was recreated, which also started before kube-dns moved.
-data "k8scidr_cluster_info" "this" {}
-
 # Stage 3, after kubelet clusterDNS moved: pods resolve through the DNS server and reach the API
 # through the address they started with, so every pod started before default/kubernetes moved
 # restarts. The time is read at plan (also when a resource has changes of its own); set
@@ -222,7 +239,7 @@ resource "k8scidr_workload_roll" "moved" {
 # differ: an IPIP cluster whose new pool says Never breaks cross-node traffic).
 resource "k8scidr_calico_ippool" "new" {
   count        = var.stage >= 5 ? 1 : 0
-  name         = "pods-172-16"
+  name         = local.new_pool_name
   cidr         = var.pod_cidrs.new
   ipip_mode    = "Always"
   nat_outgoing = true
@@ -232,7 +249,7 @@ resource "k8scidr_calico_ippool" "new" {
 # disabled: no new pod gets an address from it. Nothing else about it changes. At stage 6 it is
 # destroyed, which waits until no live pod holds an address.
 resource "k8scidr_calico_ippool" "old" {
-  for_each        = var.stage == 5 ? toset([var.old_pool_name]) : toset([])
+  for_each        = var.stage == 5 && local.old_pool_name != null ? toset([local.old_pool_name]) : toset([])
   name            = each.key
   cidr            = var.pod_cidrs.old
   disabled        = true
@@ -287,7 +304,7 @@ locals {
   unaccepted_overlaps = [for c in data.k8scidr_network_overlaps.now.conflicts : c
   if !(startswith(c.a.name, "keep-") && c.a.kind == "service_cidr") && !(startswith(c.b.name, "keep-") && c.b.kind == "service_cidr")]
   old_pool_gone = var.stage == 6 && !anytrue([for c in data.k8scidr_network_overlaps.now.conflicts :
-  c.a.kind == "calico_pool" && c.a.name == var.old_pool_name || c.b.kind == "calico_pool" && c.b.name == var.old_pool_name])
+  c.a.kind == "calico_pool" && c.a.cidr == var.pod_cidrs.old || c.b.kind == "calico_pool" && c.b.cidr == var.pod_cidrs.old])
 }
 
 check "clear_of_reserved_ranges" {
@@ -332,8 +349,8 @@ output "kubelet_cluster_dns" {
 }
 
 output "kops_steps" {
-  description = "The kops edit cluster changes, each with when it belongs and the rolling update it needs: the gates (1.29-1.32, before stage 1), service_range (after stage 1, before stage 2), pod_range (after stage 6)."
-  value = provider::k8scidr::kops_networking(var.service_cidrs.new, var.pod_cidrs.new, var.non_masquerade_cidr, var.network_cidr,
+  description = "On kOps (var.kops set): the kops edit cluster changes, each with when it belongs and the rolling update it needs: the gates (1.29-1.32, before stage 1), service_range (after stage 1, before stage 2), pod_range (after stage 6)."
+  value = var.kops == null ? null : provider::k8scidr::kops_networking(var.service_cidrs.new, var.pod_cidrs.new, var.kops.non_masquerade_cidr, var.kops.network_cidr,
     coalesce(k8scidr_service_recreation.services.dns_service_ips, data.k8scidr_service_moves.services.dns_service_ips)[0], var.service_cidrs.old,
   { kubernetes_version = data.k8scidr_cluster_info.this.server_version }).steps
 }

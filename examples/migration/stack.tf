@@ -16,7 +16,7 @@ provider "k8scidr" {}
 
 # Stage 5 takes over the installer's pool to disable it (main.tf, k8scidr_calico_ippool.old).
 import {
-  for_each = var.stage == 5 ? toset([var.old_pool_name]) : toset([])
+  for_each = var.stage == 5 && local.old_pool_name != null ? toset([local.old_pool_name]) : toset([])
   to       = k8scidr_calico_ippool.old[each.key]
   id       = each.key
 }

@@ -140,7 +140,7 @@ func TestAccCIKit(t *testing.T) {
 			t.Errorf("the LoadBalancer %s is not listed as left alone, with its reason", lb)
 		}
 	}
-	if !strings.Contains(out, "| `k8scidr_service_cidr.new` | create | `services-172-24` `172.24.0.0/15` |") {
+	if !strings.Contains(out, "| `k8scidr_service_cidr.new` | create | `services-172-24-0-0-15` `172.24.0.0/15` |") {
 		t.Error("the summary does not show the new Service range")
 	}
 	if strings.Contains(out, "forbidden") || strings.Contains(out, "Not Readable") {
@@ -221,8 +221,8 @@ func providerMirror(t *testing.T, altered bool) string {
 // job's artifacts, the provider installed as rc says, the job's credentials in KUBE_CONFIG_PATH.
 func ciRunner(t *testing.T, rc, kubeconfig, repo string, artifacts ...string) *cliWorkspace {
 	t.Helper()
-	w := &cliWorkspace{t: t, dir: t.TempDir(), env: append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0",
-		"CHECKPOINT_DISABLE=1", "KUBE_CONFIG_PATH="+kubeconfig, "TF_VAR_canary_image=pause:canary")}
+	w := &cliWorkspace{t: t, dir: t.TempDir(), env: append(append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "TF_INPUT=0",
+		"CHECKPOINT_DISABLE=1", "KUBE_CONFIG_PATH="+kubeconfig), testcluster.MigrationVars...)}
 	files, err := filepath.Glob(filepath.Join(repo, "*"))
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func checkStageSummary(t *testing.T, n int, w *cliWorkspace) {
 			"| `k8scidr_apiserver_service.this[0]` | update | `172.24.0.0/15` `172.24.0.1` bridge: `true` → `false`")
 	case 5:
 		want = append(want, fmt.Sprintf("### Workload restarts (%d) · `k8scidr_workload_roll.pods[0]`\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "plan.workloads")))),
-			"| `k8scidr_calico_ippool.new[0]` | create | `pods-172-16` `172.16.0.0/13` |",
+			"| `k8scidr_calico_ippool.new[0]` | create | `pods-172-16-0-0-13` `172.16.0.0/13` |",
 			"| `k8scidr_calico_ippool.old[\"default-ipv4-ippool\"]` | import update | `default-ipv4-ippool` `100.96.0.0/11` ",
 			"disabled: `false` → `true`",
 			"| `k8scidr_pod_canary.new_pool[0]` | create | `172.16.0.0/13` |")

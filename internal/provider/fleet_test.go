@@ -61,7 +61,9 @@ func TestAccFleet(t *testing.T) {
 		}
 		clusters := map[string]any{}
 		for name, c := range fleet {
-			clusters[name] = map[string]any{"config_path": c.Kubeconfig, "canary_image": "pause:canary"}
+			clusters[name] = map[string]any{"config_path": c.Kubeconfig, "canary_image": "pause:canary", "old_pool_name": "default-ipv4-ippool",
+				"reserved": map[string]string{"tailscale": "100.64.0.0/10"}, "service_cidrs": map[string]string{"old": "100.64.0.0/13", "new": "172.24.0.0/15"},
+				"pod_cidrs": map[string]string{"old": "100.96.0.0/11", "new": "172.16.0.0/13"}}
 		}
 		vars, err := json.Marshal(map[string]any{"clusters": clusters})
 		if err != nil {
@@ -90,7 +92,7 @@ func TestAccFleet(t *testing.T) {
 			if err := os.Rename(filepath.Join(dir, filepath.Base(c.Kubeconfig)), filepath.Join(dir, "kubeconfig")); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, "terraform.tfvars"), []byte("canary_image = \"pause:canary\"\n"), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "terraform.tfvars"), []byte(migrationTFVars), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}

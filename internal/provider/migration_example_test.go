@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,48 @@ func checkDNS(t *testing.T, dns *testcluster.IPProbe, begin, bridgeOff, end time
 	}
 }
 
+// migrationTFVars is testcluster.MigrationVars as a terraform.tfvars file.
+var migrationTFVars = func() string {
+	var b strings.Builder
+	for _, v := range testcluster.MigrationVars {
+		name, value, _ := strings.Cut(strings.TrimPrefix(v, "TF_VAR_"), "=")
+		if !strings.HasPrefix(value, "{") {
+			value = strconv.Quote(value)
+		}
+		fmt.Fprintf(&b, "%s = %s\n", name, value)
+	}
+	return b.String()
+}()
+
+// kopsTFVars is the kOps settings of the fixture (quickstart leaves them to the user).
+const kopsTFVars = `kops = { non_masquerade_cidr = "172.16.0.0/12", network_cidr = "10.20.0.0/16" }
+`
+
+// quickstart runs examples/quickstart as README's first section says, on the cluster kubeconfig
+// reaches: a plan that changes nothing in the cluster (only data sources), applied to keep its
+// outputs in the local state; it returns the output migration_tfvars.
+func quickstart(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	w := newCLIWorkspace(t, "")
+	copyInto(t, w.dir, "../../examples/quickstart/main.tf")
+	w.env = append(w.env, "TF_CLI_CONFIG_FILE="+providerMirror(t, false), "KUBE_CONFIG_PATH="+kubeconfig,
+		"TF_VAR_new_service_cidr=172.24.0.0/15", "TF_VAR_new_pod_cidr=172.16.0.0/13", `TF_VAR_reserved={ tailscale = "100.64.0.0/10" }`)
+	w.must("init", "-input=false")
+	w.planFile("-input=false")
+	plan := w.showJSON("tfplan")
+	if changes := list(plan["resource_changes"]); len(changes) != 0 {
+		t.Errorf("examples/quickstart plans resource changes: %v", changes)
+	}
+	if moves, _ := dig(plan, "planned_values", "outputs", "service_moves", "value").(map[string]any); len(moves) == 0 {
+		t.Errorf("examples/quickstart's plan shows no Service moves")
+	}
+	w.applyFile()
+	if _, err := os.Stat(filepath.Join(w.dir, "terraform.tfstate")); err != nil {
+		t.Errorf("examples/quickstart keeps no local state: %v", err)
+	}
+	return w.must("output", "-raw", "migration_tfvars")
+}
+
 // stateRoles is examples/rbac's grant of the kubernetes backend's state (examples/migration's).
 const stateRoles = "../../examples/rbac/k8scidr-state.yaml"
 
@@ -125,9 +168,9 @@ func migrationWorkspace(t *testing.T, c *testcluster.Cluster, kubeconfig string)
 		}
 	}
 	// The provider installed as a release is: init honours the example's version constraint,
-	// which a dev override would make it look up in the registry. Stage 5's canary image: kwok's
-	// pods run no image.
-	w.env = append(w.env, "TF_CLI_CONFIG_FILE="+providerMirror(t, false), "KUBE_CONFIG_PATH="+kubeconfig, "TF_VAR_canary_image=pause:canary")
+	// which a dev override would make it look up in the registry. The variables: the seeded
+	// cluster's (testcluster.MigrationVars).
+	w.env = append(append(w.env, "TF_CLI_CONFIG_FILE="+providerMirror(t, false), "KUBE_CONFIG_PATH="+kubeconfig), testcluster.MigrationVars...)
 	if out, err := w.run("init", "-input=false"); err != nil {
 		t.Fatalf("terraform init: %v\n%s", err, out)
 	}
@@ -205,6 +248,35 @@ func TestAccMigrationExample(t *testing.T) {
 	defer api.Stop()
 	// The preflight gate: a workload pinned to the old pool is a blocker, and the plan refuses
 	// to start the migration, naming it; once it is fixed the plan goes ahead.
+	// The per-cluster variables as a newcomer gets them: examples/quickstart reads them from the
+	// cluster with the plan role, and its migration_tfvars is the workspace's terraform.tfvars
+	// (none of them from the environment from here on).
+	planOnly, err := e.c.ServiceAccountKubeconfig(ctx, planRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tfvars := quickstart(t, planOnly)
+	for _, want := range []string{`reserved      = {"tailscale":"100.64.0.0/10"}`, `service_cidrs = { old = "100.64.0.0/13", new = "172.24.0.0/15" }`,
+		`pod_cidrs     = { old = "100.96.0.0/11", new = "172.16.0.0/13" }`} {
+		if !strings.Contains(tfvars, want+"\n") {
+			t.Errorf("examples/quickstart's migration_tfvars lacks %s:\n%s", want, tfvars)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, "terraform.tfvars"), []byte(tfvars+kopsTFVars), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.env = slices.DeleteFunc(w.env, func(v string) bool {
+		return slices.ContainsFunc([]string{"reserved", "service_cidrs", "pod_cidrs", "kops"}, func(n string) bool { return strings.HasPrefix(v, "TF_VAR_"+n+"=") })
+	})
+	// A range the cluster does not run is refused at plan, naming the variable and what runs.
+	for _, bad := range []struct{ arg, want string }{
+		{`-var=service_cidrs={ old = "10.96.0.0/12", new = "172.24.0.0/15" }`, `service_cidrs.old is 10.96.0.0/12, but kube-apiserver runs 100.64.0.0/13`},
+		{`-var=pod_cidrs={ old = "10.244.0.0/16", new = "172.16.0.0/13" }`, `No Calico pool has pod_cidrs.old 10.244.0.0/16; the cluster's pools are default-ipv4-ippool 100.96.0.0/11`},
+	} {
+		if out, err := w.run("plan", "-input=false", "-var=stage=1", bad.arg); err == nil || !diagRE("Resource precondition failed", bad.want).MatchString(out) {
+			t.Errorf("stage 1 with %s: %v\n%s", bad.arg, err, out)
+		}
+	}
 	unpin := pinToOldPool(t, kube)
 	if out, err := w.run("plan", "-input=false", "-var=stage=1"); err == nil || !diagRE("Resource precondition failed",
 		"pods_pinned_to_old_pool on Deployment app-0/pinned", "Calico gives these pods no address").MatchString(out) {

@@ -79,7 +79,7 @@ func exportSnapshot(t *testing.T, kubeconfig string) *rehearse.Snapshot {
 func rehearseOnTwin(t *testing.T, snap *rehearse.Snapshot, stages string) (*rehearse.Report, string, int) {
 	t.Helper()
 	dir := t.TempDir()
-	out, code := rehearseCmd(t, []string{"TF_CLI_CONFIG_FILE=" + providerMirror(t, false), "TF_VAR_canary_image=pause:canary"},
+	out, code := rehearseCmd(t, append([]string{"TF_CLI_CONFIG_FILE=" + providerMirror(t, false)}, testcluster.MigrationVars...),
 		"run", "-snapshot", snap.Dir, "-config", "../../examples/migration", "-stages", stages, "-terraform", terraformPath(),
 		"-bin", testcluster.DefaultBinDir(), "-report", filepath.Join(dir, "report.md"), "-json", filepath.Join(dir, "report.json"),
 		"-work", filepath.Join(dir, "work"))
@@ -116,7 +116,7 @@ func rehearseOnOriginal(ctx context.Context, c *testcluster.Cluster, stages []st
 	return rehearse.Rehearse(ctx, rehearse.Target{Host: c.Host, CACert: c.CACert, Token: c.Token, ClusterID: string(ks.UID), Kube: c.Kube,
 		ServiceCIDRs: c.ServiceCIDRs, RestartAPIServer: c.RestartAPIServer},
 		rehearse.RunOptions{Config: "../../examples/migration", Work: work, Terraform: terraformPath(), StageVar: "stage", Stages: stages,
-			RestartBefore: "2", RollNodesBefore: "3", Env: []string{"TF_CLI_CONFIG_FILE=" + rc, "TF_VAR_canary_image=pause:canary"}})
+			RestartBefore: "2", RollNodesBefore: "3", Env: append([]string{"TF_CLI_CONFIG_FILE=" + rc}, testcluster.MigrationVars...)})
 }
 
 // controlPlanePods are the static pods kubeadm and kOps run kube-apiserver and

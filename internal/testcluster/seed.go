@@ -18,6 +18,17 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// MigrationVars are examples/migration's per-cluster variables for a seeded cluster, as the
+// TF_VAR_ settings its runs take: kOps' ranges out of Tailscale's 100.64.0.0/10, and stage 5's
+// canary image (kwok's pods run no image).
+var MigrationVars = []string{
+	`TF_VAR_reserved={ tailscale = "100.64.0.0/10" }`,
+	`TF_VAR_service_cidrs={ old = "100.64.0.0/13", new = "172.24.0.0/15" }`,
+	`TF_VAR_pod_cidrs={ old = "100.96.0.0/11", new = "172.16.0.0/13" }`,
+	`TF_VAR_kops={ non_masquerade_cidr = "172.16.0.0/12", network_cidr = "10.20.0.0/16" }`,
+	"TF_VAR_canary_image=pause:canary",
+}
+
 // Seeded is what Seed made.
 type Seeded struct {
 	// ServiceIPs maps "namespace/name" to the ClusterIP of every Service with one (headless and

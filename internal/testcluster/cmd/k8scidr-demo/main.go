@@ -321,8 +321,8 @@ func newWorkspace(root, bin, kubeconfig string) (*workspace, error) {
 		return nil, err
 	}
 	return &workspace{dir: dir, terraform: filepath.Join(bin, "terraform"), logPath: logPath, log: log,
-		env: append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBE_CONFIG_PATH="+kubeconfig,
-			"TF_VAR_canary_image=pause:canary")}, nil // stage 5's canary; kwok's pods run no image
+		env: append(append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "KUBE_CONFIG_PATH="+kubeconfig),
+			testcluster.MigrationVars...)}, nil
 }
 
 // tf runs terraform with its output in the log; with capture (for -json commands) the output
