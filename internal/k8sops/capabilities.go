@@ -41,6 +41,9 @@ type Capabilities struct {
 	// AdmissionPolicyV1 is whether admissionregistration.k8s.io/v1 serves
 	// ValidatingAdmissionPolicies (GA in Kubernetes 1.30).
 	AdmissionPolicyV1 bool
+	// AdmissionPolicyV1beta1 is whether admissionregistration.k8s.io/v1beta1 serves them (1.28
+	// and 1.29 with the ValidatingAdmissionPolicy gate and its runtime-config).
+	AdmissionPolicyV1beta1 bool
 }
 
 // Probe asks the discovery API what the cluster serves.
@@ -70,6 +73,9 @@ func Probe(disc discovery.DiscoveryInterface) (Capabilities, error) {
 		}
 	}
 	if caps.AdmissionPolicyV1, err = servesResource(disc, served, "admissionregistration.k8s.io/v1", "validatingadmissionpolicies"); err != nil {
+		return caps, err
+	}
+	if caps.AdmissionPolicyV1beta1, err = servesResource(disc, served, "admissionregistration.k8s.io/v1beta1", "validatingadmissionpolicies"); err != nil {
 		return caps, err
 	}
 	for _, gv := range []string{CalicoV3Group, CalicoCRDV1Group} {

@@ -338,3 +338,94 @@ data "k8scidr_preflight" "this" {
 		}
 	})
 }
+
+// TestAccMatrix_serviceCIDRPolicy: the ServiceCIDR policy through the ValidatingAdmissionPolicy
+// API each release serves: admissionregistration.k8s.io/v1 from 1.30; on 1.29 v1beta1 where
+// kube-apiserver serves it (its gate and runtime-config on), and a plan-time error naming both
+// where it serves neither (1.29's default). From 1.30: create, a range outside refused, one inside
+// admitted, import. On 1.29, whose CEL has no cidr(), allowed_cidrs is refused at plan and
+// deny_new is enforced.
+func TestAccMatrix_serviceCIDRPolicy(t *testing.T) {
+	forEachRelease(t, nil, func(t *testing.T, r testcluster.Release, c *testcluster.Cluster) {
+		allowed := policyBlock("  allowed_cidrs = [\"172.24.0.0/15\"]\n")
+		if r.Name == "1.29" {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{{
+					Config: providerBlock(c.Kubeconfig) + allowed,
+					ExpectError: diagRE("ValidatingAdmissionPolicy Not Served", "serves no ValidatingAdmissionPolicy API",
+						"--feature-gates=ValidatingAdmissionPolicy=true", "--runtime-config=admissionregistration.k8s.io/v1beta1=true"),
+				}},
+			})
+			o := r.Options()
+			o.APIServerFlags = append(o.APIServerFlags, "--feature-gates=ValidatingAdmissionPolicy=true",
+				"--runtime-config=admissionregistration.k8s.io/v1beta1=true")
+			// Its status controller (type checking, which the apply waits for) too.
+			o.ControllerManagerFlags = append(o.ControllerManagerFlags, "--feature-gates=ValidatingAdmissionPolicy=true")
+			c = startCluster(t, o)
+			caps, err := clientFor(c).Capabilities()
+			if err != nil || caps.AdmissionPolicyV1 || !caps.AdmissionPolicyV1beta1 {
+				t.Fatalf("the 1.29 cluster with the gate serves v1 %v, v1beta1 %v (%v): want only v1beta1", caps.AdmissionPolicyV1, caps.AdmissionPolicyV1beta1, err)
+			}
+			// Its CEL has no cidr(): allowed_cidrs is refused at plan; deny_new works through v1beta1.
+			provider := providerBlock(c.Kubeconfig)
+			denyNew := policyBlock("  deny_new = true\n")
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{
+					{
+						Config:      provider + allowed,
+						ExpectError: diagRE("Allowed CIDRs Need Kubernetes 1.30", "cidr() library", "deny_new = true"),
+					},
+					{
+						// The new range first, then no other.
+						Config: provider + serviceCIDRBlock("services-172-24", "172.24.0.0/15"),
+					},
+					{
+						Config: provider + serviceCIDRBlock("services-172-24", "172.24.0.0/15") + denyNew,
+						ConfigStateChecks: []statecheck.StateCheck{
+							statecheck.ExpectKnownValue(policyAddr, tfjsonpath.New("in_sync"), knownvalue.Bool(true)),
+						},
+						ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+					},
+					{
+						Config:      provider + serviceCIDRBlock("services-172-24", "172.24.0.0/15") + denyNew + rangeBlock("more", "more", "172.26.0.0/16"),
+						ExpectError: diagRE("ServiceCIDR Not Created", "denied request", "no new ServiceCIDR may be created"),
+					},
+					{
+						ResourceName: policyAddr, ImportState: true, ImportStateVerify: true,
+						ImportStateId: policyName, ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts"},
+					},
+				},
+			})
+			return
+		}
+		provider := providerBlock(c.Kubeconfig)
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+			Steps: []resource.TestStep{
+				{
+					Config: provider + allowed,
+					ConfigStateChecks: []statecheck.StateCheck{
+						statecheck.ExpectKnownValue(policyAddr, tfjsonpath.New("in_sync"), knownvalue.Bool(true)),
+					},
+					ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				},
+				{
+					Config:      provider + allowed + rangeBlock("outside", "outside", "10.99.0.0/24"),
+					ExpectError: diagRE("ServiceCIDR Not Created", "denied request", "is not inside the allowed ranges 172.24.0.0/15"),
+				},
+				{
+					Config: provider + allowed + rangeBlock("new", "services-172-24", "172.24.0.0/15"),
+					ConfigStateChecks: []statecheck.StateCheck{
+						statecheck.ExpectKnownValue("k8scidr_service_cidr.new", tfjsonpath.New("ready"), knownvalue.Bool(true)),
+					},
+				},
+				{
+					ResourceName: policyAddr, ImportState: true, ImportStateVerify: true,
+					ImportStateId: policyName, ImportStateVerifyIdentifierAttribute: "name", ImportStateVerifyIgnore: []string{"timeouts"},
+				},
+			},
+		})
+	})
+}

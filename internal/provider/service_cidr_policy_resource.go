@@ -57,9 +57,10 @@ func (r *serviceCIDRPolicyResource) Metadata(_ context.Context, req resource.Met
 func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Restricts which ServiceCIDRs may be added: a `ValidatingAdmissionPolicy` and its binding " +
-			"(`admissionregistration.k8s.io/v1`, both named `name`) over ServiceCIDR creates and range changes. With " +
+			"(both named `name`) over ServiceCIDR creates and range changes, through `admissionregistration.k8s.io/v1` " +
+			"(Kubernetes 1.30+) or, on 1.29 with the `ValidatingAdmissionPolicy` gate and its runtime-config, `v1beta1`. With " +
 			"`allowed_cidrs`, a range is admitted only when each of its CIDRs lies inside one of them (CEL's `cidr()` " +
-			"library, as in the Kubernetes documentation); with `deny_new`, no new range is admitted. The default " +
+			"library, as in the Kubernetes documentation; from 1.30); with `deny_new`, no new range is admitted. The default " +
 			"`kubernetes` range is left to kube-apiserver's own identity (`system:apiserver`), which creates it from " +
 			"`--service-cluster-ip-range`: nobody else may create it or change its ranges, since exempting it by name " +
 			"would let anyone add a `kubernetes` range with any CIDR. Updates that keep a range's CIDRs (finalizer " +
@@ -74,7 +75,8 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 			"allowed_cidrs": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ranges new ServiceCIDRs must lie inside, e.g. the migration's target and keep-ranges. " +
-					"Exactly one of `allowed_cidrs` and `deny_new = true`. Unset, `deny_new` must be `true`.",
+					"Exactly one of `allowed_cidrs` and `deny_new = true`. Unset, `deny_new` must be `true`. Needs Kubernetes 1.30+ " +
+					"(CEL's `cidr()`); on 1.29 create the new range first, then set `deny_new`.",
 				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(cidrValidator())},
 			},
 			"deny_new": schema.BoolAttribute{
@@ -143,16 +145,25 @@ func (r *serviceCIDRPolicyResource) ModifyPlan(ctx context.Context, req resource
 		return
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("in_sync"), true)...)
-	if !req.State.Raw.IsNull() || r.data == nil || r.data.client == nil {
+	if r.data == nil || r.data.client == nil {
 		return
 	}
 	caps, err := r.data.client.Capabilities()
 	if err != nil {
 		return // Create reports cluster errors itself.
 	}
-	if !caps.AdmissionPolicyV1 {
+	if req.State.Raw.IsNull() && !caps.AdmissionPolicyV1 && !caps.AdmissionPolicyV1beta1 {
 		resp.Diagnostics.AddAttributeError(path.Root("name"), "ValidatingAdmissionPolicy Not Served",
-			fmt.Sprintf("%s (server %s). Upgrade the cluster, or restrict ServiceCIDRs with RBAC instead.", servicecidr.ErrNoAdmissionPolicyAPI, caps.ServerVersion))
+			fmt.Sprintf("%s (server %s). Turn the API on or upgrade the cluster, or restrict ServiceCIDRs with RBAC instead.", servicecidr.ErrNoAdmissionPolicyAPI, caps.ServerVersion))
+		return
+	}
+	var denyNew types.Bool
+	resp.Diagnostics.Append(resp.Plan.GetAttribute(ctx, path.Root("deny_new"), &denyNew)...)
+	if !denyNew.ValueBool() && !denyNew.IsUnknown() && caps.ServerMinor < servicecidr.CIDRLibraryMinor {
+		resp.Diagnostics.AddAttributeError(path.Root("allowed_cidrs"), "Allowed CIDRs Need Kubernetes 1.30",
+			fmt.Sprintf("allowed_cidrs is checked with CEL's cidr() library, which kube-apiserver has from Kubernetes 1.%d; this server "+
+				"is %s. Create the new ServiceCIDR first and then set deny_new = true (no new range may be created at all), or "+
+				"restrict who may create ServiceCIDRs with RBAC.", servicecidr.CIDRLibraryMinor, caps.ServerVersion))
 	}
 }
 

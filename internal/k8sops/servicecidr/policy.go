@@ -45,9 +45,14 @@ const (
 	policyDenyNewAnnotation = "k8scidr.io/deny-new"
 )
 
+// CIDRLibraryMinor is the first Kubernetes minor whose admission CEL has the cidr() library
+// (k8s.io/apiserver/pkg/cel/environment: IntroducedVersion 1.30) that allowed_cidrs needs.
+const CIDRLibraryMinor = 30
+
 // ErrNoAdmissionPolicyAPI means the server cannot enforce a ServiceCIDR policy.
-var ErrNoAdmissionPolicyAPI = errors.New("the cluster does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, " +
-	"which k8scidr_service_cidr_policy needs: it is GA and on by default from Kubernetes 1.30")
+var ErrNoAdmissionPolicyAPI = errors.New("the cluster serves no ValidatingAdmissionPolicy API, which k8scidr_service_cidr_policy " +
+	"needs: admissionregistration.k8s.io/v1 is GA and on by default from Kubernetes 1.30; on 1.28 and 1.29 v1beta1 is served with " +
+	"kube-apiserver's --feature-gates=ValidatingAdmissionPolicy=true and --runtime-config=admissionregistration.k8s.io/v1beta1=true")
 
 // ServiceCIDRPolicy is a ValidatingAdmissionPolicy and its binding (both named Name) that
 // decide who may create ServiceCIDRs and change their ranges:
@@ -136,12 +141,9 @@ func (p ServiceCIDRPolicy) objects() (*admissionv1.ValidatingAdmissionPolicy, *a
 // waits until the apiserver has compiled the policy: an expression it rejects is an error here,
 // not a policy that silently fails every request.
 func ApplyServiceCIDRPolicy(ctx context.Context, c *k8sops.Client, p ServiceCIDRPolicy) error {
-	caps, err := c.Capabilities()
+	vaps, bindings, err := policyAPIs(c)
 	if err != nil {
 		return err
-	}
-	if !caps.AdmissionPolicyV1 {
-		return fmt.Errorf("%w (server %s)", ErrNoAdmissionPolicyAPI, caps.ServerVersion)
 	}
 	prev, err := ReadServiceCIDRPolicy(ctx, c, p.Name)
 	switch {
@@ -155,9 +157,7 @@ func ApplyServiceCIDRPolicy(ctx context.Context, c *k8sops.Client, p ServiceCIDR
 		prev = nil
 	}
 	policy, binding := p.objects()
-	api := c.Kube.AdmissionregistrationV1()
 	created, updated := metav1.CreateOptions{FieldManager: c.FieldManager}, metav1.UpdateOptions{FieldManager: c.FieldManager}
-	vaps, bindings := api.ValidatingAdmissionPolicies(), api.ValidatingAdmissionPolicyBindings()
 	getPolicy := func() (*admissionv1.ValidatingAdmissionPolicy, error) {
 		return vaps.Get(ctx, p.Name, metav1.GetOptions{})
 	}
@@ -281,9 +281,13 @@ func answer(err error, warnings []string, mark string) (v verdict, known bool) {
 // waitPolicyChecked waits until the apiserver has type-checked the policy's current generation
 // and fails when the check found a problem.
 func waitPolicyChecked(ctx context.Context, c *k8sops.Client, name string) error {
+	vaps, _, err := policyAPIs(c)
+	if err != nil {
+		return err
+	}
 	var warnings []string
-	err := wait.PollUntilContextCancel(ctx, policyPollInterval, true, func(ctx context.Context) (bool, error) {
-		cur, err := c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+	err = wait.PollUntilContextCancel(ctx, policyPollInterval, true, func(ctx context.Context) (bool, error) {
+		cur, err := vaps.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -297,7 +301,9 @@ func waitPolicyChecked(ctx context.Context, c *k8sops.Client, name string) error
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the apiserver to check ValidatingAdmissionPolicy %s: %w", name, err)
+		return fmt.Errorf("waiting for the apiserver to check ValidatingAdmissionPolicy %s (kube-controller-manager's "+
+			"ValidatingAdmissionPolicy status controller writes status.typeChecking; on 1.28 and 1.29 it runs only with "+
+			"--feature-gates=ValidatingAdmissionPolicy=true on kube-controller-manager too): %w", name, err)
 	}
 	if len(warnings) > 0 {
 		return fmt.Errorf("the apiserver found problems in ValidatingAdmissionPolicy %s: %s", name, strings.Join(warnings, "; "))
@@ -325,8 +331,11 @@ func mergeMeta(cur, want *metav1.ObjectMeta) {
 // A NotFound error means the policy is gone (the binding alone does not enforce anything). A
 // policy this provider did not write (no k8scidr.io annotations) is an error naming the problem.
 func ReadServiceCIDRPolicy(ctx context.Context, c *k8sops.Client, name string) (*ServiceCIDRPolicy, error) {
-	api := c.Kube.AdmissionregistrationV1()
-	policy, err := api.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+	vaps, bindings, err := policyAPIs(c)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := vaps.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +355,7 @@ func ReadServiceCIDRPolicy(ctx context.Context, c *k8sops.Client, name string) (
 		}
 		p.AllowedCIDRs = append(p.AllowedCIDRs, prefix)
 	}
-	binding, err := api.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
+	binding, err := bindings.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return p, nil // Actions stay empty: the next apply recreates the binding
 	}
@@ -387,16 +396,19 @@ func policySpecEqual(a, b *admissionv1.ValidatingAdmissionPolicySpec) bool {
 // DeleteServiceCIDRPolicy deletes the binding, then the policy (NotFound is fine), and waits
 // until the apiserver no longer enforces it.
 func DeleteServiceCIDRPolicy(ctx context.Context, c *k8sops.Client, name string) error {
-	api := c.Kube.AdmissionregistrationV1()
+	vaps, bindings, err := policyAPIs(c)
+	if err != nil {
+		return err
+	}
 	prev, err := ReadServiceCIDRPolicy(ctx, c, name)
 	if err != nil || len(prev.Actions) == 0 {
 		prev = nil // gone, without a binding, or not ours: nothing to wait for
 	}
-	err = api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+	err = bindings.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting ValidatingAdmissionPolicyBinding %s: %w", name, err)
 	}
-	err = api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+	err = vaps.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting ValidatingAdmissionPolicy %s: %w", name, err)
 	}
