@@ -280,8 +280,8 @@ func TestAccClusterInfoDataSource_facts(t *testing.T) {
 		if _, err := c.Seed(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
-		notScheduled(t, c, "kube-system", "calico-node")
-		notScheduled(t, c, "kube-system", "node-local-dns")
+		notScheduled(t, c, "calico-node")
+		notScheduled(t, c, "node-local-dns")
 		for name, data := range map[string]map[string]string{
 			"calico-config":  {"cni_network_config": `{"name": "k8s-pod-network", "plugins": [{"type": "calico", "ipam": {"type": "calico-ipam"}, "kubernetes": {"kubeconfig": "__KUBECONFIG_FILEPATH__"}}]}`},
 			"kube-proxy":     {"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclusterCIDR: 100.96.0.0/11\nmode: nftables\n"},

@@ -37,10 +37,11 @@ resource "k8scidr_calico_ippool" "new" {
 }
 `
 
-// notScheduled is a DaemonSet that runs no pod (its node selector matches no node): the test
-// needs only the object, as the preflight and the pool stage read DaemonSets.
-func notScheduled(t *testing.T, c *testcluster.Cluster, ns, name string) {
+// notScheduled is a kube-system DaemonSet that runs no pod (its node selector matches no node):
+// the test needs only the object, as the preflight and the pool stage read DaemonSets.
+func notScheduled(t *testing.T, c *testcluster.Cluster, name string) {
 	t.Helper()
+	const ns = "kube-system"
 	labels := map[string]string{"app": name}
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -60,7 +61,7 @@ func notScheduled(t *testing.T, c *testcluster.Cluster, ns, name string) {
 func TestAccCNI_saidUpFront(t *testing.T) {
 	testAccPreCheck(t)
 	c := startCluster(t, testcluster.Options{})
-	notScheduled(t, c, "kube-system", "ebs-csi-node")
+	notScheduled(t, c, "ebs-csi-node")
 
 	w := newCLIWorkspace(t, cniConfig(c.Kubeconfig))
 	out, err := w.run("apply", "-auto-approve")
@@ -78,7 +79,7 @@ func TestAccCNI_saidUpFront(t *testing.T) {
 		t.Errorf("the pool plan on a kubenet-like cluster: %v\n%s", err, out)
 	}
 
-	notScheduled(t, c, "kube-system", "cilium")
+	notScheduled(t, c, "cilium")
 	w.write(cniConfig(c.Kubeconfig))
 	if out, err = w.run("apply", "-auto-approve"); err != nil {
 		t.Fatalf("preflight: %v\n%s", err, out)

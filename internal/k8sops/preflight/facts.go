@@ -165,11 +165,11 @@ func cniConfigIPAMs(cm *corev1.ConfigMap) []ipamEntry {
 // ipam type, or the Tigera operator's Installation (Calico: calico-ipam, HostLocal: host-local).
 func ipamOf(s PreflightSnapshot) string {
 	if cm := s.ConfigMaps["calico-config"]; cm != nil {
-		for _, e := range cniConfigIPAMs(cm) {
-			if e.UsePodCIDR {
-				return e.Type + " (usePodCidr)"
+		if entries := cniConfigIPAMs(cm); len(entries) > 0 {
+			if entries[0].UsePodCIDR {
+				return entries[0].Type + " (usePodCidr)"
 			}
-			return e.Type
+			return entries[0].Type
 		}
 	}
 	for _, in := range s.Installations {

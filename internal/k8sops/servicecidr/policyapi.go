@@ -46,25 +46,23 @@ func (s servedAs[V1, Beta]) Create(ctx context.Context, obj *V1, opts metav1.Cre
 	if s.beta == nil {
 		return s.v1.Create(ctx, obj, opts)
 	}
-	b, err := carry[Beta](obj)
-	if err != nil {
-		return nil, err
-	}
-	if b, err = s.beta.Create(ctx, b, opts); err != nil {
-		return nil, err
-	}
-	return carry[V1](b)
+	return writeCarried(obj, func(b *Beta) (*Beta, error) { return s.beta.Create(ctx, b, opts) })
 }
 
 func (s servedAs[V1, Beta]) Update(ctx context.Context, obj *V1, opts metav1.UpdateOptions) (*V1, error) {
 	if s.beta == nil {
 		return s.v1.Update(ctx, obj, opts)
 	}
+	return writeCarried(obj, func(b *Beta) (*Beta, error) { return s.beta.Update(ctx, b, opts) })
+}
+
+// writeCarried carries obj over to Beta, writes it, and carries the answer back.
+func writeCarried[V1, Beta any](obj *V1, write func(*Beta) (*Beta, error)) (*V1, error) {
 	b, err := carry[Beta](obj)
 	if err != nil {
 		return nil, err
 	}
-	if b, err = s.beta.Update(ctx, b, opts); err != nil {
+	if b, err = write(b); err != nil {
 		return nil, err
 	}
 	return carry[V1](b)
