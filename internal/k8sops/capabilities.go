@@ -110,8 +110,18 @@ func (c Capabilities) CalicoAPIGroup(preference string) (string, error) {
 	if slices.Contains(c.CalicoServed, preference) {
 		return preference, nil
 	}
-	return "", fmt.Errorf("calico_api_group is %q but the cluster does not serve ippools in it (served: %s); "+
-		"install Calico's CRDs or API server, or set calico_api_group = \"auto\"", preference, listOrNone(c.CalicoServed))
+	return "", CalicoGroupError{Group: preference, Served: c.CalicoServed}
+}
+
+// CalicoGroupError: the configured calico_api_group serves no ippools here.
+type CalicoGroupError struct {
+	Group  string
+	Served []string
+}
+
+func (e CalicoGroupError) Error() string {
+	return fmt.Sprintf("calico_api_group is %q but the cluster does not serve ippools in it (served: %s); "+
+		"install Calico's CRDs or API server, or set calico_api_group = \"auto\"", e.Group, listOrNone(e.Served))
 }
 
 func servedGroupVersions(groups *metav1.APIGroupList) map[string]bool {

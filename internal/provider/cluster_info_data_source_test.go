@@ -98,9 +98,13 @@ func TestAccClusterInfoDataSource_calicoAndDualStack(t *testing.T) {
 				ConfigStateChecks: calico(knownvalue.StringExact("crd.projectcalico.org/v1")),
 			},
 			{
-				// Asking for v3 where it is not served: a warning, and no group.
-				Config:            provider("projectcalico.org/v3"),
-				ConfigStateChecks: calico(knownvalue.Null()),
+				// Asking for v3 where it is not served: a warning, no group, and the other facts
+				// read, the pools named among the unread.
+				Config: provider("projectcalico.org/v3"),
+				ConfigStateChecks: append(calico(knownvalue.Null()),
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("unread"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.StringExact("ippools.projectcalico.org/v3")})),
+					statecheck.ExpectKnownValue(clusterInfoAddr, tfjsonpath.New("kubernetes_minor"), knownvalue.Int64Exact(newestMinor(t)))),
 			},
 			{
 				// The Calico API server (or 3.32's native v3 CRDs) serves projectcalico.org/v3: auto prefers it.

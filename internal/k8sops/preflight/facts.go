@@ -8,6 +8,7 @@ package preflight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -73,7 +74,13 @@ var factsChecks = []string{CheckCNIIPAM, CheckServiceCIDRGate, CheckKubeProxyCID
 // ReadFacts reads the cluster's facts: the preflight's reads for those checks, and the DNS Service.
 func ReadFacts(ctx context.Context, c *k8sops.Client) (Facts, error) {
 	s, err := ReadPreflight(ctx, c, factsChecks)
-	if err != nil {
+	var calicoGroup k8sops.CalicoGroupError
+	switch {
+	case errors.As(err, &calicoGroup):
+		// The configured calico_api_group serves no pools (k8scidr_cluster_info warns of it):
+		// Calico is read last, so everything else is there.
+		s.Unread = append(s.Unread, PreflightFinding{Object: ObjectRef{Kind: "ippools." + calicoGroup.Group}})
+	case err != nil:
 		return Facts{}, err
 	}
 	f := FactsOf(s)
