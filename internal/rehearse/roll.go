@@ -179,21 +179,63 @@ func mirrorPods(ctx context.Context, kube kubernetes.Interface) ([]corev1.Pod, e
 // the current Service environment). It returns how many. A pod that does not start within
 // 30 s is made again, as a kubelet would: the node agent of a loaded cluster (kwok on a twin)
 // has been seen to miss a pod made again under the name it had just seen deleted.
+//
+// Then, as a kubelet keeps its mirror pods, a mirror pod that is gone within mirrorSettle after it
+// was made again is made again: after a node roll the garbage collector deletes the old Node's
+// pods (gracefully), and kwok finishes such a delete by name, which can take the new pod made
+// under that name.
 func restartStaticPods(ctx context.Context, kube kubernetes.Interface, mirrors []corev1.Pod) (int, error) {
-	n := 0
 	for _, p := range mirrors {
-		started, err := false, error(nil)
-		for try := 0; try < 4 && !started; try++ {
-			if started, err = restartStaticPod(ctx, kube, &p); err != nil {
-				return n, err
+		if err := makeStaticPodAgain(ctx, kube, &p); err != nil {
+			return 0, err
+		}
+	}
+	for round := 0; round < 4; round++ {
+		if err := sleepCtx(ctx, mirrorSettle); err != nil {
+			return 0, err
+		}
+		gone := 0
+		for _, p := range mirrors {
+			_, err := kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				gone++
+				if err := makeStaticPodAgain(ctx, kube, &p); err != nil {
+					return 0, err
+				}
+			case err != nil:
+				return 0, err
 			}
 		}
-		if !started {
-			return n, fmt.Errorf("the static pod %s/%s did not start again in 4 tries of 30 s", p.Namespace, p.Name)
+		if gone == 0 {
+			return len(mirrors), nil
 		}
-		n++
 	}
-	return n, nil
+	return 0, fmt.Errorf("the mirror pods of %d static pod(s) kept disappearing after they were made again", len(mirrors))
+}
+
+// mirrorSettle is how long a mirror pod made again must stay before it counts as back.
+const mirrorSettle = 3 * time.Second
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// makeStaticPodAgain restarts one static pod: its mirror pod made again until it starts, up to
+// 4 tries of 30 s.
+func makeStaticPodAgain(ctx context.Context, kube kubernetes.Interface, p *corev1.Pod) error {
+	for try := 0; try < 4; try++ {
+		started, err := restartStaticPod(ctx, kube, p)
+		if err != nil || started {
+			return err
+		}
+	}
+	return fmt.Errorf("the static pod %s/%s did not start again in 4 tries of 30 s", p.Namespace, p.Name)
 }
 
 // restartStaticPod deletes mirror pod p, makes it again, and reports whether it started within
