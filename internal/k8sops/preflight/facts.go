@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -68,10 +69,12 @@ type Facts struct {
 // CoreDNSConfigMap holds the Corefile of kubeadm's and kOps' CoreDNS.
 const CoreDNSConfigMap = "coredns"
 
-// factsChecks are the checks whose reads the facts need.
-var factsChecks = []string{CheckCNIIPAM, CheckServiceCIDRGate, CheckKubeProxyCIDR, CheckRangeOverlap}
+// factsChecks are the checks whose reads the facts need (pods, DaemonSets, kube-system's
+// ConfigMaps, the Tigera operator's Installations, Calico's pools).
+var factsChecks = []string{CheckCNIIPAM, CheckServiceCIDRGate, CheckKubeProxyCIDR}
 
-// ReadFacts reads the cluster's facts: the preflight's reads for those checks, and the DNS Service.
+// ReadFacts reads the cluster's facts: the preflight's reads for those checks, the ServiceCIDRs
+// and the DNS Service.
 func ReadFacts(ctx context.Context, c *k8sops.Client) (Facts, error) {
 	s, err := ReadPreflight(ctx, c, factsChecks)
 	var calicoGroup k8sops.CalicoGroupError
@@ -83,6 +86,11 @@ func ReadFacts(ctx context.Context, c *k8sops.Client) (Facts, error) {
 	case err != nil:
 		return Facts{}, err
 	}
+	scs, err := servedServiceCIDRs(ctx, c)
+	if err := s.tolerate("servicecidrs.networking.k8s.io", []string{"service_cidrs"}, err); err != nil {
+		return Facts{}, err
+	}
+	s.ServiceCIDRs = scs
 	f := FactsOf(s)
 	switch svc, err := c.Kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); {
 	case apierrors.IsNotFound(err):
@@ -111,9 +119,9 @@ func FactsOf(s PreflightSnapshot) Facts {
 	}
 	switch {
 	case s.ServerMinor >= 33:
-		f.ServiceCIDRGate = ptrTo(true)
+		f.ServiceCIDRGate = ptr.To(true)
 	case len(kcm) > 0:
-		f.ServiceCIDRGate = ptrTo(!slices.ContainsFunc(kcm, func(p *corev1.Pod) bool { return !serviceCIDRGateOn(p) }))
+		f.ServiceCIDRGate = ptr.To(!slices.ContainsFunc(kcm, func(p *corev1.Pod) bool { return !serviceCIDRGateOn(p) }))
 	}
 	if cnis := k8sops.KnownCNIs(s.DaemonSets); len(cnis) > 0 {
 		f.CNI = &cnis[0]
@@ -130,8 +138,6 @@ func FactsOf(s PreflightSnapshot) Facts {
 	}
 	return f
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // appendDistinct appends the values not yet in dst.
 func appendDistinct(dst []string, values ...string) []string {

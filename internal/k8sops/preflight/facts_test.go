@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
@@ -140,7 +141,7 @@ func TestFactsOf(t *testing.T) {
 	want := Facts{APIServerServiceRanges: []string{"100.64.0.0/13"}, ClusterCIDRs: []string{"100.96.0.0/11"},
 		CNI: &k8sops.CNI{Name: "Calico", Namespace: "kube-system", DaemonSet: "calico-node", CalicoIPAM: true}, IPAM: "calico-ipam",
 		KubeProxyMode: "nftables", KubeProxyClusterCIDR: "100.96.0.0/11", Corefile: true, CoreDNSTTL: 30, CoreDNSCacheTTL: 30,
-		NodeLocalDNS: true, NodeLocalCacheTTL: 30, ServiceCIDRGate: ptrTo(false), Unread: []string{"installations.operator.tigera.io"}}
+		NodeLocalDNS: true, NodeLocalCacheTTL: 30, ServiceCIDRGate: ptr.To(false), Unread: []string{"installations.operator.tigera.io"}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("kOps-like cluster (-want +got):\n%s", d)
 	}
@@ -158,7 +159,7 @@ func TestFactsOf(t *testing.T) {
 	}
 	got = FactsOf(kubeadm)
 	want = Facts{ClusterCIDRs: []string{"10.244.0.0/16"}, IPAM: "host-local", KubeProxyClusterCIDR: "10.244.0.0/16",
-		Corefile: true, CoreDNSTTL: 30, ServiceCIDRGate: ptrTo(true)}
+		Corefile: true, CoreDNSTTL: 30, ServiceCIDRGate: ptr.To(true)}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("kubeadm-like cluster (-want +got):\n%s", d)
 	}
