@@ -22,7 +22,7 @@ variable "stage" {
     1: new Service ranges and the Service move (DNS bridge on).
     2: after kube-apiserver runs on the new range: default/kubernetes moves (apiserver bridge on).
     3: after kubelet clusterDNS moved: restart the pods started before the moves.
-    4: both bridges off.
+    4: the bridges off (DNS, apiserver, old IPs).
     5: new pod pool, old pool disabled, pods rolled.
     6: the old pool destroyed once drained.
   EOT
@@ -95,7 +95,8 @@ locals {
   # The ranges' own names for the objects made for them: services-172-24-0-0-15.
   new_service_cidr_name = "services-${replace(var.service_cidrs.new, "/[./:]+/", "-")}"
   new_pool_name         = "pods-${replace(var.pod_cidrs.new, "/[./:]+/", "-")}"
-  # The bridges answer on kube-dns's and default/kubernetes's old IPs from their moves until stage 4.
+  # The bridges answer on the old IPs of kube-dns, default/kubernetes and every moved Service
+  # from their moves until stage 4.
   bridges = var.stage < 4
 }
 
@@ -192,9 +193,13 @@ resource "k8scidr_service_cidr" "keep" {
 
 # Every ClusterIP and NodePort Service moves to exactly the IPs the plan shows. A move that no
 # longer holds at apply (the Service deleted or replaced meanwhile) is reported in not_moved,
-# and the next plan shows what remains.
+# and the next plan shows what remains. Each moved Service keeps answering on its old IP
+# through an old-IP bridge until stage 4, for the clients that kept it (nginx upstreams, JVM
+# caches, <SVC>_SERVICE_HOST); stage 3 restarted those, and stage 4's removal is refused while
+# one of them still runs.
 resource "k8scidr_service_recreation" "services" {
-  plan = data.k8scidr_service_moves.services
+  plan           = data.k8scidr_service_moves.services
+  old_ip_bridges = local.bridges ? "all" : "dns"
 
   depends_on = [k8scidr_service_cidr.new, k8scidr_service_cidr.keep]
 }
@@ -202,8 +207,9 @@ resource "k8scidr_service_recreation" "services" {
 # Stage 2, once every kube-apiserver runs with --service-cluster-ip-range on the new range (and
 # the old 100.64.0.1 still in its certificate): default/kubernetes moves to the new range's first
 # address, and a bridge keeps 100.64.0.1 answering with the apiserver's endpoints for the pods
-# that started before (their KUBERNETES_SERVICE_HOST). The old default ServiceCIDR is retired and
-# kube-apiserver recreates it in the new range.
+# that started before (their KUBERNETES_SERVICE_HOST). The old default ServiceCIDR is retired: no
+# new Service gets an IP in it; it stays Terminating while the old-IP bridges hold IPs in it,
+# and kube-apiserver recreates it in the new range once they go (stage 4).
 resource "k8scidr_apiserver_service" "this" {
   count         = var.stage >= 2 ? 1 : 0
   service_cidrs = [var.service_cidrs.new]

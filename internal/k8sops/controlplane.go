@@ -6,6 +6,7 @@ package k8sops
 import (
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -42,3 +43,8 @@ func FlagValues(p *corev1.Pod, name string) []string {
 	}
 	return out
 }
+
+// DefaultProxySync is how long after a Service change kube-proxy has it programmed on every
+// node, by default: its --min-sync-period (1 s in both the nftables and iptables modes) with a
+// second for the sync itself. The recreation's hand-over and the apiserver move wait it.
+const DefaultProxySync = 2 * time.Second

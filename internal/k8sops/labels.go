@@ -5,9 +5,11 @@
 package k8sops
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // DNSBridgeLabel marks the Service that keeps kube-dns's old IP answering during a move.
@@ -59,7 +61,18 @@ func StandsInFor(b *corev1.Service, key string) bool {
 	return b.Labels[OldIPBridgeLabel] == "true" && b.Namespace+"/"+b.Labels[OldIPBridgeForLabel] == key
 }
 
-// IsBridge reports whether svc is a bridge of any kind: never moved, and its IPs stay.
+// IsBridge reports whether svc is a bridge of any kind (or the apiserver move's carrier, label
+// value "carrier"): never moved, and its IPs stay.
 func IsBridge(svc *corev1.Service) bool {
-	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true" || svc.Labels[APIServerBridgeLabel] == "true"
+	return svc.Labels[DNSBridgeLabel] == "true" || svc.Labels[OldIPBridgeLabel] == "true" || svc.Labels[APIServerBridgeLabel] != ""
+}
+
+// EachLabeledService calls each for every Service, in all namespaces, with label set to "true"
+// (one paged list).
+func EachLabeledService(ctx context.Context, c *Client, label string, each func(*corev1.Service) error) error {
+	list := c.Kube.CoreV1().Services("").List
+	return EachItem(ctx, ListPages(func(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
+		o.LabelSelector = label + "=true"
+		return list(ctx, o)
+	}), each)
 }

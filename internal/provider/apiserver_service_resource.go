@@ -63,10 +63,13 @@ func (r *apiServerServiceResource) Schema(ctx context.Context, _ resource.Schema
 			"Every pod started before the move has `KUBERNETES_SERVICE_HOST` = the old IP, and its in-cluster client goes " +
 			"there. Apply this once every kube-apiserver runs with the new `--service-cluster-ip-range` (and, on kOps and " +
 			"kubeadm, with the old IP still in its certificate: `provider::k8scidr::kops_networking` gives the " +
-			"`additionalSans`). Apply makes a keep-range ServiceCIDR for the old IP, deletes `default/kubernetes` and at once " +
-			"puts a bridge Service on the old IP, with an EndpointSlice copying the apiserver's endpoints, then recreates " +
-			"`default/kubernetes` at `new_ips`; then it retires the old default `kubernetes` ServiceCIDR, which kube-apiserver " +
-			"recreates from its flags. Every apply copies the apiserver's endpoints to the bridge again (a control-plane " +
+			"`additionalSans`). Apply makes a keep-range ServiceCIDR for the old IP and a carrier (`default/kubernetes-moving`, " +
+			"a Service with the old and new IPs as external IPs and a copy of the apiserver's endpoints, so that kube-proxy " +
+			"serves both IPs throughout; waited for by `proxy_sync_wait`), deletes `default/kubernetes` and at once puts a " +
+			"bridge Service on the old IP, with an EndpointSlice copying the apiserver's endpoints, recreates " +
+			"`default/kubernetes` at `new_ips`, and removes the carrier once kube-proxy has both; then it retires the old " +
+			"default `kubernetes` ServiceCIDR, which kube-apiserver recreates from its flags (while old-IP bridges of " +
+			"`k8scidr_service_recreation` hold IPs in it, it stays Terminating until they go: no new Service gets an IP there). Every apply copies the apiserver's endpoints to the bridge again (a control-plane " +
 			"roll changes them: `in_sync` shows it). `bridge = false` removes the bridge and its keep-range, refused while a " +
 			"pod started before the move runs: roll them first with `k8scidr_workload_roll` (`started_before = moved_at`, " +
 			"`include_host_network = true`). " +
@@ -86,6 +89,12 @@ func (r *apiServerServiceResource) Schema(ctx context.Context, _ resource.Schema
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Remove the bridge even while pods started before the move run. Default `false`.",
 			},
+			"proxy_sync_wait": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "How long after a Service change kube-proxy has programmed it on every node, as a Go " +
+					"duration: its `--min-sync-period` (1 s by default) and the time one sync takes. The move waits it twice: " +
+					"after the carrier (a Service serving the old and new IPs as external IPs while `default/kubernetes` is " +
+					"deleted and recreated) is made, and before it goes. Default `" + k8sops.DefaultProxySync.String() + "`.",
+				Validators: []validator.String{durationBetween(10*time.Millisecond, 10*time.Minute)}},
 			"retire_default_service_cidr": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 				MarkdownDescription: "Delete the default `kubernetes` ServiceCIDR while it still has the old range, once no IP " +
@@ -345,6 +354,7 @@ type apiServerServiceModel struct {
 	Bridge             types.Bool     `tfsdk:"bridge"`
 	BridgeForceRemoval types.Bool     `tfsdk:"bridge_force_removal"`
 	RetireDefault      types.Bool     `tfsdk:"retire_default_service_cidr"`
+	ProxySyncWait      types.String   `tfsdk:"proxy_sync_wait"`
 	NewIPs             types.List     `tfsdk:"new_ips"`
 	OldIPs             types.List     `tfsdk:"old_ips"`
 	MovedAt            types.String   `tfsdk:"moved_at"`
@@ -358,7 +368,7 @@ type apiServerServiceModel struct {
 
 func (m *apiServerServiceModel) move(ctx context.Context, diags *diag.Diagnostics) servicecidr.APIServerMove {
 	return servicecidr.APIServerMove{ServiceCIDRs: stringList(ctx, m.ServiceCIDRs, diags), Bridge: m.Bridge.ValueBool(),
-		ForceBridgeRemoval: m.BridgeForceRemoval.ValueBool(), RetireDefaultRange: m.RetireDefault.ValueBool()}
+		ForceBridgeRemoval: m.BridgeForceRemoval.ValueBool(), RetireDefaultRange: m.RetireDefault.ValueBool(), ProxySync: durationOf(m.ProxySyncWait)}
 }
 
 // fill records where the move stands.

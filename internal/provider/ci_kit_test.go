@@ -266,7 +266,8 @@ func checkStageSummary(t *testing.T, n int, w *cliWorkspace) {
 	case 3:
 		want = append(want, fmt.Sprintf("### Workload restarts (%d) · `k8scidr_workload_roll.moved[0]`\n", len(list(w.planned("k8scidr_workload_roll.moved[0]", "plan.workloads")))))
 	case 4:
-		want = append(want, "| `k8scidr_service_recreation.services` | update | plan.dns_bridge: `true` → `false`",
+		want = append(want, "| `k8scidr_service_recreation.services` | update | bridges: `{\"",
+			"old_ip_bridges: `all` → `dns`, plan.dns_bridge: `true` → `false` |",
 			"| `k8scidr_apiserver_service.this[0]` | update | `172.24.0.0/15` `172.24.0.1` bridge: `true` → `false`")
 	case 5:
 		want = append(want, fmt.Sprintf("### Workload restarts (%d) · `k8scidr_workload_roll.pods[0]`\n", len(list(w.planned("k8scidr_workload_roll.pods[0]", "plan.workloads")))),

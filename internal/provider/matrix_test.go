@@ -135,8 +135,9 @@ func TestAccMatrix_serviceCIDR(t *testing.T) {
 	})
 }
 
-// TestAccMatrix_recreation: a small move with the DNS bridge, through a saved plan: kube-dns
-// first, the bridge on its old IP, then the bridge switched off.
+// TestAccMatrix_recreation: a small move with the defaults, through a saved plan: kube-dns
+// first, the DNS bridge on its old IP and app/web's old-IP bridge on its, then the DNS bridge
+// switched off.
 func TestAccMatrix_recreation(t *testing.T) {
 	forEachRelease(t, nil, func(t *testing.T, _ testcluster.Release, c *testcluster.Cluster) {
 		f := fixture{t, c.Kube}
@@ -152,7 +153,7 @@ func TestAccMatrix_recreation(t *testing.T) {
 			"kube-system/kube-dns": {{"100.64.0.10"}, {"172.24.0.10"}},
 			"app/web":              {{"100.64.7.200"}, {"172.24.7.200"}},
 		}
-		w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", "", "172.24.0.0/15"))
+		w := newCLIWorkspace(t, recreationConfig(c.Kubeconfig, "", bridgesDefault, "172.24.0.0/15"))
 		w.planFile()
 		expect(t, "planned moves", w.planned(recreationAddr, "plan.moves"), movesCheck(moves))
 		w.applyFile()
@@ -167,11 +168,15 @@ func TestAccMatrix_recreation(t *testing.T) {
 		if bridge := now["kube-system/"+recreation.DefaultDNSBridgeName]; bridge.Spec.ClusterIP != "100.64.0.10" {
 			t.Errorf("the DNS bridge is not on kube-dns's old IP: %+v", bridge.Spec)
 		}
+		if bridges, err := recreation.ListOldIPBridges(context.Background(), clientFor(c), ""); err != nil || len(bridges) != 1 ||
+			bridges[0].For != "app/web" || !slices.Equal(bridges[0].IPs, []string{"100.64.7.200"}) {
+			t.Errorf("old-IP bridges after the move: %+v (%v), want app/web's on 100.64.7.200", bridges, err)
+		}
 		if ip := now["app/lb"].Spec.ClusterIP; ip != "100.64.12.7" {
 			t.Errorf("the LoadBalancer moved to %s", ip)
 		}
 		kubeletsOnDNSService(t, c, w)
-		w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", "", "172.24.0.0/15"))
+		w.write(recreationConfig(c.Kubeconfig, "  dns_bridge = false", bridgesDefault, "172.24.0.0/15"))
 		w.planFile()
 		w.applyFile()
 		w.converged()

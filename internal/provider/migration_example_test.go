@@ -24,6 +24,7 @@ import (
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/calico"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/recreation"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -304,11 +305,12 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Errorf("after stage 1 the plan moves %v, want only churn/svc-1", slices.Sorted(maps.Keys(moves)))
 	}
 	// An apply that needs no decision is quiet: what it did and what is left are outputs.
-	if out := w.applyFile(); strings.Contains(out, "Warning:") {
-		t.Errorf("stage 1's apply of churn/svc-1's move, which needs no decision, warns:\n%s", out)
+	churnApply := w.applyFile()
+	if strings.Contains(churnApply, "Warning:") {
+		t.Errorf("stage 1's apply of churn/svc-1's move, which needs no decision, warns:\n%s", churnApply)
 	}
 	if out, err := w.run("output", "-raw", "services_summary"); err != nil || !strings.HasPrefix(out, "Finished: 1 of 1 Services moved") {
-		t.Errorf("output services_summary after moving churn/svc-1: %v\n%s", err, out)
+		t.Errorf("output services_summary after moving churn/svc-1: %v\n%s\nthe apply:\n%s", err, out, churnApply)
 	}
 	if out, err := w.run("output", "-json", "next_steps"); err != nil || !strings.Contains(out, "k8scidr_apiserver_service") {
 		t.Errorf("output next_steps after stage 1, want default/kubernetes's move among them: %v\n%s", err, out)
@@ -354,8 +356,13 @@ func TestAccMigrationExample(t *testing.T) {
 	if s, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "172.24.0.1" {
 		t.Errorf("default/kubernetes after stage 2: %v (%v), want 172.24.0.1", s.Spec.ClusterIPs, err)
 	}
-	if sc, err := k8sops.GetServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName); err != nil || !sc.Ready || !slices.Equal(sc.CIDRs, []string{"172.24.0.0/15"}) {
-		t.Errorf("the default ServiceCIDR after stage 2: %+v (%v), want it recreated in 172.24.0.0/15", sc, err)
+	// Retired: deleted, held by the old-IP bridges' IPs (no new Service gets one in it) until
+	// stage 4 removes them.
+	if sc, err := k8sops.GetServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName); err != nil || !sc.Terminating || !slices.Equal(sc.CIDRs, []string{"100.64.0.0/13"}) {
+		t.Errorf("the default ServiceCIDR after stage 2: %+v (%v), want 100.64.0.0/13 Terminating, held by the old-IP bridges", sc, err)
+	}
+	if bridges, err := recreation.ListOldIPBridges(ctx, scs, ""); err != nil || len(bridges) == 0 {
+		t.Errorf("old-IP bridges after stage 2: %v (%v), want one per moved Service by default", bridges, err)
 	}
 	// Outside the API: the nodes rolled, kubelets hand out clusterDNS 172.24.0.10 (kwok has no kubelet).
 	stage(3, unrelated(3))
@@ -369,6 +376,12 @@ func TestAccMigrationExample(t *testing.T) {
 	assertGone(t, err, "the DNS bridge after stage 4")
 	_, err = kube.CoreV1().Services("default").Get(ctx, "kubernetes-old-100-64-0-1", metav1.GetOptions{})
 	assertGone(t, err, "the apiserver bridge after stage 4")
+	if bridges, err := recreation.ListOldIPBridges(ctx, scs, ""); err != nil || len(bridges) > 0 {
+		t.Errorf("old-IP bridges after stage 4: %v (%v), want none", bridges, err)
+	}
+	if sc, err := k8sops.GetServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName); err != nil || !sc.Ready || sc.Terminating || !slices.Equal(sc.CIDRs, []string{"172.24.0.0/15"}) {
+		t.Errorf("the default ServiceCIDR after stage 4: %+v (%v), want it recreated in 172.24.0.0/15", sc, err)
+	}
 	api.Stop()
 	polls, ok, gaps, _ := api.Report()
 	var longest time.Duration

@@ -33,17 +33,20 @@ var bridgeType = types.ObjectType{AttrTypes: map[string]attr.Type{"service": typ
 
 func oldIPBridgeAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
-		"old_ip_bridges": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(recreation.BridgesDNS),
-			MarkdownDescription: "Which moved Services keep answering on their old ClusterIPs. `dns`: only the cluster DNS " +
-				"Service, by the DNS bridge (`dns_bridge`). `all`: every moved Service, each through an old-IP bridge, a " +
-				"ClusterIP Service on the IPs its move frees with its selector and ports (no node ports), named " +
-				"`<name>-old-<hash>` beside it (a Service moved again gets another for the IPs that move frees), created right after the Service is deleted and serving at once; a " +
-				"selector-less Service's bridge gets a copy of its Endpoints, brought in step by every apply that runs (a " +
-				"change to those Endpoints alone makes no plan: until an apply, the bridge serves the copy). Clients that " +
-				"cached the old IP (resolved once at start, a DNS cache, a Service environment variable) keep working " +
-				"until they restart. The bridges' IPs must stay inside a Ready ServiceCIDR (keep the old range). Setting " +
-				"`dns` again removes them, refused while a pod that may hold an old IP still runs (see " +
-				"`old_ip_bridges_force_removal`). Default `dns`.",
+		"old_ip_bridges": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(recreation.DefaultOldIPBridges),
+			MarkdownDescription: "Which moved Services keep answering on their old ClusterIPs. `all` (the default): every moved " +
+				"Service, each through an old-IP bridge, a ClusterIP Service on the IPs its move frees with its selector and " +
+				"ports (no node ports), named `<name>-old-<hash>` beside it (a Service moved again gets another for the IPs " +
+				"that move frees): the hand-over's own bridge, kept, or created right after the delete of a Service moved by " +
+				"delete and create, serving at once; a selector-less Service's bridge gets a copy of its Endpoints, brought in " +
+				"step by every apply that runs (a change to those Endpoints alone makes no plan: until an apply, the bridge " +
+				"serves the copy). Clients that kept the old IP (resolved once at start, a DNS cache, a Service environment " +
+				"variable) keep working until they restart. Each bridge counts against its namespace's Service quota (the plan " +
+				"warns where there is no room, and a move without room for its bridge is not made); the bridges' IPs must stay " +
+				"inside a ServiceCIDR that is Ready when they are made. `dns`: only the cluster DNS Service, by the DNS bridge " +
+				"(`dns_bridge`); other clients that kept an old IP fail from `dns_ttl` after the move until they restart. " +
+				"Setting `dns` once the pods started before the moves have restarted removes the bridges, refused while such " +
+				"a pod still runs (see `old_ip_bridges_force_removal`). Default `all`.",
 			Validators: []validator.String{stringvalidator.OneOf(recreation.BridgesDNS, recreation.BridgesAll)}},
 		"old_ip_bridge_ttl": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "How long old-IP bridges stay, as a Go duration (e.g. `168h`): the first plan after a bridge " +

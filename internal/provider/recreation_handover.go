@@ -53,12 +53,14 @@ func handOverAttributes() map[string]schema.Attribute {
 // handOver is the hand-over settings as the recreation takes them (validated at plan; unset:
 // the defaults).
 func (m *serviceRecreationModel) handOver() recreation.HandOverOptions {
-	d := func(s types.String) time.Duration {
-		v, _ := time.ParseDuration(s.ValueString())
-		return v
-	}
 	return recreation.HandOverOptions{Off: !m.HandOver.IsNull() && !m.HandOver.ValueBool(),
-		ClusterDomain: m.ClusterDomain.ValueString(), ProxySync: d(m.ProxySyncWait), DNSTTL: d(m.DNSTTL)}
+		ClusterDomain: m.ClusterDomain.ValueString(), ProxySync: durationOf(m.ProxySyncWait), DNSTTL: durationOf(m.DNSTTL)}
+}
+
+// durationOf is a duration attribute validated at plan; 0 when unset.
+func durationOf(s types.String) time.Duration {
+	v, _ := time.ParseDuration(s.ValueString())
+	return v
 }
 
 // dnsSubdomainRegexp is a DNS-1123 subdomain, as kubelet's clusterDomain is.

@@ -132,8 +132,10 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 				Validators: []validator.String{nsName}},
 			"keep_cidrs": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The narrowest valid Service ranges that keep valid every IP outside `target_cidrs` that " +
-					"stays where it is once the plan is carried out: skipped LoadBalancer Services, the bridges and, with " +
-					"`dns_bridge`, the cluster DNS Service's old IP. Create one `k8scidr_service_cidr` for each before the " +
+					"stays where it is once the plan is carried out: skipped LoadBalancer Services and, with `dns_bridge`, the " +
+					"cluster DNS Service's old IP (its bridge). Not the old-IP bridges of `k8scidr_service_recreation`: a " +
+					"keep-range is Ready, and new Services would get IPs there; their IPs hold the retired old range " +
+					"(Terminating: nothing new is allocated in it) until they are removed. Create one `k8scidr_service_cidr` for each before the " +
 					"old range is retired. With `dns_bridge = false` the DNS bridge's range drops out, in the same apply " +
 					"that removes the bridge."},
 			"dns_service_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,

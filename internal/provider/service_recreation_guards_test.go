@@ -481,7 +481,7 @@ func TestAccServiceRecreation_quotaFull(t *testing.T) {
 	expect(t, "not_moved under a full quota", w.stateValue(recreationAddr, "not_moved"),
 		knownvalue.MapExact(map[string]knownvalue.Check{"app/s0": quota, "app/s1": quota, "app/s2": quota}))
 
-	w.write(bridgeConfig(c, ""))
+	w.write(bridgeConfig(c, `  old_ip_bridges = "dns"`))
 	w.planFile()
 	w.applyFile()
 	after := servicesIn(t, c.Kube, "app")

@@ -517,7 +517,7 @@ func (r *serviceRecreationResource) ImportState(ctx context.Context, req resourc
 		DNSBridgeName: types.StringValue(recreation.DefaultDNSBridgeName), Parallelism: types.Int64Value(recreation.DefaultParallelism),
 		EndpointWait: types.StringValue(defaultEndpointWait),
 		Recreated:    recreatedValue(nil, &resp.Diagnostics), NotMoved: stringMapValue(nil, &resp.Diagnostics),
-		CompletedAt: types.StringNull(), Summary: types.StringNull(), NextSteps: stringListValue(nil, &resp.Diagnostics), DNSMovedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType), OldIPBridges: types.StringValue(recreation.BridgesDNS),
+		CompletedAt: types.StringNull(), Summary: types.StringNull(), NextSteps: stringListValue(nil, &resp.Diagnostics), DNSMovedAt: types.StringNull(), DNSServiceIPs: types.ListNull(types.StringType), OldIPBridges: types.StringValue(recreation.DefaultOldIPBridges),
 		OldIPBridgeTTL: types.StringNull(), OldIPForceRemoval: types.BoolNull(), Bridges: bridgesValue(nil, &resp.Diagnostics),
 		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType})},
 	}

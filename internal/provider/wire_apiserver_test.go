@@ -1,8 +1,6 @@
 // Copyright (c) The terraform-provider-k8scidr authors
 // SPDX-License-Identifier: MPL-2.0
 
-//go:build k8scidr_wire_stage2
-
 package provider
 
 import (
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -31,12 +30,12 @@ import (
 // kept HTTP/2 connection outlives rule changes). k8scidr_apiserver_service moves the Service
 // with its bridge on; any failed connection of either is logged with its time.
 //
-// It fails today, so it is built only with -tags k8scidr_wire_stage2 (make test runs every
-// test it builds): issue 60's stage 2 on the wire. The move deletes default/kubernetes and makes
-// its bridge after, so the old IP goes unserved from kube-proxy's sync after the delete to the
-// sync after the bridge, and the new IP is handed out (kubelet's environment) before kube-proxy
-// programs it. Measured 2026-12-04, nftables: one connection to each IP timed out (2 s) around
-// the delete, of 411 to the old IP and 291 to the new.
+// Without a carrier the move failed here (2026-12-04, nftables: one connection to each IP timed
+// out around the delete, of 411 to the old IP and 291 to the new): default/kubernetes was
+// deleted and its bridge made after, so the old IP went unserved from kube-proxy's sync after
+// the delete to the sync after the bridge, and the new IP was handed out before kube-proxy
+// programmed it. The carrier serves both as external IPs from before the delete until both are
+// programmed.
 func TestAccWire_apiserverService(t *testing.T) {
 	testAccPreCheck(t)
 	if testcluster.RerunIsolated(t) {
@@ -143,6 +142,12 @@ func TestAccWire_apiserverService(t *testing.T) {
 	wg.Wait()
 	if err != nil {
 		t.Fatalf("the move: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "without a carrier") {
+		t.Errorf("the move went without its carrier:\n%s", out)
+	}
+	if _, err := c.Kube.CoreV1().Services("default").Get(ctx, "kubernetes-moving", metav1.GetOptions{}); err == nil || !apierrors.IsNotFound(err) {
+		t.Errorf("the carrier default/kubernetes-moving after the move: %v, want it removed", err)
 	}
 	var lines []string
 	for _, f := range failures {

@@ -26,13 +26,14 @@ const wireServices = 20
 
 // TestAccWire_recreation moves the cluster DNS Service and 20 Services while one client of each
 // kind sends a request to each Service every 100 ms through a real kube-proxy (nftables) and
-// CoreDNS: with the default configuration (the moves data source whole, nothing else set) and
-// kubeadm's Corefile, and with old_ip_bridges = "all" and kOps' Corefile. It logs what each
-// kind of client saw, and fails on any failure of a client kind the configuration promises to
-// keep: clients that resolve names (on the old DNS IP or the new) always; clients that keep
-// the IP they resolved once, or use <SVC>_SERVICE_HOST, with old_ip_bridges = "all" (with
-// "dns" the old IPs are freed dns_ttl after each move, and such clients fail from then on:
-// their failures must not start earlier).
+// CoreDNS: with the default configuration (the moves data source whole, nothing else set,
+// which keeps every old IP by an old-IP bridge) and kubeadm's Corefile, and with
+// old_ip_bridges = "dns" and kOps' Corefile. It logs what each kind of client saw, and fails on
+// any failure of a client kind the configuration promises to keep: by default every kind, the
+// clients that resolve names (on the old DNS IP or the new) and those that keep the IP they
+// resolved once or use <SVC>_SERVICE_HOST; with "dns" the clients that resolve names (the old
+// IPs are freed dns_ttl after each move, and the others fail from then on: their failures must
+// not start earlier).
 func TestAccWire_recreation(t *testing.T) {
 	testAccPreCheck(t)
 	wireCases(t, testcluster.ProxyNFTables)
@@ -48,7 +49,7 @@ func wireCases(t *testing.T, mode testcluster.ProxyMode) {
 	cases := []struct {
 		corefile testcluster.Corefile
 		bridges  string // old_ip_bridges; "" the default
-	}{{testcluster.CorefileKubeadm, ""}, {testcluster.CorefileKOps, recreation.BridgesAll}}
+	}{{testcluster.CorefileKubeadm, ""}, {testcluster.CorefileKOps, recreation.BridgesDNS}}
 	for _, c := range cases {
 		name := c.corefile.Name + "-" + cmp.Or(c.bridges, "defaults")
 		t.Run(name, func(t *testing.T) {
@@ -61,7 +62,8 @@ func wireCases(t *testing.T, mode testcluster.ProxyMode) {
 // 5 s TTL keeps it short) with terraform and the provider SIGKILLed mid-hand-over, at a point
 // the seed picks: carriers made, Services ExternalName, or Services on their new IPs with
 // their bridges up. Until a plain apply finishes the job, and while it does, no client that
-// resolves names sees a failure: every state a hand-over can be cut off in is served.
+// uses a Service (by name, by a kept IP or by <SVC>_SERVICE_HOST) sees a failure: every state a
+// hand-over can be cut off in is served.
 func TestAccWire_killed(t *testing.T) {
 	testAccPreCheck(t)
 	wireRecreation(t, testcluster.WireOptions{Mode: testcluster.ProxyNFTables, Corefile: testcluster.CorefileKOps}, "", killedApply)
@@ -161,10 +163,10 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string, app
 	time.Sleep(2 * time.Second)
 	r := cl.Stop()
 	t.Logf("kube-proxy %s, %s's Corefile, old_ip_bridges %q: %d Services and the cluster DNS moved in %s; what the clients saw:\n%s",
-		o.Mode, o.Corefile.Name, cmp.Or(bridges, recreation.BridgesDNS), wireServices, applied.Sub(start).Round(time.Millisecond), r)
-	promised := []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver}
-	if bridges == recreation.BridgesAll {
-		promised = testcluster.ClientKinds
+		o.Mode, o.Corefile.Name, cmp.Or(bridges, recreation.DefaultOldIPBridges), wireServices, applied.Sub(start).Round(time.Millisecond), r)
+	promised := testcluster.ClientKinds
+	if bridges == recreation.BridgesDNS {
+		promised = []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver}
 	}
 	if n := r.Failed(promised...); n > 0 {
 		t.Errorf("%d failed queries or requests of the client kinds %v during the move: zero wanted", n, promised)

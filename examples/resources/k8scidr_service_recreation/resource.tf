@@ -23,9 +23,10 @@ data "k8scidr_service_moves" "this" {
 resource "k8scidr_service_recreation" "this" {
   plan = data.k8scidr_service_moves.this
 
-  # With "all", every other moved Service keeps answering on its old ClusterIP too (an old-IP
-  # bridge each), for clients that cached it, until this is set back to "dns".
-  # old_ip_bridges = "all"
+  # By default ("all") every moved Service keeps answering on its old ClusterIP (an old-IP
+  # bridge each), for clients that cached it. Set "dns" once the pods started before the moves
+  # have restarted: the bridges go (refused while such a pod runs).
+  # old_ip_bridges = "dns"
 
   timeouts {
     create = "30m"

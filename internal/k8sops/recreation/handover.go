@@ -75,12 +75,12 @@ type HandOverOptions struct {
 	DNSTTL time.Duration
 }
 
-// The hand-over's defaults: kubeadm's and kOps' cluster domain, kube-proxy's default
-// --min-sync-period (1 s) with a second for the sync itself, and the ttl of the Corefile
-// kubeadm and the Kubernetes DNS addon ship (kOps' is the plugin's default, 5 s).
+// The hand-over's defaults: kubeadm's and kOps' cluster domain, kube-proxy's sync
+// (k8sops.DefaultProxySync), and the ttl of the Corefile kubeadm and the Kubernetes DNS addon
+// ship (kOps' is the plugin's default, 5 s).
 const (
 	DefaultClusterDomain = "cluster.local"
-	DefaultProxySync     = 2 * time.Second
+	DefaultProxySync     = k8sops.DefaultProxySync
 	DefaultDNSTTL        = 30 * time.Second
 )
 
@@ -545,19 +545,30 @@ func (x *executor) dropCarrier(ctx context.Context, h *handOver) error {
 	return x.deleteHelper(ctx, h.carrier)
 }
 
+// takeLag is how long take waits for the carrier's IPs to be free. The allocator lags behind a
+// delete for a moment; and a carrier delete whose client was killed mid-request can leave its
+// IPAddress behind (kube-apiserver releases it in the request's context): kube-apiserver's
+// repair loop deletes such an orphan once it is 60 s old (pkg/registry/core/service/ipallocator/
+// controller/repairip.go), counted from the carry. Between the carrier's delete and the take no
+// other client can have been given those IPs but in that moment, so the wait is for them.
+const takeLag = 70 * time.Second
+
 // take makes the Service ClusterIP on its new IPs, with the fields of a ClusterIP Service as
-// journaled. The carrier's IPs are free once its delete is through; the allocator may lag
-// behind it for a moment.
+// journaled. The carrier's IPs are free once its delete is through (takeLag).
 func (x *executor) take(ctx context.Context, h *handOver) error {
 	// Only the allocator's lag is waited for here; any other failure is the update's own, after
 	// its retries.
 	var err error
-	for lag := time.Now().Add(10 * time.Second); ; {
+	for start := time.Now(); ; {
 		err = x.updateHandingOver(ctx, h, func(svc *corev1.Service) { takeBack(svc, &h.e.Service) })
-		if takenIP(err, h.newIPs()) < 0 || time.Now().After(lag) {
+		if takenIP(err, h.newIPs()) < 0 || time.Since(start) > takeLag {
 			break
 		}
-		if err := x.sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+		every := 50 * time.Millisecond // the allocator's moment
+		if time.Since(start) > 2*time.Second {
+			every = time.Second // an orphan IPAddress, until the repair loop
+		}
+		if err := x.sleepUntil(ctx, time.Now().Add(every)); err != nil {
 			return err
 		}
 	}

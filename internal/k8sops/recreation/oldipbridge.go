@@ -25,10 +25,15 @@ import (
 )
 
 // The old_ip_bridges settings: the cluster DNS Service's old IP only (by the DNS bridge), or
-// every moved Service's.
+// every moved Service's. The default is every Service's: clients that keep the IP they resolved
+// once (nginx and Envoy upstreams, JVM caches, <SVC>_SERVICE_HOST) cannot be reached by a DNS
+// answer, and without a bridge they fail from the moment the old IP is freed until their pods
+// restart; the bridges go once those pods have (CheckOldIPBridgeRemoval).
 const (
 	BridgesDNS = "dns"
 	BridgesAll = "all"
+
+	DefaultOldIPBridges = BridgesAll
 )
 
 // bridgeNamePrefixMax keeps "<prefix>-old-<10 hex>" within a DNS-1035 label's 63 characters.
@@ -101,11 +106,7 @@ func OldIPBridgesIn(services []corev1.Service, group string) []OldIPBridge {
 // ListOldIPBridges lists the old-IP bridges of journal group ("" for any) in one paged list.
 func ListOldIPBridges(ctx context.Context, c *k8sops.Client, group string) ([]OldIPBridge, error) {
 	var services []corev1.Service
-	list := c.Kube.CoreV1().Services("").List
-	err := k8sops.EachItem(ctx, k8sops.ListPages(func(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
-		o.LabelSelector = k8sops.OldIPBridgeLabel + "=true"
-		return list(ctx, o)
-	}), func(svc *corev1.Service) error {
+	err := k8sops.EachLabeledService(ctx, c, k8sops.OldIPBridgeLabel, func(svc *corev1.Service) error {
 		services = append(services, *svc)
 		return nil
 	})
@@ -311,15 +312,11 @@ func BridgesHolding(ctx context.Context, c *k8sops.Client, name string, withoutD
 		}
 	}
 	var out []string
-	list := c.Kube.CoreV1().Services("").List
 	for _, label := range []string{k8sops.DNSBridgeLabel, k8sops.OldIPBridgeLabel} {
 		if withoutDNS && label == k8sops.DNSBridgeLabel {
 			continue
 		}
-		err := k8sops.EachItem(ctx, k8sops.ListPages(func(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
-			o.LabelSelector = label + "=true"
-			return list(ctx, o)
-		}), func(svc *corev1.Service) error {
+		err := k8sops.EachLabeledService(ctx, c, label, func(svc *corev1.Service) error {
 			if slices.ContainsFunc(k8sops.ClusterIPs(svc), func(ip netip.Addr) bool { return k8sops.InAny(mine, ip) && !k8sops.ReadyHolds(others, ip) }) {
 				out = append(out, fmt.Sprintf("%s (bridge of %s, on %s)", k8sops.SvcKey(svc), svc.Annotations[k8sops.BridgeForAnnotation],
 					strings.Join(svc.Spec.ClusterIPs, ", ")))

@@ -153,7 +153,7 @@ type RecreationPlan struct {
 	WayBack []string
 	// OldIPBridges are the old-IP bridges in the cluster (of any recreation).
 	OldIPBridges []OldIPBridge
-	// Staying are the IPs outside the target that stay: skipped LoadBalancers, the bridges and,
+	// Staying are the IPs outside the target that stay: skipped LoadBalancers, the DNS bridge and,
 	// with the DNS bridge on, the cluster DNS Service's old IPs, which its bridge takes.
 	// KeepCovering are the ranges that keep them valid once the old range goes.
 	Staying      []netip.Addr
@@ -382,7 +382,10 @@ func (p *RecreationPlan) candidates(snap Snapshot, o RecreationOptions, targets 
 		movable := slices.ContainsFunc(outside, func(ip netip.Addr) bool { _, ok := k8sops.TargetFor(targets, ip); return ok })
 		if k8sops.IsBridge(svc) { // never moved, and not a Service the user asked about
 			// The apiserver bridge's IPs are kept by k8scidr_apiserver_service's own keep-range.
-			if (o.DNSBridge || svc.Labels[k8sops.DNSBridgeLabel] != "true") && svc.Labels[k8sops.APIServerBridgeLabel] != "true" {
+			// Old-IP bridges get none: a keep-range is Ready, and new Services would get IPs in
+			// the old range there; theirs hold the retired old range (Terminating) until they go.
+			if (o.DNSBridge || svc.Labels[k8sops.DNSBridgeLabel] != "true") && svc.Labels[k8sops.APIServerBridgeLabel] == "" &&
+				svc.Labels[k8sops.OldIPBridgeLabel] != "true" {
 				p.Staying = append(p.Staying, outside...)
 			}
 			continue

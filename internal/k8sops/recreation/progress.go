@@ -63,7 +63,7 @@ func (x *executor) counts(total int, start time.Time) progressCounts {
 
 // reportProgress posts a progress Event every `every` until the returned function is called
 // with the apply's outcome, which posts the last one (finished, or failed with the error) and
-// returns the finished line of a run longer than one interval ("" otherwise). An Event that
+// returns the finished line ("" for a failed run: its error says it). An Event that
 // cannot be written is noted once and never fails the apply.
 func (x *executor) reportProgress(ctx context.Context, total int, every time.Duration) func(error) string {
 	if every <= 0 {
@@ -122,9 +122,6 @@ func (x *executor) reportProgress(ctx context.Context, total int, every time.Dur
 			return ""
 		}
 		post(pctx, corev1.EventTypeNormal, FinishedReason, "Finished: "+c.text())
-		if c.elapsed < every {
-			return ""
-		}
-		return "Finished: " + c.text() // a long apply: its outcome in one line at the end, too
+		return "Finished: " + c.text() // the outcome in one line at the end, too
 	}
 }

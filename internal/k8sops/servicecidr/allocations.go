@@ -125,7 +125,10 @@ func PlanAllocations(ranges []netip.Prefix, services []corev1.Service, used []ne
 				continue
 			}
 			outside = true
-			if s.Stays && svc.Labels[k8sops.APIServerBridgeLabel] != "true" { // that bridge has its own keep-range
+			// The apiserver's bridge has its own keep-range. Old-IP bridges get none: a keep-range
+			// is a Ready range, where new Services would get IPs in the old range; their IPs hold
+			// the retired old range, Terminating, until the bridges go.
+			if s.Stays && svc.Labels[k8sops.APIServerBridgeLabel] == "" && svc.Labels[k8sops.OldIPBridgeLabel] != "true" {
 				staying = append(staying, ip)
 			}
 		}

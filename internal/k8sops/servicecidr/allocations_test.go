@@ -86,16 +86,17 @@ func TestPlanAllocations_unknownAlsoKeep(t *testing.T) {
 	}
 }
 
-// A bridge's IPs stay while it exists (the DNS bridge's keep-range before the move is the
-// moves data source's, TestPlanRecreationKeepCovering).
+// A DNS bridge's IPs stay while it exists (its keep-range before the move is the moves data
+// source's, TestPlanRecreationKeepCovering). An old-IP bridge's get no keep-range: a Ready range
+// around them would give new Services IPs in the old range; they hold the retired old range.
 func TestPlanAllocations_bridgesStay(t *testing.T) {
 	moved := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, nil, "172.24.0.10")
 	bridge := svc("kube-system", "kube-dns-legacy", corev1.ServiceTypeClusterIP, map[string]string{k8sops.DNSBridgeLabel: "true"}, "100.64.0.10")
 	oldIP := svc("app", "web-old-ip", corev1.ServiceTypeClusterIP, map[string]string{k8sops.OldIPBridgeLabel: "true"}, "100.64.0.20")
 	other := svc("app", "web", corev1.ServiceTypeClusterIP, nil, "100.64.0.30")
 	a, err := PlanAllocations(rangesOf("172.24.0.0/15"), []corev1.Service{moved, bridge, oldIP, other}, nil, AllocationOptions{})
-	if err != nil || fmt.Sprint(a.Covering) != "[100.64.0.0/27]" {
-		t.Errorf("covering %v (%v), want one range holding both bridges", a.Covering, err)
+	if err != nil || fmt.Sprint(a.Covering) != "[100.64.0.8/30]" {
+		t.Errorf("covering %v (%v), want the DNS bridge's range only", a.Covering, err)
 	}
 }
 

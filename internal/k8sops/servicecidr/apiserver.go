@@ -41,6 +41,9 @@ const (
 	APIServerNamespace   = "default"
 	APIServerServiceName = "kubernetes"
 	apiServerBridgeBase  = "kubernetes-old-"
+	// apiServerCarrierName is the Service that serves default/kubernetes's old and new IPs, as
+	// external IPs, while it moves (label APIServerBridgeLabel=carrier).
+	apiServerCarrierName = "kubernetes-moving"
 	// APIServerOldIPsAnnotation on a keep-range records default/kubernetes's old IPs.
 	APIServerOldIPsAnnotation = "k8scidr.io/apiserver-old-ips"
 	// apiServerSliceManager keeps the bridge's EndpointSlice apart from the recreation's copies,
@@ -61,6 +64,9 @@ type APIServerMove struct {
 	RetireDefaultRange bool
 	// OldIPs are the old IPs known from an earlier apply; nil: read from the cluster.
 	OldIPs []string
+	// ProxySync is how long after a Service change kube-proxy has it programmed on every node
+	// (its --min-sync-period and a sync); 0: k8sops.DefaultProxySync. The carrier waits it.
+	ProxySync time.Duration
 }
 
 // APIServerState is where the move stands in the cluster.
@@ -80,9 +86,13 @@ type APIServerState struct {
 	// KeepCIDRs are the keep-range ServiceCIDRs the move made ("name=cidr").
 	KeepCIDRs []string
 	// DefaultRange is the default ServiceCIDR's ranges now; RetireBlocked says why the old ones
-	// cannot be retired yet.
-	DefaultRange  []string
-	RetireBlocked string
+	// cannot be retired yet. DefaultTerminating: it is deleted, held by its finalizer;
+	// BridgedIPs: how many of its IPs only old-IP bridges hold, which keep it Terminating (no
+	// new allocations, their IPs kept) until they go, and kube-apiserver recreates it then.
+	DefaultRange       []string
+	RetireBlocked      string
+	DefaultTerminating bool
+	BridgedIPs         int
 
 	ports []corev1.ServicePort // default/kubernetes's, for the bridge
 }
@@ -103,8 +113,14 @@ func (s APIServerState) InSync(m APIServerMove) bool {
 	if m.Bridge && len(s.OldIPs) > 0 {
 		bridged = s.Bridge != "" && slices.Equal(s.BridgeEndpoints, s.Endpoints)
 	}
-	retired := !m.RetireDefaultRange || s.RetireBlocked != "" || len(s.DefaultRange) == 0 || sameSet(s.DefaultRange, m.ServiceCIDRs)
-	return bridged && retired
+	return bridged && s.retired(m)
+}
+
+// retired reports whether the default range is as m asks: recreated on m's ranges, or deleted
+// and held only by old-IP bridges, or not to be retired (not asked, or blocked: said at plan).
+func (s APIServerState) retired(m APIServerMove) bool {
+	return !m.RetireDefaultRange || s.RetireBlocked != "" || len(s.DefaultRange) == 0 || sameSet(s.DefaultRange, m.ServiceCIDRs) ||
+		s.DefaultTerminating && s.BridgedIPs > 0
 }
 
 // APIServerNewIPs are the IPs kube-apiserver gives default/kubernetes on ranges: the first
@@ -181,10 +197,10 @@ func ReadAPIServerMove(ctx context.Context, c *k8sops.Client, m APIServerMove) (
 	case err != nil:
 		return s, err
 	default:
-		s.DefaultRange = def.CIDRs
+		s.DefaultRange, s.DefaultTerminating = def.CIDRs, def.Terminating
 	}
 	if m.RetireDefaultRange && len(s.DefaultRange) > 0 && !sameSet(s.DefaultRange, m.ServiceCIDRs) {
-		if s.RetireBlocked, err = retireBlocked(ctx, c, s.DefaultRange); err != nil {
+		if s.RetireBlocked, s.BridgedIPs, err = retireBlocked(ctx, c, s.DefaultRange); err != nil {
 			return s, err
 		}
 	}
@@ -230,7 +246,11 @@ func MoveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 					notes = append(notes, note)
 				}
 			}
-			if err := moveAPIServerService(ctx, c, m, &s); err != nil {
+			note, err := moveAPIServerService(ctx, c, m, &s)
+			if note != "" {
+				notes = append(notes, note)
+			}
+			if err != nil {
 				return s, notes, err
 			}
 		}
@@ -238,6 +258,9 @@ func MoveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 	switch {
 	case m.Bridge && len(s.OldIPs) > 0:
 		if err := ensureBridgeAndRange(ctx, c, &s); err != nil {
+			return s, nil, err
+		}
+		if err := dropAPIServerCarrier(ctx, c, m.proxySync()); err != nil {
 			return s, nil, err
 		}
 	case !m.Bridge && (s.Bridge != "" || len(s.KeepCIDRs) > 0):
@@ -283,19 +306,22 @@ func checkNewIPsServed(ctx context.Context, c *k8sops.Client, ips []string) erro
 
 // moveAPIServerService deletes default/kubernetes and recreates it at the new IPs; with the
 // bridge, the old IPs are held first by a keep-range and taken by the bridge right after the delete.
-func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove, s *APIServerState) error {
+func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove, s *APIServerState) (note string, err error) {
 	api := c.Kube.CoreV1().Services(APIServerNamespace)
 	old, err := api.Get(ctx, APIServerServiceName, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("reading default/kubernetes: %w", err)
+		return "", fmt.Errorf("reading default/kubernetes: %w", err)
 	}
 	s.OldIPs, s.ports = slices.Clone(old.Spec.ClusterIPs), old.Spec.Ports
 	if m.Bridge {
 		if err := admitBridge(ctx, c, apiServerBridgeName(s.OldIPs), s.OldIPs, s.ports); err != nil {
-			return err
+			return "", err
 		}
 		if err := ensureKeepRanges(ctx, c, s); err != nil {
-			return err
+			return "", err
+		}
+		if note, err = carryAPIServerIPs(ctx, c, m, s); err != nil {
+			return "", err
 		}
 	}
 	err = k8sops.RetryWrite(ctx, func(bool) error {
@@ -306,7 +332,7 @@ func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("deleting default/kubernetes: %w", err)
+		return note, fmt.Errorf("deleting default/kubernetes: %w", err)
 	}
 	// default/kubernetes is recreated whatever became of the bridge: pods that use the new IP or
 	// the name must not wait for the bridge's fix. A bridge the dry run admitted but the create
@@ -319,7 +345,105 @@ func moveAPIServerService(ctx context.Context, c *k8sops.Client, m APIServerMove
 				"apiserver admits it (pods started before the move reach the API through it)", bridgeErr)
 		}
 	}
-	return errors.Join(createAPIServerService(ctx, c, m, s, old), bridgeErr)
+	if err := errors.Join(createAPIServerService(ctx, c, m, s, old), bridgeErr); err != nil {
+		return note, err
+	}
+	return note, dropAPIServerCarrier(ctx, c, m.proxySync())
+}
+
+func (m APIServerMove) proxySync() time.Duration {
+	if m.ProxySync > 0 {
+		return m.ProxySync
+	}
+	return k8sops.DefaultProxySync
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// carryAPIServerIPs makes the carrier, before default/kubernetes is deleted: a selector-less
+// Service (its ClusterIP any free one) with default/kubernetes's old and new IPs as external
+// IPs and a copy of the apiserver's endpoints, and waits for kube-proxy to program it. So the
+// old IPs stay served from the delete until kube-proxy has the bridge on them, and the new IPs
+// are served before any client learns them (the API shows default/kubernetes there, kubelets
+// put them in new pods' KUBERNETES_SERVICE_HOST): kube-proxy rewrites its rules at most once
+// per --min-sync-period, so without it both are refused for up to a sync. A cluster whose
+// admission refuses external IPs (DenyServiceExternalIPs, a policy) gets the move without it,
+// and a note ("" when carried).
+func carryAPIServerIPs(ctx context.Context, c *k8sops.Client, m APIServerMove, s *APIServerState) (string, error) {
+	api := c.Kube.CoreV1().Services(APIServerNamespace)
+	// The bridge's shape, on a ClusterIP the allocator picks: the old and new IPs are external.
+	want := bridgeService(apiServerCarrierName, s.OldIPs, s.ports)
+	want.Labels[k8sops.APIServerBridgeLabel] = "carrier"
+	want.Annotations["k8scidr.io/description"] = "Serves default/kubernetes's old and new IPs while it moves; removed by the move."
+	want.Spec.ClusterIP, want.Spec.ClusterIPs, want.Spec.IPFamilyPolicy = "", nil, nil
+	want.Spec.ExternalIPs = append(slices.Clone(s.OldIPs), s.NewIPs...)
+	carrier, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: c.FieldManager})
+	switch {
+	case apierrors.IsAlreadyExists(err): // an apply cut off after making it
+		carrier, err = api.Get(ctx, apiServerCarrierName, metav1.GetOptions{})
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return "default/kubernetes moved without a carrier on its old and new IPs (" + err.Error() + "): clients may have " +
+			"been refused for up to a kube-proxy sync around the move.", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("creating the carrier default/%s: %w", apiServerCarrierName, err)
+	}
+	if err := copyAPIServerSlices(ctx, c, carrier); err != nil {
+		return "", err
+	}
+	return "", sleepCtx(ctx, m.proxySync())
+}
+
+// dropAPIServerCarrier deletes the carrier, also one a cut-off apply left, once kube-proxy has
+// had sync to program the bridge on the old IPs and default/kubernetes on the new ones; and its
+// slices.
+func dropAPIServerCarrier(ctx context.Context, c *k8sops.Client, sync time.Duration) error {
+	api := c.Kube.CoreV1().Services(APIServerNamespace)
+	carrier, err := api.Get(ctx, apiServerCarrierName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the carrier default/%s: %w", apiServerCarrierName, err)
+	}
+	if err := sleepCtx(ctx, sync); err != nil {
+		return err
+	}
+	err = api.Delete(ctx, apiServerCarrierName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(carrier.UID)}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the carrier default/%s: %w", apiServerCarrierName, err)
+	}
+	if err := deleteSlicesOf(ctx, c, apiServerCarrierName); err != nil {
+		return fmt.Errorf("deleting the carrier's EndpointSlices: %w", err)
+	}
+	return nil
+}
+
+// deleteSlicesOf deletes the EndpointSlices of Service default/name, found by listing (the apply
+// role may list and delete them, not delete a collection).
+func deleteSlicesOf(ctx context.Context, c *k8sops.Client, name string) error {
+	api := c.Kube.DiscoveryV1().EndpointSlices(APIServerNamespace)
+	return k8sops.RetryWrite(ctx, func(bool) error {
+		list, err := api.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+		if err != nil {
+			return err
+		}
+		for _, sl := range list.Items {
+			if err := api.Delete(ctx, sl.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // createAPIServerService creates default/kubernetes at the new IPs as it was (old), or, when an
@@ -476,25 +600,34 @@ func ensureAPIServerBridge(ctx context.Context, c *k8sops.Client, s *APIServerSt
 	if err != nil {
 		return err
 	}
+	if err := copyAPIServerSlices(ctx, c, bridge); err != nil {
+		return err
+	}
+	s.Bridge, s.BridgeIPs, s.BridgeCreated = name, bridge.Spec.ClusterIPs, bridge.CreationTimestamp.UTC()
+	s.BridgeEndpoints, err = bridgeEndpoints(ctx, c, name)
+	return err
+}
+
+// copyAPIServerSlices gives svc (the bridge, the carrier) copies of the apiserver's
+// EndpointSlices, one per address type, owned by svc.
+func copyAPIServerSlices(ctx context.Context, c *k8sops.Client, svc *corev1.Service) error {
 	_, srcs, err := apiServerEndpoints(ctx, c)
 	if err != nil {
 		return err
 	}
 	for _, src := range srcs {
 		want := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + strings.ToLower(string(src.AddressType)), Namespace: APIServerNamespace,
-				Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: apiServerSliceManager,
-					k8sops.APIServerBridgeLabel: "true"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: bridge.UID}}},
+			ObjectMeta: metav1.ObjectMeta{Name: svc.Name + "-" + strings.ToLower(string(src.AddressType)), Namespace: APIServerNamespace,
+				Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: apiServerSliceManager,
+					k8sops.APIServerBridgeLabel: svc.Labels[k8sops.APIServerBridgeLabel]},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}}},
 			AddressType: src.AddressType, Endpoints: src.Endpoints, Ports: src.Ports,
 		}
 		if err := putSlice(ctx, c, want); err != nil {
 			return err
 		}
 	}
-	s.Bridge, s.BridgeIPs, s.BridgeCreated = name, bridge.Spec.ClusterIPs, bridge.CreationTimestamp.UTC()
-	s.BridgeEndpoints, err = bridgeEndpoints(ctx, c, name)
-	return err
+	return nil
 }
 
 // ipTaken says whether a create was refused because an IP it asked for is allocated.
@@ -683,20 +816,7 @@ func removeAPIServerBridge(ctx context.Context, c *k8sops.Client, s *APIServerSt
 		if err != nil {
 			return fmt.Errorf("deleting the apiserver bridge %s: %w", s.Bridge, err)
 		}
-		api := c.Kube.DiscoveryV1().EndpointSlices(APIServerNamespace)
-		err = k8sops.RetryWrite(ctx, func(bool) error {
-			list, err := api.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + s.Bridge})
-			if err != nil {
-				return err
-			}
-			for _, sl := range list.Items {
-				if err := api.Delete(ctx, sl.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := deleteSlicesOf(ctx, c, s.Bridge); err != nil {
 			return fmt.Errorf("deleting the apiserver bridge's EndpointSlices: %w", err)
 		}
 		s.Bridge, s.BridgeIPs, s.BridgeEndpoints, s.BridgeCreated = "", nil, nil, time.Time{}
@@ -711,10 +831,14 @@ func removeAPIServerBridge(ctx context.Context, c *k8sops.Client, s *APIServerSt
 	return nil
 }
 
-// RemoveAPIServerBridge is the destroy: the bridge and keep-ranges go, checked as m says.
+// RemoveAPIServerBridge is the destroy: the bridge and keep-ranges go, checked as m says (and a
+// carrier a cut-off move left).
 func RemoveAPIServerBridge(ctx context.Context, c *k8sops.Client, m APIServerMove) error {
 	s, err := ReadAPIServerMove(ctx, c, m)
 	if err != nil {
+		return err
+	}
+	if err := dropAPIServerCarrier(ctx, c, 0); err != nil {
 		return err
 	}
 	if s.Bridge != "" && !m.ForceBridgeRemoval {
@@ -731,11 +855,15 @@ func RemoveAPIServerBridge(ctx context.Context, c *k8sops.Client, m APIServerMov
 
 // retireBlocked says which IPs hold the default range's old CIDRs with no other ServiceCIDR
 // covering them (kube-controller-manager keeps a deleted range until none is left, and on
-// 1.33 a Terminating default range fails every dynamic allocation), or "".
-func retireBlocked(ctx context.Context, c *k8sops.Client, cidrs []string) (string, error) {
+// 1.33 a Terminating default range fails every dynamic allocation), or "". IPs of old-IP
+// bridges (k8scidr_service_recreation's old_ip_bridges = "all") do not block: they are only
+// counted (bridged). Deleted, the range stays Terminating while they exist: no new Service gets
+// an IP in it, theirs stay, and once they go kube-controller-manager releases it and
+// kube-apiserver recreates it from its flags.
+func retireBlocked(ctx context.Context, c *k8sops.Client, cidrs []string) (blocked string, bridged int, err error) {
 	ranges, caps, err := k8sops.ListServiceCIDRObjects(ctx, c)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var others []netip.Prefix
 	for _, r := range ranges {
@@ -745,29 +873,60 @@ func retireBlocked(ctx context.Context, c *k8sops.Client, cidrs []string) (strin
 	}
 	ips, err := k8sops.IPAddressesIn(ctx, c, caps, cidrs)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	ips = slices.DeleteFunc(ips, func(ip k8sops.IPAddressRef) bool {
 		return k8sops.InAny(others, ip.IP) || ip.Parent == APIServerNamespace+"/"+APIServerServiceName
 	})
 	if len(ips) == 0 {
-		return "", nil
+		return "", 0, nil
+	}
+	bridges, err := oldIPBridgeKeys(ctx, c)
+	if err != nil {
+		return "", 0, err
+	}
+	held := slices.DeleteFunc(slices.Clone(ips), func(ip k8sops.IPAddressRef) bool { return bridges[ip.Parent] })
+	if len(held) == 0 {
+		return "", len(ips), nil // the bridges' alone
 	}
 	return fmt.Sprintf("%d IPs in the old default range %s are held by no other ServiceCIDR: %s. Move those Services "+
 		"(k8scidr_service_recreation) or keep their IPs in a k8scidr_service_cidr; the range is retired by the next apply after.",
-		len(ips), strings.Join(cidrs, ", "), describeIPs(ips, 10)), nil
+		len(held), strings.Join(cidrs, ", "), describeIPs(held, 10)), 0, nil
+}
+
+// oldIPBridgeKeys are the old-IP bridges of every k8scidr_service_recreation, namespace/name
+// (one list, by their label).
+func oldIPBridgeKeys(ctx context.Context, c *k8sops.Client) (map[string]bool, error) {
+	out := map[string]bool{}
+	err := k8sops.EachLabeledService(ctx, c, k8sops.OldIPBridgeLabel, func(svc *corev1.Service) error {
+		out[k8sops.SvcKey(svc)] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the old-IP bridges: %w", err)
+	}
+	return out, nil
 }
 
 // retireDefaultRange deletes the default ServiceCIDR while it has other ranges than m's and
-// nothing holds it alone, and waits for kube-apiserver to recreate it from its flags.
+// nothing but old-IP bridges holds it alone. Then it waits for kube-apiserver to recreate it
+// from its flags, unless bridges hold it: it stays Terminating until they go, and the apply
+// after that waits for it.
 func retireDefaultRange(ctx context.Context, c *k8sops.Client, m APIServerMove, s *APIServerState) (string, error) {
 	if len(s.DefaultRange) == 0 || sameSet(s.DefaultRange, m.ServiceCIDRs) {
 		return "", nil
 	}
-	blocked, err := retireBlocked(ctx, c, s.DefaultRange)
+	blocked, bridged, err := retireBlocked(ctx, c, s.DefaultRange)
+	s.RetireBlocked, s.BridgedIPs = blocked, bridged
 	if err != nil || blocked != "" {
-		s.RetireBlocked = blocked
 		return blocked, err
+	}
+	if bridged > 0 {
+		if err := DeleteServiceCIDR(ctx, c, k8sops.DefaultServiceCIDRName, false); err != nil {
+			return "", fmt.Errorf("retiring the old default ServiceCIDR: %w", err)
+		}
+		s.DefaultTerminating = true
+		return "", nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

@@ -123,7 +123,7 @@ func run(root string, groups int) error {
 		title  string
 		before func() error
 	}{
-		{1, "Stage 1: new Service ranges (and a keep-range for each group of LoadBalancer IPs), then every Service moves, kube-dns first; a bridge keeps answering on 100.64.0.10", nil},
+		{1, "Stage 1: new Service ranges (and a keep-range for each group of LoadBalancer IPs), then every Service moves, kube-dns first; bridges keep every old IP answering (100.64.0.10 and each Service's)", nil},
 		{2, "Stage 2: default/kubernetes moves to 172.24.0.1; a bridge keeps 100.64.0.1 answering with the apiserver's endpoints; the old default range is retired", func() error {
 			say("Outside the API (kOps, the output kops_steps' service_range): serviceClusterIPRange = %s, kubeDNS.serverIP and "+
 				"clusterDNS = 172.24.0.10, additionalSans += 100.64.0.1; control plane rolled", newServices)
@@ -143,7 +143,7 @@ func run(root string, groups int) error {
 			say("Outside the API (kOps): the nodes rolled, so kubelets hand out clusterDNS 172.24.0.10. (kwok nodes run no kubelet: kube-system/kubelet-config says so since stage 2.)")
 			return nil
 		}},
-		{4, "Stage 4: the DNS and apiserver bridges go", nil},
+		{4, "Stage 4: the bridges go (DNS, apiserver, old IPs); kube-apiserver recreates the default range on 172.24.0.0/15", nil},
 		{5, "Stage 5: new pod pool 172.16.0.0/13, the old pool imported and disabled, every workload with a pod in it restarted", nil},
 		{6, "Stage 6: the old pool is destroyed once drained", nil},
 	}
