@@ -111,5 +111,9 @@ func RerunIsolated(t TB) bool {
 	if err != nil {
 		t.Fatalf("the test failed in its network namespace: %v", err)
 	}
+	// A skip there is a skip here, not a pass.
+	if bytes.Contains(out.Bytes(), []byte("--- SKIP: "+t.Name()+" ")) {
+		t.Skipf("skipped in its network namespace (above)")
+	}
 	return true
 }

@@ -56,9 +56,12 @@ func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 		return nil, err
 	}
 	kube := c.Kube
-	svc := func(ns, name string, typ corev1.ServiceType, ip, app string) error {
+	svc := func(ns, name string, typ corev1.ServiceType, ip, app string, ports ...corev1.ServicePort) error {
+		if ports == nil {
+			ports = []corev1.ServicePort{{Name: "p", Port: 80}}
+		}
 		sv := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: corev1.ServiceSpec{Type: typ, ClusterIP: ip, Ports: []corev1.ServicePort{{Name: "p", Port: 80}}}}
+			Spec: corev1.ServiceSpec{Type: typ, ClusterIP: ip, Ports: ports}}
 		if app != "" {
 			sv.Spec.Selector = map[string]string{"app": app}
 		}
@@ -101,7 +104,8 @@ func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 	if _, err := kube.PolicyV1().PodDisruptionBudgets("kube-system").Create(ctx, dnsBudget, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	if err := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, "100.64.0.10", "coredns"); err != nil {
+	// With CoreDNS's ports: on the wire (StartWire) kube-dns answers queries.
+	if err := svc("kube-system", "kube-dns", corev1.ServiceTypeClusterIP, "100.64.0.10", "coredns", coreDNSPorts()...); err != nil {
 		return nil, err
 	}
 	for g := range groups {

@@ -5,12 +5,16 @@ package testcluster
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // startWire starts a cluster and its wire in this test's network namespace, with the seed.
@@ -18,7 +22,10 @@ func startWire(t *testing.T, o WireOptions, services int) (*Cluster, *Wire, *Wir
 	t.Helper()
 	requireBinaries(t)
 	ctx := context.Background()
-	c, err := Start(ctx, Options{Nodes: 1})
+	// kube-apiserver on the wire too: listening on the node address its endpoints name, with a
+	// certificate for default/kubernetes's IP, so that in-cluster API clients reach it.
+	c, err := Start(ctx, Options{Nodes: 1, ServingCertIPs: []string{"100.64.0.1"},
+		APIServerFlags: []string{"--advertise-address=" + WireNodeIP, "--endpoint-reconciler-type=lease", "--bind-address=0.0.0.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +68,13 @@ func TestWire_clientsSeeFailures(t *testing.T) {
 	}
 	c, w, seed := startWire(t, WireOptions{Corefile: CorefileKOps}, 3)
 	ctx := context.Background()
-	cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services, Interval: 50 * time.Millisecond})
+	cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services, Interval: 50 * time.Millisecond, APIServerCA: c.CACert})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Stop()
 	time.Sleep(2 * time.Second)
-	if r := cl.Report(); r.Failed(ClientKinds...) != 0 {
+	if r := cl.Report(); r.Failed(append(ClientKinds, APIClientKinds...)...) != 0 {
 		t.Fatalf("clients failed on a cluster without a fault:\n%s", r)
 	}
 	svcs := c.Kube.CoreV1().Services("wire")
@@ -133,5 +140,50 @@ func TestWire_clientsSeeFailures(t *testing.T) {
 		if !failedAfter(r, k, "wire/web-2", stopped) {
 			t.Errorf("%s: no failure at web-2 with kube-proxy gone", k)
 		}
+	}
+	if !failedAfter(r, ClientAPIOld, "default/kubernetes", stopped) {
+		t.Errorf("%s: no failure with kube-proxy gone", ClientAPIOld)
+	}
+}
+
+// TestWire_podDrain proves the wire keeps a deleted pod's IP answering for PodDrain, as a pod
+// that sleeps in its preStop hook does, and not longer.
+func TestWire_podDrain(t *testing.T) {
+	if RerunIsolated(t) {
+		return
+	}
+	c, w, _ := startWire(t, WireOptions{PodDrain: 3 * time.Second}, 1)
+	ctx := context.Background()
+	pods, err := c.Kube.CoreV1().Pods("wire").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("the web pods: %v (%v)", pods, err)
+	}
+	p := pods.Items[0]
+	get := func() error {
+		return (&Clients{o: ClientOptions{Timeout: time.Second}, http: map[ClientKind]*http.Client{"": noKeepAlive(nil, nil)}}).get(ctx, "", p.Status.PodIP)
+	}
+	if err := get(); err != nil {
+		t.Fatalf("pod %s at %s does not answer: %v", p.Name, p.Status.PodIP, err)
+	}
+	// Scaled to zero, not deleted: no new pod takes the IP back.
+	deleted := time.Now()
+	scale := []byte(`{"spec":{"replicas":0}}`)
+	if _, err := c.Kube.AppsV1().Deployments("wire").Patch(ctx, "web", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Pods("wire").Get(ctx, p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("pod %s was not deleted: %v", p.Name, err)
+	}
+	// The wire saw the delete when this did, give or take its watch's lag: well within the drain.
+	gone := time.Now()
+	if err := get(); err != nil || !w.Has(p.Status.PodIP) {
+		t.Errorf("pod %s's IP %s does not answer %v after its delete, within its drain: %v", p.Name, p.Status.PodIP, time.Since(deleted), err)
+	}
+	time.Sleep(time.Until(gone.Add(4 * time.Second)))
+	if err := get(); err == nil || w.Has(p.Status.PodIP) {
+		t.Errorf("pod %s's IP %s still answers 4 s after its delete, past its 3 s drain", p.Name, p.Status.PodIP)
 	}
 }

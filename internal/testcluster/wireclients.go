@@ -7,7 +7,10 @@
 package testcluster
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -49,14 +52,29 @@ const (
 	ClientKeptIP ClientKind = "kept-ip"
 	// ClientServiceHost connects to <SVC>_SERVICE_HOST: the ClusterIP when the pod started.
 	ClientServiceHost ClientKind = "service-host"
+	// ClientAPIOld is an in-cluster API client (client-go's in-cluster configuration) of a pod
+	// not restarted since default/kubernetes moved: it connects to KUBERNETES_SERVICE_HOST, the
+	// Service's ClusterIP when the pod started, port 443, and verifies the apiserver's
+	// certificate against that IP.
+	ClientAPIOld ClientKind = "api-old-host"
+	// ClientAPINew is the same client in a pod started after default/kubernetes moved: it
+	// exists from the moment the API shows the Service's new ClusterIP.
+	ClientAPINew ClientKind = "api-new-host"
 )
 
-// ClientKinds are every kind, in report order.
+// ClientKinds are every kind of client of the Services, in report order.
 var ClientKinds = []ClientKind{ClientOldResolver, ClientNewResolver, ClientKeptIP, ClientServiceHost}
+
+// APIClientKinds are the kinds of in-cluster API client (ClientOptions.APIServerCA).
+var APIClientKinds = []ClientKind{ClientAPIOld, ClientAPINew}
+
+// apiServerService is the Service in-cluster API clients reach.
+const apiServerService = "default/kubernetes"
 
 // Clients are the wire's clients of a set of Services.
 type Clients struct {
 	o        ClientOptions
+	kinds    []ClientKind // the kinds running, in report order
 	mu       sync.Mutex
 	requests map[ClientKind]map[string]int
 	failures []Failure
@@ -82,6 +100,11 @@ type ClientOptions struct {
 	// rest of the suite does not pass for a dropped packet. A real resolver whose query is
 	// dropped waits 5 s before it asks again: a failure here stands for at least that.
 	Timeout time.Duration
+	// APIServerCA, when set, adds the in-cluster API clients (APIClientKinds) of
+	// default/kubernetes, verifying the apiserver's certificate with it. kube-apiserver must
+	// then be reached on the wire: its endpoints' address (--advertise-address WireNodeIP)
+	// listening, and its certificate naming the Service's IPs.
+	APIServerCA []byte
 }
 
 // Failure is one failed query or request.
@@ -97,7 +120,8 @@ type Failure struct {
 
 // StartClients starts one client of each kind for each Service, after reading each Service's
 // ClusterIP (ClientServiceHost) and resolving each name once (ClientKeptIP) through the DNS
-// Service's current IP: both must work when the clients start.
+// Service's current IP: both must work when the clients start. With APIServerCA it starts the
+// in-cluster API clients too, once default/kubernetes's ClusterIP answers.
 func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, error) {
 	if o.DNS == "" {
 		o.DNS = "kube-system/kube-dns"
@@ -109,17 +133,30 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		o.Timeout = 2 * time.Second
 	}
 	cl := &Clients{o: o, requests: map[ClientKind]map[string]int{}, moves: map[string][]time.Time{},
-		http: map[ClientKind]*http.Client{"": noKeepAlive(nil)}, local: map[ClientKind]net.IP{}}
-	for i, k := range ClientKinds {
+		http: map[ClientKind]*http.Client{"": noKeepAlive(nil, nil)}, local: map[ClientKind]net.IP{}}
+	if len(o.Services) > 0 {
+		cl.kinds = slices.Clone(ClientKinds)
+	}
+	var roots *x509.CertPool
+	if o.APIServerCA != nil {
+		if roots = x509.NewCertPool(); !roots.AppendCertsFromPEM(o.APIServerCA) {
+			return nil, errors.New("the apiserver's CA does not parse")
+		}
+		cl.kinds = append(cl.kinds, APIClientKinds...)
+		cl.http[""] = noKeepAlive(nil, roots)
+	}
+	for _, k := range cl.kinds {
 		cl.requests[k] = map[string]int{}
 		// Each kind of client is a pod of its own, with its own IP, as in a cluster: connections
 		// of different kinds to a Service's old and new IPs (which kube-proxy sends to the same
 		// endpoints) never share a conntrack reply tuple, which the kernel would refuse.
+		i := slices.Index(append(slices.Clone(ClientKinds), APIClientKinds...), k)
 		ip := net.IPv4(192, 0, 2, byte(11+i))
-		if err := ipCommand("addr", "add", ip.String()+"/32", "dev", wireNodeLink); err != nil && !strings.Contains(err.Error(), "File exists") {
+		// Clients started again (pods restarted) keep their kind's address.
+		if err := ipCommand("addr", "replace", ip.String()+"/32", "dev", wireNodeLink); err != nil {
 			return nil, fmt.Errorf("the address of the %s client: %w", k, err)
 		}
-		cl.local[k], cl.http[k] = ip, noKeepAlive(ip)
+		cl.local[k], cl.http[k] = ip, noKeepAlive(ip, roots)
 	}
 	f := informers.NewSharedInformerFactory(w.c.Kube, 0)
 	inf := f.Core().V1().Services().Informer()
@@ -143,6 +180,13 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 	}
 	cl.svcs = inf.GetStore()
 	cl.ctStart = conntrackStats()
+	if err := cl.startAPIClients(ctx); err != nil {
+		cl.cancel()
+		return nil, err
+	}
+	if len(o.Services) == 0 {
+		return cl, nil
+	}
 	oldDNS := cl.clusterIP(o.DNS)
 	cl.oldDNS = oldDNS
 	if oldDNS == "" {
@@ -178,8 +222,32 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 	return cl, nil
 }
 
-// Reach tries once what a client of kind does to reach svc (ClientKeptIP and
-// ClientServiceHost: the IP given), outside the clients' loops and records.
+// startAPIClients starts the in-cluster API clients, if asked for, once kube-apiserver answers
+// at default/kubernetes's ClusterIP.
+func (cl *Clients) startAPIClients(ctx context.Context) error {
+	if cl.o.APIServerCA == nil {
+		return nil
+	}
+	start := cl.clusterIP(apiServerService)
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return start != "" && cl.api(ctx, "", start) == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver does not answer on the wire at %s's ClusterIP %q before the clients start: %v", apiServerService, start, cl.api(ctx, "", start))
+	}
+	cl.loop(ctx, ClientAPIOld, apiServerService, func(ctx context.Context) error { return cl.api(ctx, ClientAPIOld, start) })
+	cl.loop(ctx, ClientAPINew, apiServerService, func(ctx context.Context) error {
+		ip := cl.clusterIP(apiServerService)
+		if ip == start || ip == "" {
+			return errNotYet
+		}
+		return cl.api(ctx, ClientAPINew, ip)
+	})
+	return nil
+}
+
+// Reach tries once what a client of kind does to reach svc (ClientKeptIP, ClientServiceHost
+// and ClientAPIOld: the IP given), outside the clients' loops and records.
 func (cl *Clients) Reach(ctx context.Context, kind ClientKind, svc, ip string) error {
 	switch kind {
 	case ClientOldResolver, ClientNewResolver:
@@ -188,6 +256,8 @@ func (cl *Clients) Reach(ctx context.Context, kind ClientKind, svc, ip string) e
 			dns = cl.oldDNS
 		}
 		return cl.byName(ctx, kind, dns, svc)
+	case ClientAPIOld, ClientAPINew:
+		return cl.api(ctx, kind, cmp.Or(ip, cl.clusterIP(apiServerService)))
 	default:
 		return cl.get(ctx, kind, ip)
 	}
@@ -305,9 +375,20 @@ func (cl *Clients) resolve(ctx context.Context, kind ClientKind, dnsIP, svc stri
 
 // get sends an HTTP request to ip on the wire's port, on a new connection.
 func (cl *Clients) get(ctx context.Context, kind ClientKind, ip string) error {
+	return cl.request(ctx, kind, "http://"+net.JoinHostPort(ip, strconv.Itoa(WireHTTPPort))+"/", ip, true)
+}
+
+// api asks kube-apiserver at ip, port 443, for its version on a new connection, verifying its
+// certificate against ip: any answer is an answer (an in-cluster client reached the apiserver).
+func (cl *Clients) api(ctx context.Context, kind ClientKind, ip string) error {
+	return cl.request(ctx, kind, "https://"+net.JoinHostPort(ip, "443")+"/version", ip, false)
+}
+
+// request sends a GET to url as kind does; wantOK: any status but 200 is a failure.
+func (cl *Clients) request(ctx context.Context, kind ClientKind, url, ip string, wantOK bool) error {
 	ctx, cancel := context.WithTimeout(ctx, cl.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, strconv.Itoa(WireHTTPPort))+"/", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
@@ -323,24 +404,25 @@ func (cl *Clients) get(ctx context.Context, kind ClientKind, ip string) error {
 		if err.Error() == "timeout" && !connected.Load() {
 			err = errors.New("connect timeout") // its SYNs went unanswered
 		}
-		return fmt.Errorf("http %s: %w", ip, err)
+		return fmt.Errorf("%s %s: %w", req.URL.Scheme, ip, err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
+	if wantOK && resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("http %s: %s", ip, resp.Status)
 	}
 	return nil
 }
 
 // noKeepAlive opens a connection per request, from local (any address when nil): each one
-// meets kube-proxy's rules as they are.
-func noKeepAlive(local net.IP) *http.Client {
+// meets kube-proxy's rules as they are. HTTPS verifies the server with roots.
+func noKeepAlive(local net.IP, roots *x509.CertPool) *http.Client {
 	d := &net.Dialer{}
 	if local != nil {
 		d.LocalAddr = &net.TCPAddr{IP: local}
 	}
-	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: d.DialContext}}
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: d.DialContext,
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 }
 
 // shortNetErr keeps what a failure was (refused, timed out, unreachable), not the addresses.
@@ -370,11 +452,11 @@ func (cl *Clients) Stop() *WireReport {
 func (cl *Clients) Report() *WireReport {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	r := &WireReport{Kinds: map[ClientKind]*KindReport{}, Conntrack: map[string]uint64{}}
+	r := &WireReport{Kinds: map[ClientKind]*KindReport{}, Conntrack: map[string]uint64{}, order: cl.kinds}
 	for k, n := range conntrackStats() {
 		r.Conntrack[k] = n - cl.ctStart[k]
 	}
-	for _, k := range ClientKinds {
+	for _, k := range cl.kinds {
 		kr := &KindReport{Windows: map[string][]Window{}}
 		for _, n := range cl.requests[k] {
 			kr.Requests += n
@@ -418,7 +500,9 @@ func sinceMove(moves []time.Time, at time.Time) time.Duration {
 
 // WireReport is what each kind of client saw.
 type WireReport struct {
+	// Kinds are the kinds that ran.
 	Kinds map[ClientKind]*KindReport
+	order []ClientKind
 	// Conntrack are the namespace's conntrack counters (/proc/net/stat/nf_conntrack, summed
 	// over CPUs) since the clients started: a connection whose entry clashed with another's
 	// (insert_failed, drop) fails whatever kube-proxy's rules say.
@@ -465,11 +549,13 @@ func (k *KindReport) Longest() (Window, string) {
 	return longest, at
 }
 
-// Failed is the number of failures of the given kinds.
+// Failed is the number of failures of the given kinds (none for a kind that did not run).
 func (r *WireReport) Failed(kinds ...ClientKind) int {
 	n := 0
 	for _, k := range kinds {
-		n += len(r.Kinds[k].Failures)
+		if kr := r.Kinds[k]; kr != nil {
+			n += len(kr.Failures)
+		}
 	}
 	return n
 }
@@ -479,7 +565,7 @@ func (r *WireReport) Failed(kinds ...ClientKind) int {
 func (r *WireReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-14s %9s %9s %9s %s\n", "client", "requests", "failures", "services", "longest window")
-	for _, k := range ClientKinds {
+	for _, k := range r.order {
 		kr := r.Kinds[k]
 		longest := "-"
 		if w, svc := kr.Longest(); svc != "" {
@@ -492,7 +578,7 @@ func (r *WireReport) String() string {
 		fmt.Fprintf(&b, "conntrack meanwhile: insert_failed %d, drop %d, clashres %d, invalid %d, early_drop %d\n",
 			r.Conntrack["insert_failed"], r.Conntrack["drop"], r.Conntrack["clashres"], r.Conntrack["invalid"], r.Conntrack["early_drop"])
 	}
-	for _, k := range ClientKinds {
+	for _, k := range r.order {
 		kr := r.Kinds[k]
 		for _, svc := range slices.Sorted(maps.Keys(kr.Windows)) {
 			for _, w := range kr.Windows[svc] {

@@ -37,10 +37,7 @@ func (w *Wire) Seed(ctx context.Context, ns string, n int, dnsIP string) (*WireS
 	}
 	dns := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{
 		"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
-		Spec: corev1.ServiceSpec{ClusterIP: dnsIP, Selector: dnsLabels, Ports: []corev1.ServicePort{
-			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
-			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
-			{Name: "metrics", Port: 9153, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(9153)}}}}
+		Spec: corev1.ServiceSpec{ClusterIP: dnsIP, Selector: dnsLabels, Ports: coreDNSPorts()}}
 	if _, err := kube.CoreV1().Services("kube-system").Create(ctx, dns, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating kube-system/kube-dns: %w", err)
 	}
@@ -66,6 +63,14 @@ func (w *Wire) Seed(ctx context.Context, ns string, n int, dnsIP string) (*WireS
 		}
 	}
 	return s, nil
+}
+
+// coreDNSPorts are kube-dns's ports as kubeadm and kOps make them.
+func coreDNSPorts() []corev1.ServicePort {
+	return []corev1.ServicePort{
+		{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+		{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
+		{Name: "metrics", Port: 9153, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(9153)}}
 }
 
 func (w *Wire) deployment(ctx context.Context, ns, name string, labels map[string]string) error {
