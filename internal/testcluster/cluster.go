@@ -6,6 +6,7 @@
 package testcluster
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/binary"
@@ -84,6 +85,12 @@ type Options struct {
 	// CalicoAPIServer also runs Calico's API server (of the newest release, on the Calico CRDs),
 	// so that projectcalico.org/v3 is served as in an install with the API server.
 	CalicoAPIServer bool
+	// PodTermination is how long a deleted pod stays Terminating (Running, Ready, and a serving
+	// terminating endpoint of its Services) before kwok removes it, as a kubelet takes the
+	// pod's grace period while its application drains (a preStop sleep, as the Kubernetes
+	// documentation advises for rolling updates without errors). Default 0: kwok removes it
+	// at once, and a roll's EndpointSlices may for a moment hold no endpoint at all.
+	PodTermination time.Duration
 }
 
 // Cluster is a running control plane.
@@ -322,6 +329,14 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	})
 }
 
+// podDeleteStage is the kwok stage that removes a deleted pod.
+const podDeleteStage = "pod-delete.yaml"
+
+// delayed is a kwok stage that waits d before its next step.
+func delayed(stage []byte, d time.Duration) []byte {
+	return bytes.Replace(stage, []byte("\n  next:"), fmt.Appendf(nil, "\n  delay:\n    durationMilliseconds: %d\n  next:", d.Milliseconds()), 1)
+}
+
 // startAgents starts the components that talk only to the apiserver.
 func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, error) {
 	var stageArgs []string
@@ -336,6 +351,9 @@ func (c *Cluster) startAgents(o Options, files map[string]string) ([]*process, e
 		dst := filepath.Join(c.Dir, path)
 		if o.Calico != "" && filepath.Base(path) == podReadyStage {
 			data = calicoPodReady(data)
+		}
+		if o.PodTermination > 0 && filepath.Base(path) == podDeleteStage {
+			data = delayed(data, o.PodTermination)
 		}
 		stageArgs = append(stageArgs, "--config="+dst)
 		return os.WriteFile(dst, data, 0o600)

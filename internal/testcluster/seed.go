@@ -9,6 +9,8 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +42,20 @@ type Seeded struct {
 	Workloads map[string]int
 	// Pods is the number of pods the workloads run.
 	Pods int
+}
+
+// WebServices are the Services of the web pods (ClusterIP, NodePort and LoadBalancer, port 80):
+// what the wire's clients reach (StartClients), sorted.
+func (s *Seeded) WebServices() []string {
+	var keys []string
+	for key := range s.ServiceIPs {
+		ns, name, _ := strings.Cut(key, "/")
+		if strings.HasPrefix(ns, "app-") && (strings.HasPrefix(name, "web-") || name == "front" || name == "api") {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Seed creates the installer's Calico pool (default-ipv4-ippool, 100.96.0.0/11, IPIP Always, NAT

@@ -104,18 +104,7 @@ type WireOptions struct {
 	Corefile Corefile
 	// Node is the node kube-proxy runs as; default the first kwok node.
 	Node string
-	// PodDrain is how long a pod's IP keeps answering once the pod is gone or no longer
-	// Running; default DefaultPodDrain. kwok deletes a pod at once, but a real one serves out
-	// its termination: an application that follows the Kubernetes documentation for rolling
-	// updates without errors (a preStop sleep) answers until kube-proxy has stopped sending it
-	// new connections. A restart's failures then tell of the restart, not of an application
-	// that quits on SIGTERM.
-	PodDrain time.Duration
 }
-
-// DefaultPodDrain is WireOptions.PodDrain's default: a preStop sleep of 5 s, several times the
-// EndpointSlice update and kube-proxy sync (about 1-2 s) it must outlast.
-const DefaultPodDrain = 5 * time.Second
 
 // Wire is the running wire of a cluster.
 type Wire struct {
@@ -141,9 +130,6 @@ func (c *Cluster) StartWire(ctx context.Context, o WireOptions) (*Wire, error) {
 	}
 	if o.Corefile.Block == "" {
 		o.Corefile = CorefileKOps
-	}
-	if o.PodDrain == 0 {
-		o.PodDrain = DefaultPodDrain
 	}
 	if o.Node == "" {
 		o.Node = "kwok-node-0"
@@ -283,17 +269,16 @@ func (w *Wire) Stop() {
 }
 
 // podAddresses keeps every Running pod's IP an address of the pod link: kube-proxy's DNAT to
-// a pod then lands on the wire's listeners. An IP leaves when no pod holds it any more, once
-// the last pod that held it has drained (WireOptions.PodDrain).
+// a pod then lands on the wire's listeners. A pod that is being deleted answers until it is gone
+// (Options.PodTermination). An IP leaves when no pod holds it any more.
 type podAddresses struct {
 	mu      sync.Mutex
-	drain   time.Duration
-	holders map[string]map[string]time.Time // IP → pods holding it → until when it drains (zero: held)
+	holders map[string]map[string]bool // IP → pods holding it
 	errs    []error
 }
 
 func (w *Wire) watchPodAddresses(ctx context.Context) (*podAddresses, error) {
-	a := &podAddresses{drain: w.Options.PodDrain, holders: map[string]map[string]time.Time{}}
+	a := &podAddresses{holders: map[string]map[string]bool{}}
 	f := informers.NewSharedInformerFactory(w.c.Kube, 0)
 	inf := f.Core().V1().Pods().Informer()
 	held := map[string][]string{} // pod → the IPs it was given; only the informer's goroutine writes it
@@ -336,33 +321,20 @@ func (a *podAddresses) update(pod string, old, now []string) {
 	defer a.mu.Unlock()
 	for _, ip := range now {
 		if a.holders[ip] == nil {
-			a.holders[ip] = map[string]time.Time{}
+			a.holders[ip] = map[string]bool{}
 			a.record(ipCommand("addr", "add", ip+"/32", "dev", wirePodLink))
 		}
-		a.holders[ip][pod] = time.Time{}
+		a.holders[ip][pod] = true
 	}
 	for _, ip := range old {
 		if slices.Contains(now, ip) || a.holders[ip] == nil {
 			continue
 		}
-		a.holders[ip][pod] = time.Now().Add(a.drain)
-		time.AfterFunc(a.drain, func() { a.drained(ip, pod) })
-	}
-}
-
-// drained removes pod from ip's holders if it has not held it again since it began to drain,
-// and the address once no pod holds it.
-func (a *podAddresses) drained(ip, pod string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	until, ok := a.holders[ip][pod]
-	if !ok || until.IsZero() || time.Now().Before(until) {
-		return
-	}
-	delete(a.holders[ip], pod)
-	if len(a.holders[ip]) == 0 {
-		delete(a.holders, ip)
-		a.record(ipCommand("addr", "del", ip+"/32", "dev", wirePodLink))
+		delete(a.holders[ip], pod)
+		if len(a.holders[ip]) == 0 {
+			delete(a.holders, ip)
+			a.record(ipCommand("addr", "del", ip+"/32", "dev", wirePodLink))
+		}
 	}
 }
 

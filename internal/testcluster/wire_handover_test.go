@@ -37,7 +37,7 @@ func wireHandOver(t *testing.T, mode ProxyMode) {
 	if RerunIsolated(t) {
 		return
 	}
-	c, w, seed := startWire(t, WireOptions{Mode: mode, Corefile: CorefileKOps}, 10)
+	c, w, seed := startWire(t, WireOptions{Mode: mode, Corefile: CorefileKOps}, 10, 0)
 	ctx := context.Background()
 	cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services})
 	if err != nil {

@@ -18,13 +18,14 @@ import (
 )
 
 // startWire starts a cluster and its wire in this test's network namespace, with the seed.
-func startWire(t *testing.T, o WireOptions, services int) (*Cluster, *Wire, *WireSeed) {
+// termination is the cluster's Options.PodTermination.
+func startWire(t *testing.T, o WireOptions, services int, termination time.Duration) (*Cluster, *Wire, *WireSeed) {
 	t.Helper()
 	requireBinaries(t)
 	ctx := context.Background()
 	// kube-apiserver on the wire too: listening on the node address its endpoints name, with a
 	// certificate for default/kubernetes's IP, so that in-cluster API clients reach it.
-	c, err := Start(ctx, Options{Nodes: 1, ServingCertIPs: []string{"100.64.0.1"},
+	c, err := Start(ctx, Options{Nodes: 1, ServingCertIPs: []string{"100.64.0.1"}, PodTermination: termination,
 		APIServerFlags: []string{"--advertise-address=" + WireNodeIP, "--endpoint-reconciler-type=lease", "--bind-address=0.0.0.0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestWire_clientsSeeFailures(t *testing.T) {
 	if RerunIsolated(t) {
 		return
 	}
-	c, w, seed := startWire(t, WireOptions{Corefile: CorefileKOps}, 3)
+	c, w, seed := startWire(t, WireOptions{Corefile: CorefileKOps}, 3, 0)
 	ctx := context.Background()
 	cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services, Interval: 50 * time.Millisecond, APIServerCA: c.CACert})
 	if err != nil {
@@ -146,13 +147,13 @@ func TestWire_clientsSeeFailures(t *testing.T) {
 	}
 }
 
-// TestWire_podDrain proves the wire keeps a deleted pod's IP answering for PodDrain, as a pod
-// that sleeps in its preStop hook does, and not longer.
-func TestWire_podDrain(t *testing.T) {
+// TestWire_podTermination proves a pod answers on the wire while it terminates
+// (Options.PodTermination), and not once it is gone.
+func TestWire_podTermination(t *testing.T) {
 	if RerunIsolated(t) {
 		return
 	}
-	c, w, _ := startWire(t, WireOptions{PodDrain: 3 * time.Second}, 1)
+	c, w, _ := startWire(t, WireOptions{}, 1, 3*time.Second)
 	ctx := context.Background()
 	pods, err := c.Kube.CoreV1().Pods("wire").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 	if err != nil || len(pods.Items) == 0 {
@@ -165,25 +166,32 @@ func TestWire_podDrain(t *testing.T) {
 	if err := get(); err != nil {
 		t.Fatalf("pod %s at %s does not answer: %v", p.Name, p.Status.PodIP, err)
 	}
-	// Scaled to zero, not deleted: no new pod takes the IP back.
+	// Scaled to zero, not deleted: no new pod takes the IP.
 	deleted := time.Now()
 	scale := []byte(`{"spec":{"replicas":0}}`)
 	if _, err := c.Kube.AppsV1().Deployments("wire").Patch(ctx, "web", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.Kube.CoreV1().Pods("wire").Get(ctx, p.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		cur, err := c.Kube.CoreV1().Pods("wire").Get(ctx, p.Name, metav1.GetOptions{})
+		return err == nil && cur.DeletionTimestamp != nil, nil
 	}); err != nil {
 		t.Fatalf("pod %s was not deleted: %v", p.Name, err)
 	}
-	// The wire saw the delete when this did, give or take its watch's lag: well within the drain.
-	gone := time.Now()
 	if err := get(); err != nil || !w.Has(p.Status.PodIP) {
-		t.Errorf("pod %s's IP %s does not answer %v after its delete, within its drain: %v", p.Name, p.Status.PodIP, time.Since(deleted), err)
+		t.Errorf("pod %s's IP %s does not answer %v after its delete, while it terminates: %v", p.Name, p.Status.PodIP, time.Since(deleted), err)
 	}
-	time.Sleep(time.Until(gone.Add(4 * time.Second)))
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().Pods("wire").Get(ctx, p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("pod %s was not removed: %v", p.Name, err)
+	}
+	if gone := time.Since(deleted); gone < 2*time.Second {
+		t.Errorf("pod %s was removed %v after its delete: it did not terminate for 3 s", p.Name, gone)
+	}
+	time.Sleep(time.Second) // the wire's watch
 	if err := get(); err == nil || w.Has(p.Status.PodIP) {
-		t.Errorf("pod %s's IP %s still answers 4 s after its delete, past its 3 s drain", p.Name, p.Status.PodIP)
+		t.Errorf("pod %s's IP %s still answers once the pod is gone", p.Name, p.Status.PodIP)
 	}
 }

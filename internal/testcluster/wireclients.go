@@ -68,6 +68,14 @@ var ClientKinds = []ClientKind{ClientOldResolver, ClientNewResolver, ClientKeptI
 // APIClientKinds are the kinds of in-cluster API client (ClientOptions.APIServerCA).
 var APIClientKinds = []ClientKind{ClientAPIOld, ClientAPINew}
 
+// ClientNodePort reaches a Service that had node ports when the clients started through the
+// first of them on the node's address (WireNodeIP), as a load balancer in front of the nodes
+// does: it runs for those Services only.
+const ClientNodePort ClientKind = "node-port"
+
+// allKinds are every kind, each one's index its client's address.
+var allKinds = append(append(slices.Clone(ClientKinds), APIClientKinds...), ClientNodePort)
+
 // apiServerService is the Service in-cluster API clients reach.
 const apiServerService = "default/kubernetes"
 
@@ -146,17 +154,9 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		cl.http[""] = noKeepAlive(nil, roots)
 	}
 	for _, k := range cl.kinds {
-		cl.requests[k] = map[string]int{}
-		// Each kind of client is a pod of its own, with its own IP, as in a cluster: connections
-		// of different kinds to a Service's old and new IPs (which kube-proxy sends to the same
-		// endpoints) never share a conntrack reply tuple, which the kernel would refuse.
-		i := slices.Index(append(slices.Clone(ClientKinds), APIClientKinds...), k)
-		ip := net.IPv4(192, 0, 2, byte(11+i))
-		// Clients started again (pods restarted) keep their kind's address.
-		if err := ipCommand("addr", "replace", ip.String()+"/32", "dev", wireNodeLink); err != nil {
-			return nil, fmt.Errorf("the address of the %s client: %w", k, err)
+		if err := cl.addKind(k, roots); err != nil {
+			return nil, err
 		}
-		cl.local[k], cl.http[k] = ip, noKeepAlive(ip, roots)
 	}
 	f := informers.NewSharedInformerFactory(w.c.Kube, 0)
 	inf := f.Core().V1().Services().Informer()
@@ -186,6 +186,15 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 	}
 	if len(o.Services) == 0 {
 		return cl, nil
+	}
+	for _, svc := range o.Services {
+		if nodePort(cl.service(svc)) != 0 && !slices.Contains(cl.kinds, ClientNodePort) {
+			cl.kinds = append(cl.kinds, ClientNodePort)
+			if err := cl.addKind(ClientNodePort, roots); err != nil {
+				cl.cancel()
+				return nil, err
+			}
+		}
 	}
 	oldDNS := cl.clusterIP(o.DNS)
 	cl.oldDNS = oldDNS
@@ -218,8 +227,40 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		})
 		cl.loop(ctx, ClientKeptIP, svc, func(ctx context.Context) error { return cl.get(ctx, ClientKeptIP, kept) })
 		cl.loop(ctx, ClientServiceHost, svc, func(ctx context.Context) error { return cl.get(ctx, ClientServiceHost, start) })
+		if port := nodePort(cl.service(svc)); port != 0 {
+			url := "http://" + net.JoinHostPort(WireNodeIP, strconv.Itoa(int(port))) + "/"
+			cl.loop(ctx, ClientNodePort, svc, func(ctx context.Context) error {
+				return cl.request(ctx, ClientNodePort, url, WireNodeIP, true)
+			})
+		}
 	}
 	return cl, nil
+}
+
+// addKind gives kind's client its own address. Each kind of client is a pod of its own, with
+// its own IP, as in a cluster: connections of different kinds to a Service's old and new IPs
+// (which kube-proxy sends to the same endpoints) never share a conntrack reply tuple, which the
+// kernel would refuse. Clients started again (pods restarted) keep their kind's address.
+func (cl *Clients) addKind(kind ClientKind, roots *x509.CertPool) error {
+	cl.requests[kind] = map[string]int{}
+	ip := net.IPv4(192, 0, 2, byte(11+slices.Index(allKinds, kind)))
+	if err := ipCommand("addr", "replace", ip.String()+"/32", "dev", wireNodeLink); err != nil {
+		return fmt.Errorf("the address of the %s client: %w", kind, err)
+	}
+	cl.local[kind], cl.http[kind] = ip, noKeepAlive(ip, roots)
+	return nil
+}
+
+// nodePort is svc's first node port, 0 when it has none (or svc is nil).
+func nodePort(svc *corev1.Service) int32 {
+	if svc != nil {
+		for _, p := range svc.Spec.Ports {
+			if p.NodePort != 0 {
+				return p.NodePort
+			}
+		}
+	}
+	return 0
 }
 
 // startAPIClients starts the in-cluster API clients, if asked for, once kube-apiserver answers
@@ -291,11 +332,17 @@ func (cl *Clients) loop(ctx context.Context, kind ClientKind, svc string, try fu
 }
 
 func (cl *Clients) clusterIP(key string) string {
-	obj, _, _ := cl.svcs.GetByKey(key)
-	if svc, ok := obj.(*corev1.Service); ok {
+	if svc := cl.service(key); svc != nil {
 		return svc.Spec.ClusterIP
 	}
 	return ""
+}
+
+// service is the Service key as the clients' watch last saw it, nil when there is none.
+func (cl *Clients) service(key string) *corev1.Service {
+	obj, _, _ := cl.svcs.GetByKey(key)
+	svc, _ := obj.(*corev1.Service)
+	return svc
 }
 
 func (cl *Clients) moved(svc string) {

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -48,24 +50,67 @@ func main() {
 	root := flag.String("root", ".", "repository root")
 	groups := flag.Int("groups", 4, "namespaces of ten Services and four workloads each")
 	flag.Parse()
-	if err := run(*root, *groups); err != nil {
+	onWire, err := isolate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+	if err := run(*root, *groups, onWire); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
+// isolate runs the demo again in a network namespace of its own (testcluster.IsolatedCommand),
+// where the wire shows what clients see, and exits with it; it returns whether this process
+// is that run. Only root can make the namespace: otherwise the demo runs here and says why
+// it counts nothing on the wire.
+func isolate() (bool, error) {
+	if ok, err := testcluster.Isolated(); ok || err != nil {
+		return ok, err
+	}
+	if os.Geteuid() != 0 {
+		fmt.Println("The wire (a real kube-proxy and CoreDNS, and clients of every kind, in a network namespace of the demo's own) " +
+			"needs root to make that namespace: this run moves everything as usual but counts no request on the wire.")
+		return false, nil
+	}
+	// Pdeathsig follows the thread that forks the child: this one, for the whole run.
+	runtime.LockOSThread()
+	cmd := testcluster.IsolatedCommand(os.Args[0], os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		os.Exit(exit.ExitCode())
+	}
+	if err != nil {
+		return false, fmt.Errorf("running in a network namespace of its own: %w", err)
+	}
+	os.Exit(0)
+	return false, nil
+}
+
 func say(format string, args ...any) { fmt.Printf("\n== "+format+"\n", args...) }
 
-func run(root string, groups int) error {
+func run(root string, groups int, onWire bool) error {
 	ctx := context.Background()
 	root, _ = filepath.Abs(root)
 	bin := filepath.Join(root, "bin")
 	say("Starting a loopback cluster as kOps sets one up: Services in %s, Calico pool %s", oldServices, oldPods)
-	c, err := testcluster.Start(ctx, testcluster.Options{Nodes: 3, Calico: testcluster.Calico331, BinDir: bin,
+	o := testcluster.Options{Nodes: 3, Calico: testcluster.Calico331, BinDir: bin,
 		// kube-apiserver's endpoints for default/kubernetes (the test clusters turn them off: they
-		// advertise 127.0.0.1), so stage 2's bridge has endpoints to copy. 192.0.2.1 is object
-		// data only: nothing connects to it.
-		APIServerFlags: []string{"--advertise-address=192.0.2.1", "--endpoint-reconciler-type=lease"}})
+		// advertise 127.0.0.1), so stage 2's bridge has endpoints to copy: the wire's node address.
+		APIServerFlags: []string{"--advertise-address=" + testcluster.WireNodeIP, "--endpoint-reconciler-type=lease"}}
+	if onWire {
+		// In the demo's own network namespace, kube-apiserver listens there too, with a
+		// certificate for default/kubernetes's old and new IPs: in-cluster clients reach it.
+		o.APIServerFlags = append(o.APIServerFlags, "--bind-address=0.0.0.0")
+		o.ServingCertIPs = []string{"100.64.0.1", "172.24.0.1"}
+		// A deleted pod serves while it terminates, as a real one drains: the rolls' failures
+		// are then the migration's, not kwok's (which removes a pod at once).
+		o.PodTermination = 3 * time.Second
+	}
+	c, err := testcluster.Start(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -96,13 +141,13 @@ func run(root string, groups int) error {
 		return err
 	}
 
-	// Watch what kube-proxy would route on kube-dns's old and new IPs for the whole story.
-	dns, err := c.ProbeServiceIPs(ctx, "kube-system", "100.64.0.10", "172.24.0.10")
-	if err != nil {
-		return err
+	var wire *wireWatch
+	if onWire {
+		if wire, err = startWireWatch(ctx, c, seeded.WebServices()); err != nil {
+			return err
+		}
+		defer wire.cl.Stop()
 	}
-	defer dns.Stop()
-	begin := time.Now()
 	w, err := newWorkspace(root, bin, c.Kubeconfig)
 	if err != nil {
 		return err
@@ -131,6 +176,9 @@ func run(root string, groups int) error {
 				return err
 			}
 			fmt.Println("kube-apiserver restarted with --service-cluster-ip-range=" + newServices.String())
+			if err := wire.apiBack(ctx); err != nil {
+				return err
+			}
 			// kwok nodes run no kubelet: the kubelets' clusterDNS is written where kubeadm keeps
 			// it, which stage 4's removal of the DNS bridge reads.
 			if err := c.SetKubeletClusterDNS(ctx, "172.24.0.10"); err != nil {
@@ -154,19 +202,23 @@ func run(root string, groups int) error {
 			}
 		}
 		say("%s", st.title)
+		wire.between()
 		if err := w.plan(fmt.Sprintf("Stage %d: the plan a reviewer sees", st.n), fmt.Sprintf("-var=stage=%d", st.n)); err != nil {
 			return err
 		}
 		if err := w.apply(); err != nil {
 			return err
 		}
-		if st.n == 1 {
-			gap, n := dns.Longest("100.64.0.10", begin, time.Now())
-			fmt.Printf("DNS check (what kube-proxy would route): 100.64.0.10 routed nowhere %d time(s), for at most %v, "+
-				"between kube-dns's delete and the bridge taking the IP; 172.24.0.10 routes: %v.\n",
-				n, gap.Round(time.Millisecond), dns.Routes("172.24.0.10"))
+		wire.stage(st.n)
+		if st.n == 3 {
+			// Every pod started before the migration has restarted: the clients are those of
+			// the pods running now (resolver on 172.24.0.10, the new IPs kept, KUBERNETES_SERVICE_HOST 172.24.0.1).
+			if err := wire.restart(ctx); err != nil {
+				return err
+			}
 		}
 	}
+	wire.stop()
 	say("Outside the API (kOps): nonMasqueradeCIDR/podCIDR changed, allocateNodeCIDRs: false, rolling update replaces the nodes")
 	if err := c.ReplaceNodes(ctx); err != nil {
 		return err
