@@ -112,17 +112,16 @@ func wireClients(ctx context.Context, t *testing.T, wire *testcluster.Wire, seed
 	return cl
 }
 
-// nodePorts are the NodePort Services among keys.
+// nodePorts are the NodePort Services among keys, from one list of the cluster's Services.
 func nodePorts(t *testing.T, kube kubernetes.Interface, keys []string) []string {
 	t.Helper()
+	list, err := kube.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
-	for _, key := range keys {
-		ns, name, _ := strings.Cut(key, "/")
-		s, err := kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Spec.Type == corev1.ServiceTypeNodePort {
+	for _, s := range list.Items {
+		if key := s.Namespace + "/" + s.Name; s.Spec.Type == corev1.ServiceTypeNodePort && slices.Contains(keys, key) {
 			out = append(out, key)
 		}
 	}
