@@ -35,7 +35,18 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, serviceCIDRs []string) e
 	c.ServiceCIDRs = serviceCIDRs
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return c.startAPIServer(ctx)
+	// The old process's port can be held for a moment after it exited (seen once with clients
+	// connected to it from the wire): the start is tried again then.
+	for attempt := 0; ; attempt++ {
+		err := c.startAPIServer(ctx)
+		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		if i := slices.IndexFunc(c.procs, func(p *process) bool { return p.Name == "kube-apiserver" }); i >= 0 {
+			c.procs = slices.Delete(c.procs, i, i+1)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // StopControllerManager stops kube-controller-manager, as an outage of it does: no EndpointSlice,
