@@ -87,7 +87,7 @@ step "unit tests and the acceptance suite on the newest Kubernetes, in two halve
 # The wire's iptables-mode runs and the hand-over experiment (zero failures required, on waits
 # for kube-proxy's sync that a machine running the suite in two halves may stretch) are in
 # make test-wire only; the nftables recreation runs and the harness's own test stay.
-skip='^TestAccMatrix_|^TestAccFaults_tenPercent$|^TestAccRestart_midApply$|^TestAccKill_staleQuotaResync$|^TestAccFleet$|^TestAccScale_|^TestAccWire_recreationIPTables$|^TestWire_handOver'
+skip='^TestAccMatrix_|^TestAccFaults_tenPercent$|^TestAccRestart_midApply$|^TestAccKill_staleQuotaResync$|^TestAccFleet$|^TestAccScale_|^TestAccWire_recreationIPTables$|^TestWire_handOver|^TestWire_coreDNSRoll$'
 # The halves, measured one after the other on 2 cores (2026-11-29): these 1,396 s of the
 # suite's 2,688 s, and the rest of it with every other package's tests (at once: 1,638 s and
 # 1,716 s with the outage test in the second). A test the pattern does not name runs in the second.
