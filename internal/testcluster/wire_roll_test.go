@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -48,6 +49,7 @@ func TestWire_coreDNSRoll(t *testing.T) {
 	var mu sync.Mutex
 	var removed []time.Time // when each CoreDNS pod was removed
 	f := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithNamespace("kube-system"))
+	dnsPods := f.Core().V1().Pods().Lister().Pods("kube-system")
 	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -58,6 +60,8 @@ func TestWire_coreDNSRoll(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	f.Start(stop)
+	f.WaitForCacheSync(stop)
+	dnsSelector := labels.SelectorFromSet(labels.Set{"k8s-app": "kube-dns"})
 
 	arm := func(name string, rolls int) *WireReport {
 		cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services})
@@ -71,9 +75,10 @@ func TestWire_coreDNSRoll(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Rolled once only the new pods are left: the old ones terminated (3 s) and went.
-			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, false, func(ctx context.Context) (bool, error) {
-				pods, err := c.Kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-				return err == nil && len(pods.Items) == 2 && !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
+			// Read from the informer's cache, which the removals above are counted from.
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, false, func(context.Context) (bool, error) {
+				pods, err := dnsPods.List(dnsSelector)
+				return err == nil && len(pods) == 2 && !slices.ContainsFunc(pods, func(p *corev1.Pod) bool {
 					return p.DeletionTimestamp != nil || p.Annotations["roll"] != fmt.Sprintf("%s-%d", name, i)
 				}), nil
 			}); err != nil {
