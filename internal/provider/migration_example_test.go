@@ -133,25 +133,36 @@ type wireStages struct {
 	spans []wireSpan // the stages, in order
 	skips []wireSpan // windows in which some kinds' failures are not the migration's
 	gaps  []wireGap  // failures the protocol does not prevent yet, logged, not failed on
+	errs  []string   // what check failed the test on, repeated at its end
 }
 
-// wireGap is a known gap: failures in one of stages, at one of services (nil: any), of one of
-// kinds (nil: any), whose reason begins with reason, at most within after their Service's move
-// (0: at any time), for the reason why.
+// wireGap is a known gap: failures in one of stages (nil: any, and between stages), at one of
+// services (nil: any), of one of kinds (nil: any), whose reason begins with reason, at most
+// within after their Service's move, or after one of the times after returns when it is set
+// (within 0: at any time), for the reason why.
 type wireGap struct {
 	stages   []int
 	services []string
 	kinds    []testcluster.ClientKind
 	reason   string
 	within   time.Duration
+	after    func() []time.Time
 	why      string
 }
 
 // has says whether f of kind in stage is in the gap.
 func (g wireGap) has(stage int, kind testcluster.ClientKind, f testcluster.Failure) bool {
-	return slices.Contains(g.stages, stage) && (g.services == nil || slices.Contains(g.services, f.Service)) &&
-		(g.kinds == nil || slices.Contains(g.kinds, kind)) && strings.HasPrefix(f.Reason, g.reason) &&
-		(g.within == 0 || f.Since >= 0 && f.Since <= g.within)
+	if g.stages != nil && !slices.Contains(g.stages, stage) || g.services != nil && !slices.Contains(g.services, f.Service) ||
+		g.kinds != nil && !slices.Contains(g.kinds, kind) || !strings.HasPrefix(f.Reason, g.reason) {
+		return false
+	}
+	switch {
+	case g.within == 0:
+		return true
+	case g.after != nil:
+		return slices.ContainsFunc(g.after(), func(at time.Time) bool { d := f.At.Sub(at); return d >= 0 && d <= g.within })
+	}
+	return f.Since >= 0 && f.Since <= g.within
 }
 
 type wireSpan struct {
@@ -213,8 +224,10 @@ func (s *wireStages) check(t *testing.T, who string, cl *testcluster.Clients, id
 		t.Logf("%s: %d failure(s) of a known gap: %s", who, n, why)
 	}
 	for k, fs := range failed {
-		t.Errorf("%s, %s: %d %s failure(s), zero wanted; the first at %s, %s from its move: %s",
+		msg := fmt.Sprintf("%s, %s: %d %s failure(s), zero wanted; the first at %s, %s from its move: %s",
 			who, k.where, len(fs), k.kind, fs[0].Service, fs[0].Since.Round(time.Millisecond), fs[0].Reason)
+		s.errs = append(s.errs, msg)
+		t.Error(msg)
 	}
 }
 
@@ -361,6 +374,12 @@ func TestAccMigrationExample(t *testing.T) {
 	// stage plans stage n to a file, lets the cluster change (between), applies the saved plan,
 	// and checks that a refreshing plan is then empty.
 	var stages wireStages
+	// The wire's verdicts again at the end, where a CI log's excerpt of a failed test shows them.
+	t.Cleanup(func() {
+		if len(stages.errs) > 0 {
+			t.Logf("the wire failed the test:\n%s", strings.Join(stages.errs, "\n"))
+		}
+	})
 	stage := func(n int, between func()) {
 		t.Helper()
 		defer stages.mark(n)()
@@ -426,10 +445,17 @@ func TestAccMigrationExample(t *testing.T) {
 	// stage 5 for the new pool): now and then a DNS query whose source port matches a live UDP
 	// conntrack entry follows its old NAT binding to a CoreDNS pod that was just removed, until
 	// kube-proxy's next sync deletes that entry; it is refused at the send. Every CoreDNS roll
-	// does it, the provider's or not (testcluster.TestWire_coreDNSRoll), so logged, not failed on.
-	stages.gaps = append(stages.gaps, wireGap{stages: []int{3, 5}, reason: "dns: rejected",
-		kinds: []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver},
-		why:   "a UDP query following a stale conntrack binding to a CoreDNS pod just removed (CoreDNS's own roll)"})
+	// does it, the provider's or not (testcluster.TestWire_coreDNSRoll), so logged, not failed on:
+	// in the sync after each CoreDNS pod's removal, whichever stage that falls in (the last
+	// old pod may go after the stage's apply has seen its rollout complete). Unloaded that was
+	// at most 1.4 s; twice the provider's wait for kube-proxy's sync (4 s) leaves room for a
+	// loaded machine.
+	if wire != nil {
+		stages.gaps = append(stages.gaps, wireGap{reason: "dns: rejected", within: 2 * recreation.DefaultProxySync,
+			kinds: []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver},
+			after: func() []time.Time { return wire.Deleted("kube-system/coredns-") },
+			why:   "a UDP query following a stale conntrack binding to a CoreDNS pod just removed (CoreDNS's own roll)"})
+	}
 	// Pods started before the migration, the old KUBERNETES_SERVICE_HOST's clients among them.
 	before := wireClients(ctx, t, wire, seeded, e.c.CACert)
 	// Stage 1, with a planned Service deleted and one created in the old range before the apply.

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -274,7 +275,14 @@ func (w *Wire) Stop() {
 type podAddresses struct {
 	mu      sync.Mutex
 	holders map[string]map[string]bool // IP → pods holding it
+	deleted []podDeleted               // in the order seen
 	errs    []error
+}
+
+// podDeleted is a pod's deletion as the wire saw it.
+type podDeleted struct {
+	key string // namespace/name
+	at  time.Time
 }
 
 func (w *Wire) watchPodAddresses(ctx context.Context) (*podAddresses, error) {
@@ -300,7 +308,14 @@ func (w *Wire) watchPodAddresses(ctx context.Context) (*podAddresses, error) {
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onPod,
 		UpdateFunc: func(_, obj any) { onPod(obj) },
-		DeleteFunc: func(obj any) { a.update(keyOf(obj), held[keyOf(obj)], nil); delete(held, keyOf(obj)) },
+		DeleteFunc: func(obj any) {
+			key := keyOf(obj)
+			a.update(key, held[key], nil)
+			delete(held, key)
+			a.mu.Lock()
+			a.deleted = append(a.deleted, podDeleted{key, time.Now()})
+			a.mu.Unlock()
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -349,6 +364,20 @@ func (w *Wire) Has(ip string) bool {
 	w.addrs.mu.Lock()
 	defer w.addrs.mu.Unlock()
 	return w.addrs.holders[ip] != nil
+}
+
+// Deleted is when each pod whose namespace/name begins with prefix was deleted (gone from the
+// API, its addresses off the wire), in order: kube-proxy removes its endpoints at its next sync.
+func (w *Wire) Deleted(prefix string) []time.Time {
+	w.addrs.mu.Lock()
+	defer w.addrs.mu.Unlock()
+	var out []time.Time
+	for _, d := range w.addrs.deleted {
+		if strings.HasPrefix(d.key, prefix) {
+			out = append(out, d.at)
+		}
+	}
+	return out
 }
 
 // Err is the first error keeping pod addresses, if any.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 )
 
 // udpTimeout is the namespace's nf_conntrack_udp_timeout: how long a UDP flow seen one way
@@ -46,17 +44,8 @@ func TestWire_coreDNSRoll(t *testing.T) {
 	c, w, seed := startWire(t, WireOptions{Corefile: CorefileKOps}, 13, 3*time.Second)
 	ctx := context.Background()
 
-	var mu sync.Mutex
-	var removed []time.Time // when each CoreDNS pod was removed
 	f := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0, informers.WithNamespace("kube-system"))
 	dnsPods := f.Core().V1().Pods().Lister().Pods("kube-system")
-	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) {
-		mu.Lock()
-		defer mu.Unlock()
-		removed = append(removed, time.Now())
-	}}); err != nil {
-		t.Fatal(err)
-	}
 	stop := make(chan struct{})
 	defer close(stop)
 	f.Start(stop)
@@ -64,6 +53,7 @@ func TestWire_coreDNSRoll(t *testing.T) {
 	dnsSelector := labels.SelectorFromSet(labels.Set{"k8s-app": "kube-dns"})
 
 	arm := func(name string, rolls int) *WireReport {
+		start := time.Now()
 		cl, err := w.StartClients(ctx, ClientOptions{Services: seed.Services})
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +65,6 @@ func TestWire_coreDNSRoll(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Rolled once only the new pods are left: the old ones terminated (3 s) and went.
-			// Read from the informer's cache, which the removals above are counted from.
 			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, false, func(context.Context) (bool, error) {
 				pods, err := dnsPods.List(dnsSelector)
 				return err == nil && len(pods) == 2 && !slices.ContainsFunc(pods, func(p *corev1.Pod) bool {
@@ -87,8 +76,7 @@ func TestWire_coreDNSRoll(t *testing.T) {
 			time.Sleep(2 * time.Second) // past kube-proxy's sync after the removals
 		}
 		r := cl.Stop()
-		mu.Lock()
-		defer mu.Unlock()
+		removed := slices.DeleteFunc(w.Deleted("kube-system/coredns-"), func(at time.Time) bool { return at.Before(start) })
 		var late time.Duration // the longest a failure came after the last removal before it
 		for _, fl := range r.Kinds[ClientOldResolver].Failures {
 			i, _ := slices.BinarySearchFunc(removed, fl.At, func(a, b time.Time) int { return a.Compare(b) })
@@ -113,9 +101,6 @@ func TestWire_coreDNSRoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(31 * time.Second) // the entries made under the default time out
-	mu.Lock()
-	removed = nil
-	mu.Unlock()
 	if r := arm("UDP conntrack timeout 1s", 8); r.Failed(ClientOldResolver) != 0 {
 		t.Errorf("resolvers failed in CoreDNS's roll although no UDP conntrack entry outlived 1 s: a mechanism other than stale NAT bindings")
 	}
