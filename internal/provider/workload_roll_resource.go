@@ -84,7 +84,9 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 				MarkdownDescription: "Concurrent rollouts after `first`. Default `5`.",
 				Validators:          []validator.Int64{int64validator.Between(1, 100)}},
 			"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "Wait for each rollout to finish. Default `true`."},
+				MarkdownDescription: "Wait for each rollout to finish, and for the pods it replaced to terminate (each at most its grace period " +
+					"and 15 s more): a terminating pod still runs with the DNS server and Service IPs it started with, and the " +
+					"bridges' removal counts it. Default `true`."},
 			"continue_on_error": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Keep rolling the others when a rollout fails; failures are then warnings. Default `false`."},
 			"rolled": schema.MapAttribute{Computed: true, ElementType: types.StringType,

@@ -382,3 +382,44 @@ resource "terraform_data" "dns_moved" {
 	// Included once: the next plan does not roll idle again.
 	w.converged()
 }
+
+// A rollout is complete while the pods it replaced still terminate, and a terminating pod runs
+// with the resolv.conf and Service IPs it started with (stage 4's bridge checks count it): the
+// roll ends once they are gone. The cluster's deleted pods terminate for 4 s.
+func TestAccWorkloadRoll_waitsForReplacedPods(t *testing.T) {
+	testAccPreCheck(t)
+	requireOwnCluster(t)
+	ctx := context.Background()
+	c := startCluster(t, testcluster.Options{PodTermination: 4 * time.Second})
+	if _, err := c.Kube.AppsV1().Deployments("default").Create(ctx, deploymentOf("web", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitPods(ctx, "default", "app=web", 2, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }); err != nil {
+		t.Fatal(err)
+	}
+	startedBefore := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(startedBefore) + 100*time.Millisecond)
+	w := newCLIWorkspace(t, providerBlock(c.Kubeconfig)+rollHCL("dns", fmt.Sprintf("  namespaces     = [\"default\"]\n  started_before = %q",
+		startedBefore.UTC().Format(time.RFC3339)), ""))
+	w.planFile()
+	expect(t, "workloads", w.planned("k8scidr_workload_roll.dns", "plan.workloads"), strListCheck("default/deployment/web"))
+	w.applyFile()
+	pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, p := range pods.Items {
+		switch {
+		case p.DeletionTimestamp != nil:
+			t.Errorf("pod %s is still terminating after the roll (deleted at %s)", p.Name, p.DeletionTimestamp)
+		case p.Status.StartTime == nil || p.Status.StartTime.Time.Before(startedBefore):
+			t.Errorf("pod %s was not replaced (started %v)", p.Name, p.Status.StartTime)
+		default:
+			running++
+		}
+	}
+	if running != 2 {
+		t.Errorf("%d new web pods after the roll, want 2", running)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -105,11 +106,23 @@ func ExecuteRoll(ctx context.Context, c *k8sops.Client, p RollSteps, o RollExecO
 		})
 	}
 	wg.Wait()
+	evicted := map[string][]string{} // namespace → names
 	for _, pod := range pods {
 		if stop() {
 			break
 		}
-		record(evict(ctx, c, pod))
+		r := evict(ctx, c, pod)
+		record(r)
+		if ns, name, _ := parsePodKey(pod); r.Err == nil {
+			evicted[ns] = append(evicted[ns], name)
+		}
+	}
+	if o.Wait {
+		for ns, names := range evicted {
+			if err := waitTerminated(ctx, c, ns, func(p *corev1.Pod, _ map[string]string) bool { return slices.Contains(names, p.Name) }, o.Log); err != nil {
+				record(Rolled{Key: "pods in " + ns, Err: err})
+			}
+		}
 	}
 	slices.SortFunc(out, func(a, b Rolled) int { return strings.Compare(a.Key, b.Key) })
 	var errs []error
@@ -137,6 +150,12 @@ func rollOne(ctx context.Context, c *k8sops.Client, key string, o RollExecOption
 	if err == nil && o.Wait {
 		o.Log("waiting for %s to roll out", key)
 		err = waitRollout(ctx, c, ns, kind, name, generation)
+	}
+	if err == nil && o.Wait {
+		err = waitTerminated(ctx, c, ns, func(p *corev1.Pod, rsOwner map[string]string) bool {
+			k, _ := podWorkload(p, rsOwner)
+			return k == key
+		}, o.Log)
 	}
 	r.Duration, r.Err = time.Since(start), err
 	o.Log("%s restarted in %s (error: %v)", key, r.Duration.Round(time.Millisecond), err)
@@ -265,6 +284,68 @@ func waitRollout(ctx context.Context, c *k8sops.Client, ns, kind, name string, g
 	}
 	stuck := notReadyPods(context.WithoutCancel(ctx), c, ns, kind, name)
 	return fmt.Errorf("no rollout progress before the timeout: %s; pods not ready: %s", strings.TrimSpace(msg), stuck)
+}
+
+// terminatingSlack is how long past a terminating pod's own grace period the roll waits for it
+// before it leaves it to the next stage's checks.
+const terminatingSlack = 15 * time.Second
+
+// waitTerminated waits until no pod of namespace ns that mine picks is terminating. A rollout is
+// complete while the pods it replaced still terminate, and a terminating pod runs until its
+// containers exit, with the resolv.conf, KUBERNETES_SERVICE_HOST and Service IPs it started
+// with: the bridges' removal (stage 4) counts it as their user, and would refuse, or cut off its
+// shutdown. So the roll is done once they are gone. Each is waited for at most its grace period
+// and terminatingSlack more (a pod of a lost node terminates for ever); what is left then is
+// logged, for the next stage's checks to name. mine gets the namespace's ReplicaSet owners.
+func waitTerminated(ctx context.Context, c *k8sops.Client, ns string, mine func(*corev1.Pod, map[string]string) bool, log func(string, ...any)) error {
+	until := map[string]time.Time{} // pod → the end of its wait, from when it was first seen terminating
+	var left, stuck []string
+	var listErr error // a failed list is tried again until ctx ends
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		left, stuck, listErr = terminating(ctx, c, ns, mine, until)
+		return listErr == nil && len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the replaced pods in %s to terminate (%s): %w", ns, strings.Join(left, ", "), errors.Join(err, listErr))
+	}
+	if len(stuck) > 0 {
+		log("pods in %s still terminating past their grace period, left to the next checks: %s", ns, strings.Join(stuck, ", "))
+	}
+	return nil
+}
+
+// terminating names the pods of ns that mine picks and that are terminating: those still
+// waited for (left), and those past the end of their wait (stuck), which until records.
+func terminating(ctx context.Context, c *k8sops.Client, ns string, mine func(*corev1.Pod, map[string]string) bool, until map[string]time.Time) (left, stuck []string, err error) {
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	rss, err := c.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	rsOwner := replicaSetOwners(rss.Items)
+	now := time.Now()
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil || !mine(p, rsOwner) {
+			continue
+		}
+		if _, ok := until[p.Name]; !ok {
+			grace := 30 * time.Second // the API's default
+			if p.DeletionGracePeriodSeconds != nil {
+				grace = time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
+			}
+			until[p.Name] = now.Add(grace + terminatingSlack)
+		}
+		if now.Before(until[p.Name]) {
+			left = append(left, p.Name)
+		} else {
+			stuck = append(stuck, p.Name)
+		}
+	}
+	return left, stuck, nil
 }
 
 // notReadyPods names the workload's pods (one list of the namespace's pods and ReplicaSets) that are not Ready, with their phase and the first
