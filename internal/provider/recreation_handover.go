@@ -25,8 +25,10 @@ func handOverAttributes() map[string]schema.Attribute {
 				"the carrier and back to ClusterIP on its new IPs, and a bridge keeps its old IPs, so that no kube-proxy " +
 				"sync finds an IP a client may use unrouted and its name never goes missing from the cluster DNS " +
 				"(guides/zero-downtime). Services it cannot move (NodePort, LoadBalancer, selector-less, with external " +
-				"IPs of their own, or whose carrier or ExternalName form admission refuses) move by delete and create. " +
-				"Set `false` to move every Service by delete and create. Default `true`.",
+				"IPs of their own, or whose carrier or ExternalName form admission refuses) move by delete and create, " +
+				"escorted by a Service that serves their old and new IPs meanwhile and times the delete to reach kube-proxy " +
+				"with the create (their node ports stay open). Set `false` to move every Service by delete and create, " +
+				"without escorts. Default `true`.",
 		},
 		"cluster_domain": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "The cluster's DNS zone (kubelet `clusterDomain`): mid-hand-over the Service is an " +

@@ -164,12 +164,32 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string, app
 	r := cl.Stop()
 	t.Logf("kube-proxy %s, %s's Corefile, old_ip_bridges %q: %d Services and the cluster DNS moved in %s; what the clients saw:\n%s",
 		o.Mode, o.Corefile.Name, cmp.Or(bridges, recreation.DefaultOldIPBridges), wireServices, applied.Sub(start).Round(time.Millisecond), r)
-	promised := testcluster.ClientKinds
+	promised := append(slices.Clone(testcluster.ClientKinds), testcluster.ClientNodePort)
 	if bridges == recreation.BridgesDNS {
-		promised = []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver}
+		promised = []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver, testcluster.ClientNodePort}
 	}
-	if n := r.Failed(promised...); n > 0 {
-		t.Errorf("%d failed queries or requests of the client kinds %v during the move: zero wanted", n, promised)
+	// The gap left (docs/guides/zero-downtime.md): a move by delete and create (the NodePort
+	// Services) leaves the name unanswered from the delete to the create; a resolver asking then
+	// gets NXDOMAIN, which kOps' Corefile caches for its TTL. Logged, not failed on.
+	failed, gap := 0, 0
+	for _, k := range promised {
+		if r.Kinds[k] == nil {
+			t.Errorf("no %s client ran", k)
+			continue
+		}
+		for _, f := range r.Kinds[k].Failures {
+			if f.Reason == "dns: NameError" && slices.Contains(seed.NodePorts, f.Service) && f.Since >= 0 && f.Since <= o.Corefile.TTL {
+				gap++
+				continue
+			}
+			failed++
+		}
+	}
+	if gap > 0 {
+		t.Logf("%d queries answered NXDOMAIN between a NodePort Service's delete and its create (the known gap)", gap)
+	}
+	if failed > 0 {
+		t.Errorf("%d failed queries or requests of the client kinds %v during the move: zero wanted", failed, promised)
 	}
 	for _, k := range testcluster.ClientKinds {
 		if slices.Contains(promised, k) {

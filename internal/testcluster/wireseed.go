@@ -23,12 +23,15 @@ type WireSeed struct {
 	Services []string
 	// DNS is the cluster DNS Service, "kube-system/kube-dns".
 	DNS string
+	// NodePorts are the NodePort Services among Services.
+	NodePorts []string
 }
 
 // Seed creates kube-system/coredns (two pods, labelled k8s-app=kube-dns) behind kube-dns at
 // dnsIP with CoreDNS's ports (53/UDP, 53/TCP, 9153), as kubeadm and kOps make it, and in
-// namespace ns a Deployment web (two pods) behind n ClusterIP Services web-0 … web-<n-1> on
-// port 80, at IPs the apiserver chooses. It waits until every pod is an address on the wire.
+// namespace ns a Deployment web (two pods) behind n Services web-0 … web-<n-1> on port 80, at IPs
+// the apiserver chooses: ClusterIP, every fifth (web-4, web-9, …) NodePort. It waits until
+// every pod is an address on the wire.
 func (w *Wire) Seed(ctx context.Context, ns string, n int, dnsIP string) (*WireSeed, error) {
 	kube := w.c.Kube
 	dnsLabels := map[string]string{"k8s-app": "kube-dns"}
@@ -52,10 +55,16 @@ func (w *Wire) Seed(ctx context.Context, ns string, n int, dnsIP string) (*WireS
 	for i := range n {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: ns},
 			Spec: corev1.ServiceSpec{Selector: webLabels, Ports: []corev1.ServicePort{{Name: "http", Port: WireHTTPPort}}}}
+		if i%5 == 4 {
+			svc.Spec.Type = corev1.ServiceTypeNodePort // moved by delete and create
+		}
 		if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("creating Service %s/%s: %w", ns, svc.Name, err)
 		}
 		s.Services = append(s.Services, ns+"/"+svc.Name)
+		if svc.Spec.Type == corev1.ServiceTypeNodePort {
+			s.NodePorts = append(s.NodePorts, ns+"/"+svc.Name)
+		}
 	}
 	for _, at := range []struct{ ns, selector string }{{"kube-system", "k8s-app=kube-dns"}, {ns, "app=web"}} {
 		if err := w.waitAddresses(ctx, at.ns, at.selector, 2); err != nil {

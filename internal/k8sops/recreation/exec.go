@@ -249,6 +249,8 @@ type executor struct {
 	oldIPBridges map[string]*corev1.Service
 	// takeOver are the bridges whose IPs a Service goes back to, by its key (RecreationSteps.TakeOver).
 	takeOver map[string][]*corev1.Service
+	// escorts are the escorts of the moves by delete and create, by key (handOvers plans them).
+	escorts map[string]*corev1.Service
 
 	// room is what the namespaces' quotas leave for the bridges the run keeps (reserveBridges).
 	room *bridgeRoom

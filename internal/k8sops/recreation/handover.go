@@ -220,20 +220,12 @@ func (x *executor) handOverBlocker(svc *corev1.Service, e JournalEntry) string {
 func (x *executor) handOverRefusal(ctx context.Context, h *handOver) (string, error) {
 	svc := h.svc
 	held := ipStrings(k8sops.ClusterIPs(svc))
-	mayRefuse := x.guards.current(ctx, x.c)
 	for _, b := range []*corev1.Service{h.carrier, withExternalIPs(h.bridge, h.newIPs())} {
-		// Only a policy, a webhook or a quota refuses one of them and not the others; the
-		// admission plugin that denies external IPs (which no API shows) refuses all: asked once.
-		if !mayRefuse(withExternalIPs(b, nil), true) {
-			if refusal, err := x.externalIPsRefusal(ctx, b, held); err != nil || refusal != "" {
-				return "admission refuses external IPs: " + refusal, err
-			}
-			continue
-		}
-		if refusal, err := AdmissionRefusal(ctx, x.c, b, held, true); err != nil || refusal != "" {
-			return "admission refuses " + b.Name + ": " + refusal, err
+		if why, err := x.helperRefusal(ctx, b, held); err != nil || why != "" {
+			return why, err
 		}
 	}
+	mayRefuse := x.guards.current(ctx, x.c)
 	next := externalNameOf(svc, x.fqdn(h.carrier), h.newIPs())
 	if !mayRefuse(next, false) {
 		return "", nil
@@ -247,6 +239,23 @@ func (x *executor) handOverRefusal(ctx context.Context, h *handOver) (string, er
 		return "admission refuses its ExternalName form: " + err.Error(), nil
 	}
 	return "", err
+}
+
+// helperRefusal says what admission would refuse of b, a helper with external IPs (a carrier,
+// a bridge, an escort; "" nothing), by a dry run; held are IPs the moving Service holds.
+func (x *executor) helperRefusal(ctx context.Context, b *corev1.Service, held []string) (string, error) {
+	// Only a policy, a webhook or a quota refuses one of them and not the others; the admission
+	// plugin that denies external IPs (which no API shows) refuses all: asked once.
+	if !x.guards.current(ctx, x.c)(withExternalIPs(b, nil), true) {
+		if refusal, err := x.externalIPsRefusal(ctx, b, held); err != nil || refusal != "" {
+			return "admission refuses external IPs: " + refusal, err
+		}
+		return "", nil
+	}
+	if refusal, err := AdmissionRefusal(ctx, x.c, b, held, true); err != nil || refusal != "" {
+		return "admission refuses " + b.Name + ": " + refusal, err
+	}
+	return "", nil
 }
 
 // externalIPsRefusal is what admission said of the first helper of the run asked about

@@ -252,12 +252,17 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (out m
 		wanted[svc.Namespace]++
 	}
 	// A move by delete and create that keeps a bridge holds one Service more (its bridge) until
-	// the chunk's end, by when admission counts the bridge in the quota's usage.
-	bridged := map[string]int{}
+	// the chunk's end, by when admission counts the bridge in the quota's usage; its escort one
+	// more while it moves.
+	bridged, escorts := map[string]int{}, map[int]*corev1.Service{}
 	for i, e := range entries {
 		if out[i] == nil {
 			for _, b := range x.keptBridges(e.Key) {
 				bridged[b.Namespace]++
+			}
+			if esc := x.escortOf(x.services[e.Key], e); esc != nil {
+				escorts[i] = esc
+				wanted[esc.Namespace]++
 			}
 		}
 	}
@@ -286,6 +291,17 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (out m
 			byDeleteAndCreate(entries[i].Key, fmt.Sprintf("the ResourceQuota %s has no room for its carrier and bridge "+
 				"beside the moves and restores of this apply in %s", q.Quota, q.Namespace))
 		}
+		for _, i := range slices.Sorted(maps.Keys(escorts)) {
+			if entries[i].Service.Namespace != q.Namespace {
+				continue
+			}
+			if room > 0 {
+				room--
+				continue
+			}
+			delete(escorts, i)
+			x.log("moving without an escort", map[string]any{"service": entries[i].Key, "why": "the ResourceQuota " + q.Quota + " has no room for it"})
+		}
 	}
 	for i, h := range out {
 		why, err := x.handOverRefusal(ctx, h)
@@ -297,10 +313,29 @@ func (x *executor) handOvers(ctx context.Context, entries []JournalEntry) (out m
 			byDeleteAndCreate(h.e.Key, why)
 		}
 	}
+	for i, esc := range escorts {
+		why, err := x.helperRefusal(ctx, esc, ipStrings(k8sops.ClusterIPs(x.services[entries[i].Key])))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: asking whether its escort is admitted: %w", entries[i].Key, err)
+		}
+		if why != "" {
+			delete(escorts, i)
+			x.log("moving without an escort", map[string]any{"service": entries[i].Key, "why": why})
+		}
+	}
 	hold := moves
 	for _, h := range out {
 		hold[h.svc.Namespace]++
 	}
+	x.mu.Lock()
+	if x.escorts == nil {
+		x.escorts = map[string]*corev1.Service{}
+	}
+	for i, esc := range escorts {
+		hold[esc.Namespace]++
+		x.escorts[entries[i].Key] = esc
+	}
+	x.mu.Unlock()
 	for ns, n := range bridged {
 		hold[ns] += n
 	}
@@ -440,6 +475,14 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	if x.o.HoldAfterAdmission != nil {
 		x.o.HoldAfterAdmission(ctx, e.Key)
 	}
+	// Its old and new IPs stay served from before the delete until after the create (escort.go).
+	esc := x.escort(ctx, e)
+	deleting := false
+	defer func() { // left before the delete: at once
+		if !deleting {
+			x.dismiss(ctx, e.Key, esc, time.Time{})
+		}
+	}()
 	var dnsSlices, mirrored, bridgeSlices []discoveryv1.EndpointSlice
 	served := len(x.currentSlices(e.Key)) > 0 // a ready endpoint before the delete: the new Service gets one too
 	if e.Key == x.dnsKey && x.bridge != nil {
@@ -463,6 +506,11 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	}
 	fctx, finished := afterCancel(ctx, interruptGrace)
 	defer finished()
+	deleting = true
+	var createdAt time.Time
+	defer func() { // once kube-proxy has had the Service's create, within the grace period too
+		x.dismiss(fctx, e.Key, esc, createdAt)
+	}()
 	old, e, err = x.deleteCurrent(fctx, old, e)
 	var changed changedAway
 	switch {
@@ -489,18 +537,6 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	if x.o.HoldAfterDelete != nil {
 		x.o.HoldAfterDelete(ctx, e.Key)
 	}
-	// The garbage collector would delete the owned slices some time after the Service, maybe
-	// after their restored copies (same names) were refused as existing: gone now, they are
-	// restored for the new Service. Only once the Service is deleted: a move that no longer
-	// holds keeps them.
-	for _, s := range e.Slices {
-		err := k8sops.RetryWrite(fctx, func(bool) error {
-			return x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(fctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
-		})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
-		}
-	}
 	// Without finalizers a successful delete has removed the object; with them, watch.
 	if len(old.Finalizers) > 0 {
 		if err := waitDeleted(fctx, objectWatch(api.List, api.Watch, old.Name), &corev1.Service{}, old.UID); err != nil {
@@ -515,12 +551,26 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	// An old-IP bridge takes the freed IPs while the new Service is created.
 	oldIPBridge := x.startOldIPBridge(fctx, e, bridgeSlices)
 	created, err := x.createTakingOver(fctx, recreationCopy(&e.Service, e.Service.Spec.ClusterIPs), e.Key, creator(e.Owners, x.c.FieldManager))
+	createdAt = time.Now()
 	ob := oldIPBridge()
 	if err != nil {
 		return 0, errors.Join(bridgeErr, ob.err, err)
 	}
 	if bridgeErr != nil {
 		return 0, bridgeErr
+	}
+	// The garbage collector would delete the old Service's slices some time after it, maybe
+	// after their restored copies (same names) were refused as existing: gone now, they are
+	// restored for the new Service. Only once the Service is deleted (a move that no longer
+	// holds keeps them), and after the create: the name is unanswered from the delete to the
+	// create, which nothing else delays.
+	for _, s := range e.Slices {
+		err := k8sops.RetryWrite(fctx, func(bool) error {
+			return x.c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).Delete(fctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("%s: deleting its EndpointSlice %s: %w", e.Key, s.Name, err)
+		}
 	}
 	copies, err := x.copySlices(fctx, mirrored, created)
 	if err != nil {
