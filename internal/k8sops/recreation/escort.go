@@ -86,7 +86,7 @@ func (x *executor) escortOf(svc *corev1.Service, e JournalEntry) *corev1.Service
 // escort creates the escort planned for the move e (none: nil), gives it copies of the
 // Service's EndpointSlices, and waits until kube-proxy has programmed it. Refused (a quota
 // filled since it was planned, a policy), the move goes without it, and the apply says so.
-func (x *executor) escort(ctx context.Context, e JournalEntry) *corev1.Service {
+func (x *executor) escort(ctx context.Context, e JournalEntry) *escorted {
 	x.mu.Lock()
 	esc := x.escorts[e.Key]
 	x.mu.Unlock()
@@ -98,17 +98,24 @@ func (x *executor) escort(ctx context.Context, e JournalEntry) *corev1.Service {
 		x.note("%s: its escort %s was refused (%v): it moved without one, its old IPs unserved for about a kube-proxy sync.", e.Key, esc.Name, err)
 		return nil
 	}
-	if _, err := x.copySlices(ctx, familiesOf(x.currentSlices(e.Key), created), created); err != nil {
+	out := &escorted{svc: created}
+	if out.copies, err = x.copySlices(ctx, familiesOf(x.currentSlices(e.Key), created), created); err != nil {
 		x.note("%s: copying its endpoints to its escort %s failed (%v): the escort answers once kube-controller-manager writes its EndpointSlice.", e.Key, created.Name, err)
 	}
 	x.proxySync(ctx)
 	if timed, err := x.setExternalIPs(ctx, created, append(slices.Clone(created.Spec.ExternalIPs), created.Spec.ClusterIPs...), nil); err != nil {
 		x.log("the escort could not time the delete", map[string]any{"service": e.Key, "error": err.Error()})
 	} else {
-		created = timed
+		out.svc = timed
 		_ = x.sleepUntil(ctx, time.Now().Add(escortTiming))
 	}
-	return created
+	return out
+}
+
+// escorted is an escort made, with the names of its EndpointSlice copies.
+type escorted struct {
+	svc    *corev1.Service
+	copies []string
 }
 
 // escortTiming is how long after the escort's last change the delete comes: long enough for
@@ -138,22 +145,37 @@ func (x *executor) createEscort(ctx context.Context, esc *corev1.Service) (*core
 }
 
 // dismiss deletes the escort once kube-proxy has had a sync since the Service was created
-// (created; zero: it was not, and the escort goes at once). A move that keeps no bridge for its
-// old IPs leaves it serving them until the cluster DNS's cached answers naming them expire, and
-// the run removes it then with the hand-overs' bridges that are not kept (retireTransients). A
-// run cut off before leaves it to the next run's sweep.
-func (x *executor) dismiss(ctx context.Context, key string, esc *corev1.Service, created time.Time) {
-	if esc == nil {
+// (created; zero: it was not, and the escort goes at once), and its EndpointSlice copies with it
+// rather than after the garbage collector. A move that keeps no bridge for its old IPs leaves it
+// serving them until the cluster DNS's cached answers naming them expire, and the run removes
+// it then with the hand-overs' bridges that are not kept (retireTransients). A run cut off
+// before leaves it to the next run's sweep, and says so.
+func (x *executor) dismiss(ctx context.Context, key string, es *escorted, created time.Time) {
+	if es == nil {
 		return
 	}
 	if !created.IsZero() && len(x.keptBridges(key)) == 0 {
-		x.retireAfter(esc, created.Add(x.o.HandOver.DNSTTL))
+		x.retireAfter(es.svc, created.Add(x.o.HandOver.DNSTTL))
 		return
 	}
 	if !created.IsZero() && x.sleepUntil(ctx, created.Add(x.o.HandOver.ProxySync)) != nil {
+		x.note("%s: the apply ended before its escort %s could go (with its EndpointSlice copies %s): the next apply removes them.",
+			key, k8sops.SvcKey(es.svc), strings.Join(qualified(es.svc.Namespace, es.copies), ", "))
 		return
 	}
-	if err := x.deleteHelper(ctx, esc); err != nil {
-		x.note("Deleting the escort %s failed (%v): the next apply removes it.", k8sops.SvcKey(esc), err)
+	if err := x.deleteHelper(ctx, es.svc); err != nil {
+		x.note("Deleting the escort %s failed (%v): the next apply removes it and its EndpointSlice copies %s.",
+			k8sops.SvcKey(es.svc), err, strings.Join(qualified(es.svc.Namespace, es.copies), ", "))
+		return
 	}
+	x.deleteSlices(ctx, es.svc.Namespace, es.copies)
+}
+
+// qualified are names in namespace ns as "ns/name".
+func qualified(ns string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = ns + "/" + n
+	}
+	return out
 }

@@ -478,9 +478,11 @@ func (x *executor) move(ctx context.Context, e JournalEntry) (_ time.Duration, e
 	// Its old and new IPs stay served from before the delete until after the create (escort.go).
 	esc := x.escort(ctx, e)
 	deleting := false
-	defer func() { // left before the delete: at once
-		if !deleting {
-			x.dismiss(ctx, e.Key, esc, time.Time{})
+	defer func() { // left before the delete: at once, an interrupted apply's too
+		if !deleting && esc != nil {
+			gctx, done := afterCancel(ctx, interruptGrace)
+			defer done()
+			x.dismiss(gctx, e.Key, esc, time.Time{})
 		}
 	}()
 	var dnsSlices, mirrored, bridgeSlices []discoveryv1.EndpointSlice

@@ -188,11 +188,13 @@ func (x *executor) restoreEntry(ctx context.Context, e JournalEntry, ips []strin
 }
 
 // handOverHelperLeft reports whether the carrier or the bridge that is not kept of e's
-// hand-over still exists: a run cut off after the Service took its new IPs (while it waited for
-// the cached DNS answers to expire) left it, and only a run removes it.
+// hand-over, or the escort of its move by delete and create, still exists: a run cut off after
+// the Service took its new IPs (while it waited for a sync or for the cached DNS answers to
+// expire) left it, and only a run removes it.
 func handOverHelperLeft(e JournalEntry, byKey map[string]*corev1.Service) bool {
 	ns, name := e.Service.Namespace, e.Service.Name
-	return byKey[ns+"/"+carrierName(ns, name, e.OldIPs)] != nil || byKey[ns+"/"+transientName(ns, name, e.OldIPs)] != nil
+	return byKey[ns+"/"+carrierName(ns, name, e.OldIPs)] != nil || byKey[ns+"/"+transientName(ns, name, e.OldIPs)] != nil ||
+		byKey[ns+"/"+escortName(ns, name, e.OldIPs)] != nil
 }
 
 // planRestore turns the journal an interrupted apply left into Restores: a Service that is gone
