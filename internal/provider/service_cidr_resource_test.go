@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/servicecidr"
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
@@ -381,7 +382,7 @@ func TestAccProvider_fieldManager(t *testing.T) {
 // the new range, and the destroy ends, whether it sees the old object gone or already replaced
 // by the new one (DeleteServiceCIDR: "gone — or replaced by a new object of the same name, as the
 // apiserver recreates the default range"). Which of the two it sees is a race this test does not
-// control.
+// control. A deny_new ServiceCIDR policy in force does not stop the apiserver's recreation.
 func TestAccServiceCIDR_defaultRangeReplaced(t *testing.T) {
 	testAccPreCheck(t)
 	requireOwnCluster(t)
@@ -413,6 +414,14 @@ func TestAccServiceCIDR_defaultRangeReplaced(t *testing.T) {
 	case err := <-applied:
 		t.Fatalf("the destroy ended (%v) while default/kubernetes held the range:\n%s", err, out)
 	default:
+	}
+	// A deny_new policy (k8scidr_service_cidr_policy) in force, as a locked-down cluster has it
+	// at stage 4: no one may create a range, but kube-apiserver its default one.
+	if err := servicecidr.ApplyServiceCIDRPolicy(ctx, clientFor(c), servicecidr.ServiceCIDRPolicy{Name: "deny-new", DenyNew: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := expectRefused(c.Kube, "probe", "10.99.0.0/24", "no new ServiceCIDR may be created"); err != nil {
+		t.Fatalf("the deny_new policy is not in force: %v", err)
 	}
 	// KEP-1880: delete default/kubernetes; the apiserver recreates it, then the range, in 172.24.0.0/15.
 	if err := c.Kube.CoreV1().Services("default").Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
