@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,32 @@ func IsolatedCommand(name string, args ...string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), isolatedEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
 	return cmd
+}
+
+// Reexec runs this program again, with its arguments, standard streams and the thread this
+// call locks, in a network namespace of its own (IsolatedCommand), and exits with its exit
+// code; it returns true in that run (its loopback up). Only root can make the namespace:
+// elsewhere it returns false at once, and the program runs without the wire.
+func Reexec() (bool, error) {
+	if ok, err := Isolated(); ok || err != nil {
+		return ok, err
+	}
+	if os.Geteuid() != 0 {
+		return false, nil
+	}
+	// Pdeathsig follows the thread that forks the child: this one, for the whole run.
+	runtime.LockOSThread()
+	cmd := IsolatedCommand(os.Args[0], os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+		os.Exit(exit.ExitCode())
+	}
+	if err != nil {
+		return false, fmt.Errorf("running in a network namespace of its own: %w", err)
+	}
+	os.Exit(0)
+	return false, nil
 }
 
 // Isolated says whether this process runs in the namespace IsolatedCommand made, and if so

@@ -32,15 +32,16 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 	if withLoops {
 		contenders = append(contenders, "kubectl replace --force loop", replaceParallel, "kubectl delete + apply loop")
 	}
-	if b.o.only != "" {
-		only, err := regexp.Compile(b.o.only)
-		if err != nil {
-			return fmt.Errorf("-only: %w", err)
-		}
-		contenders = slices.DeleteFunc(contenders, func(who string) bool { return !only.MatchString(who) })
+	return b.recreationRounds(ctx, fmt.Sprintf("1. recreate %d Services", b.o.services), setting, contenders)
+}
+
+// recreationRounds moves o.services Services with each of contenders (those -only picks), in
+// alternation, o.rounds times, each on a fresh namespace set, and adds each run to scenario.
+func (b *bench) recreationRounds(ctx context.Context, scenario, setting string, contenders []string) error {
+	contenders, err := b.onlyThose(contenders)
+	if err != nil {
+		return err
 	}
-	n := b.o.services
-	scenario := fmt.Sprintf("1. recreate %d Services", n)
 	for round := range b.o.rounds {
 		for _, who := range contenders {
 			run := b.nextRun()
@@ -50,7 +51,7 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 			if err := waitNamespacesGone(ctx, b.kube); err != nil {
 				return err
 			}
-			m, err := b.recreateOnce(ctx, run, who, n, nil)
+			m, err := b.recreateOnce(ctx, run, who, b.o.services, nil)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", who, round+1, err)
 			}
@@ -58,6 +59,18 @@ func (b *bench) recreation(ctx context.Context, setting string, withLoops bool) 
 		}
 	}
 	return nil
+}
+
+// onlyThose are the contenders -only picks (all without it).
+func (b *bench) onlyThose(contenders []string) ([]string, error) {
+	if b.o.only == "" {
+		return contenders, nil
+	}
+	only, err := regexp.Compile(b.o.only)
+	if err != nil {
+		return nil, fmt.Errorf("-only: %w", err)
+	}
+	return slices.DeleteFunc(contenders, func(who string) bool { return !only.MatchString(who) }), nil
 }
 
 // recreateOnce moves n Services with one contender. With moveFlags, the Services are built
@@ -114,8 +127,11 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int, mo
 	}
 	// KEP-1880: the old range is deleted and stays Terminating while its IPs are in use; new
 	// IPs are no longer allocated from it, so every contender's new Services land in target.
-	// Old-IP bridges need it Ready (their IPs are allocated again): it goes after the run.
-	if who == withBridges {
+	// The provider plans its new IPs in target, and its bridges (old-IP bridges, and with
+	// old_ip_bridges = "dns" the hand-over's until the DNS answers expire) take the old IPs
+	// again, which a Terminating range does not give: it goes after the run, as a migration
+	// retires it after the moves (the wire showed old IPs unserved from the move on otherwise).
+	if strings.HasPrefix(who, "k8scidr") {
 		defer kube.NetworkingV1().ServiceCIDRs().Delete(context.WithoutCancel(ctx), rangeName, metav1.DeleteOptions{}) //nolint:errcheck // tidying up
 	} else if err := retireRange(ctx, kube, rangeName, nss[0]); err != nil {
 		return measure{}, err
@@ -123,6 +139,13 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int, mo
 	oldIPs, err := keysIPs(ctx, kube, nss)
 	if err != nil {
 		return measure{}, err
+	}
+	cl, interval, err := b.startWireClients(ctx, keys)
+	if err != nil {
+		return measure{}, err
+	}
+	if cl != nil {
+		defer cl.Stop() // a run that fails; Stop may be called again
 	}
 	ow, err := watchOldIPs(ctx, kube, nss, oldIPs)
 	if err != nil {
@@ -158,6 +181,10 @@ func (b *bench) recreateOnce(ctx context.Context, run int, who string, n int, mo
 		m.recovered = append(m.recovered, t.Sub(start))
 	}
 	m.oldIPWindows, m.oldIPNever = ow.settle()
+	if cl != nil {
+		m.wire = &wireRun{report: cl.Stop(), interval: interval}
+		logf("%s: what the wire's clients saw:\n%s", who, m.wire.report)
+	}
 	m.oldIPs = len(oldIPs)
 	m.notMoved, err = notMoved(ctx, kube, nss, keys)
 	return m, err

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
 // benchLabel marks every namespace the harness creates, so cleanup finds them.
@@ -91,7 +93,7 @@ func serviceSet(ctx context.Context, kube kubernetes.Interface, prefix string, n
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip.String(), ClusterIPs: []string{ip.String()},
 				Selector: map[string]string{"app": fmt.Sprintf("d%03d", i/20)},
-				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}}}
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(testcluster.WireHTTPPort), Protocol: corev1.ProtocolTCP}}}}
 		switch i % 20 {
 		case 1:
 			svc.Spec.Type = corev1.ServiceTypeNodePort

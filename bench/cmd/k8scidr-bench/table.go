@@ -34,6 +34,7 @@ type measure struct {
 	recovered          []time.Duration       // when each Service was routable again, from the start (scenario 1)
 	drainTail          time.Duration         // scenario 6: from the last pod leaving the old pool to the pool being gone
 	controllers        map[metricKey]float64 // scenarios 3 and 5: the components' metrics over the run (nil: not read)
+	wire               *wireRun              // scenario 7: what the wire's clients saw
 }
 
 type row struct {
@@ -42,8 +43,9 @@ type row struct {
 }
 
 type table struct {
-	rows  []*row
-	onAdd func() // after each measurement (main writes the partial results file)
+	rows    []*row
+	onAdd   func()   // after each measurement (main writes the partial results file)
+	skipped []string // scenarios that could not run here, and why
 }
 
 func (t *table) add(scenario, setting, who string, m measure) {
@@ -188,6 +190,10 @@ func (t *table) markdown(o options, took time.Duration) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %.1f [%.1f–%.1f] | %s | %s | %s | %s | %s | %s |\n", r.scenario, r.setting, r.who, wm, wl, wh, requests, rb, un, r.oldIPColumn(), rss, lm)
 	}
 	b.WriteString(t.rollBreakdown())
+	b.WriteString(t.wireTable())
+	for _, s := range t.skipped {
+		fmt.Fprintf(&b, "\nNot run: %s.\n", s)
+	}
 	b.WriteString("\n## Targets\n\n")
 	for _, c := range t.targets(o) {
 		fmt.Fprintf(&b, "- %s\n", c)

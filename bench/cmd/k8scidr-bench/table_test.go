@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/k8scidr/terraform-provider-k8scidr/internal/testcluster"
 )
 
 // TestOldIPColumn: the column renders every mix of old IPs served again, never served again and
@@ -100,5 +102,43 @@ func TestIsService(t *testing.T) {
 		if got := isService(path); got != want {
 			t.Errorf("isService(%q) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// TestWireTable: the wire section pools each kind over rounds (requests and failures summed,
+// Services counted once, the longest window of any round with its Service), leaves out kinds
+// that sent nothing, and is absent from a table without a wire run.
+func TestWireTable(t *testing.T) {
+	if got := (&table{rows: []*row{{who: "floor (client-go)", runs: []measure{{}}}}}).wireTable(); got != "" {
+		t.Errorf("a table without wire runs has a wire section:\n%s", got)
+	}
+	at := time.Date(2026, 12, 4, 20, 0, 0, 0, time.UTC)
+	window := func(d time.Duration, n int) testcluster.Window {
+		return testcluster.Window{From: at, To: at.Add(d), Failures: n, Reasons: []string{"http 100.64.0.9: connect timeout"}}
+	}
+	fail := func(svc string) testcluster.Failure { return testcluster.Failure{Service: svc, At: at} }
+	run := func(kept *testcluster.KindReport) measure {
+		return measure{wire: &wireRun{interval: 3 * time.Second, report: &testcluster.WireReport{Kinds: map[testcluster.ClientKind]*testcluster.KindReport{
+			testcluster.ClientOldResolver: {Requests: 500},
+			testcluster.ClientKeptIP:      kept,
+		}}}}
+	}
+	tb := &table{rows: []*row{{who: "k8scidr", runs: []measure{
+		run(&testcluster.KindReport{Requests: 500, Failures: []testcluster.Failure{fail("a/s1"), fail("a/s1")},
+			Windows: map[string][]testcluster.Window{"a/s1": {window(1500*time.Millisecond, 2)}}}),
+		run(&testcluster.KindReport{Requests: 400, Failures: []testcluster.Failure{fail("a/s1"), fail("a/s2"), fail("a/s2")},
+			Windows: map[string][]testcluster.Window{"a/s1": {window(0, 1)}, "a/s2": {window(4*time.Second, 2)}}}),
+	}}}}
+	got := tb.wireTable()
+	for _, want := range []string{
+		"| k8scidr | old-resolver | 3000 | 1000 | 0 | 0 | 0 (–) |",
+		"| k8scidr | kept-ip | 3000 | 900 | 5 | 2 | 4000 (a/s2, 2 failures: http 100.64.0.9: connect timeout) |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the wire section lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "| service-host |") || strings.Contains(got, "| node-port |") {
+		t.Errorf("the wire section shows kinds that did not run:\n%s", got)
 	}
 }

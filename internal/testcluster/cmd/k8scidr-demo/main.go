@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,7 +22,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -61,33 +59,17 @@ func main() {
 	}
 }
 
-// isolate runs the demo again in a network namespace of its own (testcluster.IsolatedCommand),
-// where the wire shows what clients see, and exits with it; it returns whether this process
-// is that run. Only root can make the namespace: otherwise the demo runs here and says why
-// it counts nothing on the wire.
+// isolate runs the demo again in a network namespace of its own (testcluster.Reexec), where
+// the wire shows what clients see, and exits with it; it returns whether this process is that
+// run. Only root can make the namespace: otherwise the demo runs here and says why it counts
+// nothing on the wire.
 func isolate() (bool, error) {
-	if ok, err := testcluster.Isolated(); ok || err != nil {
-		return ok, err
-	}
-	if os.Geteuid() != 0 {
+	ok, err := testcluster.Reexec()
+	if !ok && err == nil {
 		fmt.Println("The wire (a real kube-proxy and CoreDNS, and clients of every kind, in a network namespace of the demo's own) " +
 			"needs root to make that namespace: this run moves everything as usual but counts no request on the wire.")
-		return false, nil
 	}
-	// Pdeathsig follows the thread that forks the child: this one, for the whole run.
-	runtime.LockOSThread()
-	cmd := testcluster.IsolatedCommand(os.Args[0], os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		os.Exit(exit.ExitCode())
-	}
-	if err != nil {
-		return false, fmt.Errorf("running in a network namespace of its own: %w", err)
-	}
-	os.Exit(0)
-	return false, nil
+	return ok, err
 }
 
 func say(format string, args ...any) { fmt.Printf("\n== "+format+"\n", args...) }
