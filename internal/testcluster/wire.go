@@ -275,12 +275,12 @@ func (w *Wire) Stop() {
 type podAddresses struct {
 	mu      sync.Mutex
 	holders map[string]map[string]bool // IP → pods holding it
-	deleted []podDeleted               // in the order seen
+	gone    []podGone                  // in the order seen
 	errs    []error
 }
 
-// podDeleted is a pod's deletion as the wire saw it.
-type podDeleted struct {
+// podGone is a pod's last address leaving the wire: it stopped running, or was deleted.
+type podGone struct {
 	key string // namespace/name
 	at  time.Time
 }
@@ -308,14 +308,7 @@ func (w *Wire) watchPodAddresses(ctx context.Context) (*podAddresses, error) {
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onPod,
 		UpdateFunc: func(_, obj any) { onPod(obj) },
-		DeleteFunc: func(obj any) {
-			key := keyOf(obj)
-			a.update(key, held[key], nil)
-			delete(held, key)
-			a.mu.Lock()
-			a.deleted = append(a.deleted, podDeleted{key, time.Now()})
-			a.mu.Unlock()
-		},
+		DeleteFunc: func(obj any) { a.update(keyOf(obj), held[keyOf(obj)], nil); delete(held, keyOf(obj)) },
 	}); err != nil {
 		return nil, err
 	}
@@ -348,6 +341,7 @@ func (a *podAddresses) update(pod string, old, now []string) {
 		delete(a.holders[ip], pod)
 		if len(a.holders[ip]) == 0 {
 			delete(a.holders, ip)
+			a.gone = append(a.gone, podGone{pod, time.Now()})
 			a.record(ipCommand("addr", "del", ip+"/32", "dev", wirePodLink))
 		}
 	}
@@ -366,13 +360,14 @@ func (w *Wire) Has(ip string) bool {
 	return w.addrs.holders[ip] != nil
 }
 
-// Deleted is when each pod whose namespace/name begins with prefix was deleted (gone from the
-// API, its addresses off the wire), in order: kube-proxy removes its endpoints at its next sync.
-func (w *Wire) Deleted(prefix string) []time.Time {
+// Gone is when each pod whose namespace/name begins with prefix stopped answering: its address
+// left the wire (it stopped running, or was deleted), in order. kube-proxy removes its endpoint,
+// and the conntrack entries bound to it, at its next sync after the endpoint leaves the API.
+func (w *Wire) Gone(prefix string) []time.Time {
 	w.addrs.mu.Lock()
 	defer w.addrs.mu.Unlock()
 	var out []time.Time
-	for _, d := range w.addrs.deleted {
+	for _, d := range w.addrs.gone {
 		if strings.HasPrefix(d.key, prefix) {
 			out = append(out, d.at)
 		}

@@ -76,7 +76,7 @@ func TestWire_coreDNSRoll(t *testing.T) {
 			time.Sleep(2 * time.Second) // past kube-proxy's sync after the removals
 		}
 		r := cl.Stop()
-		removed := slices.DeleteFunc(w.Deleted("kube-system/coredns-"), func(at time.Time) bool { return at.Before(start) })
+		removed := slices.DeleteFunc(w.Gone("kube-system/coredns-"), func(at time.Time) bool { return at.Before(start) })
 		var late time.Duration // the longest a failure came after the last removal before it
 		for _, fl := range r.Kinds[ClientOldResolver].Failures {
 			i, _ := slices.BinarySearchFunc(removed, fl.At, func(a, b time.Time) int { return a.Compare(b) })
