@@ -465,11 +465,15 @@ func (x *executor) release(ctx context.Context, h *handOver) error {
 	old, e, err := x.actOnCurrent(ctx, h.svc, h.e, func(old *corev1.Service) error {
 		next := externalNameOf(old, x.fqdn(h.carrier), h.newIPs())
 		next.ResourceVersion = old.ResourceVersion
-		updated, err := api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
-		if err == nil {
-			h.svc = updated
-		}
-		return err
+		// Retried as a delete is: an update applied whose answer was lost meets a conflict,
+		// which the check below finds to be this release.
+		return k8sops.RetryWrite(ctx, func(bool) error {
+			updated, err := api.Update(ctx, next, metav1.UpdateOptions{FieldManager: x.c.FieldManager})
+			if err == nil {
+				h.svc = updated
+			}
+			return err
+		})
 	})
 	h.e = e
 	var changed changedAway
