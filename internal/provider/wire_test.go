@@ -121,6 +121,10 @@ var killPoints = []struct {
 	}},
 }
 
+// informerLag is how much earlier than the harness's informer another watcher (CoreDNS,
+// kube-proxy) may see a Service's change.
+const informerLag = 250 * time.Millisecond
+
 // killed says apply may cut a move by delete and create off between the delete and the create:
 // the NodePort Service is then gone until the next apply creates it, its node ports closed and
 // its name answered NXDOMAIN meanwhile (its IPs stay served by its escort).
@@ -171,10 +175,13 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string, app
 	if bridges == recreation.BridgesDNS {
 		promised = []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver, testcluster.ClientNodePort}
 	}
-	// The gap left (docs/guides/zero-downtime.md): a move by delete and create (the NodePort
+	// The gaps left (docs/guides/zero-downtime.md): a move by delete and create (the NodePort
 	// Services) leaves the name unanswered from the delete to the create; a resolver asking then
-	// gets NXDOMAIN, which kOps' Corefile caches for its TTL. A kill between the two stretches
-	// that, and closes the node ports, until the next apply. Logged, not failed on.
+	// gets NXDOMAIN, which kOps' Corefile caches for its TTL. And where kube-proxy, kept busy by
+	// the other moves (CI: two suites at once on 2 cores), syncs between the delete and the
+	// create after all, the node ports close until its next sync (about a second). A kill between
+	// the two stretches both until the next apply. Logged, not failed on; node-port refusals only
+	// within two sync waits of the move.
 	failed, gap := 0, 0
 	for _, k := range promised {
 		if r.Kinds[k] == nil {
@@ -182,9 +189,11 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string, app
 			continue
 		}
 		for _, f := range r.Kinds[k].Failures {
-			atNodePort := slices.Contains(seed.NodePorts, f.Service)
-			if atNodePort && f.Reason == "dns: NameError" && f.Since >= 0 && (killed || f.Since <= o.Corefile.TTL) ||
-				atNodePort && killed && k == testcluster.ClientNodePort {
+			// Since is measured from the harness's own informer, which may learn of the delete a
+			// moment after CoreDNS's does.
+			atNodePort, since := slices.Contains(seed.NodePorts, f.Service), f.Since+informerLag
+			if atNodePort && f.Reason == "dns: NameError" && since >= 0 && (killed || f.Since <= o.Corefile.TTL) ||
+				atNodePort && k == testcluster.ClientNodePort && (killed || since >= 0 && f.Since <= 2*recreation.DefaultProxySync) {
 				gap++
 				continue
 			}
@@ -192,7 +201,7 @@ func wireRecreation(t *testing.T, o testcluster.WireOptions, bridges string, app
 		}
 	}
 	if gap > 0 {
-		t.Logf("%d queries answered NXDOMAIN, or node-port requests refused after a kill, between a NodePort Service's delete and its create (the known gap)", gap)
+		t.Logf("%d queries answered NXDOMAIN, or node-port requests refused, between a NodePort Service's delete and its create (the known gaps)", gap)
 	}
 	if failed > 0 {
 		t.Errorf("%d failed queries or requests of the client kinds %v during the move: zero wanted", failed, promised)
