@@ -308,7 +308,11 @@ func (w *Wire) watchPodAddresses(ctx context.Context) (*podAddresses, error) {
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onPod,
 		UpdateFunc: func(_, obj any) { onPod(obj) },
-		DeleteFunc: func(obj any) { a.update(keyOf(obj), held[keyOf(obj)], nil); delete(held, keyOf(obj)) },
+		DeleteFunc: func(obj any) {
+			key := keyOf(obj)
+			a.update(key, held[key], nil)
+			delete(held, key)
+		},
 	}); err != nil {
 		return nil, err
 	}
