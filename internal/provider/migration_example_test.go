@@ -137,30 +137,30 @@ type wireStages struct {
 }
 
 // wireGap is a known gap: failures in one of stages (nil: any, and between stages), at one of
-// services (nil: any), of one of kinds (nil: any), whose reason begins with reason, at most
-// within after their Service's move, or after one of the times after returns when it is set
-// (within 0: at any time), for the reason why.
+// services (nil: any), of one of kinds (nil: any), whose reason holds reason, at most within
+// after their Service's move, or after one of the times after returns for the failure when it
+// is set (within 0: at any time), for the reason why.
 type wireGap struct {
 	stages   []int
 	services []string
 	kinds    []testcluster.ClientKind
 	reason   string
 	within   time.Duration
-	after    func() []time.Time
+	after    func(testcluster.Failure) []time.Time
 	why      string
 }
 
 // has says whether f of kind in stage is in the gap.
 func (g wireGap) has(stage int, kind testcluster.ClientKind, f testcluster.Failure) bool {
 	if g.stages != nil && !slices.Contains(g.stages, stage) || g.services != nil && !slices.Contains(g.services, f.Service) ||
-		g.kinds != nil && !slices.Contains(g.kinds, kind) || !strings.HasPrefix(f.Reason, g.reason) {
+		g.kinds != nil && !slices.Contains(g.kinds, kind) || !strings.Contains(f.Reason, g.reason) {
 		return false
 	}
 	switch {
 	case g.within == 0:
 		return true
 	case g.after != nil:
-		return slices.ContainsFunc(g.after(), func(at time.Time) bool { d := f.At.Sub(at); return d >= 0 && d <= g.within })
+		return slices.ContainsFunc(g.after(f), func(at time.Time) bool { d := f.At.Sub(at); return d >= 0 && d <= g.within })
 	}
 	return f.Since >= 0 && f.Since <= g.within
 }
@@ -454,8 +454,23 @@ func TestAccMigrationExample(t *testing.T) {
 	if wire != nil {
 		stages.gaps = append(stages.gaps, wireGap{reason: "dns: rejected", within: 5 * recreation.DefaultProxySync,
 			kinds: []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver},
-			after: func() []time.Time { return wire.Gone("kube-system/coredns-") },
+			after: func(testcluster.Failure) []time.Time { return wire.Gone("kube-system/coredns-") },
 			why:   "a UDP query following a stale conntrack binding to a CoreDNS pod just removed (CoreDNS's own roll)"})
+		// A workload's roll (stages 3 and 5): a pod whose termination (wirePodTermination, a
+		// preStop sleep) ends before its EndpointSlice change has reached kube-proxy's rules
+		// leaves while kube-proxy still sends connections to it, and those time out until
+		// kube-proxy's next sync. Unloaded the change takes about a second; CI, running the suite
+		// in two halves on 2 cores, once took longer than 3 s. Every roll does it, the provider's
+		// or not, and only a longer grace period prevents it; the wire sees it happen
+		// (testcluster.Wire.GoneWhileRouted, proven by testcluster.TestWire_podTermination), so
+		// logged, not failed on: connect timeouts at the Services of that pod's namespace, from
+		// its leaving to kube-proxy's next sync.
+		stages.gaps = append(stages.gaps, wireGap{reason: "connect timeout", within: 5 * recreation.DefaultProxySync,
+			after: func(f testcluster.Failure) []time.Time {
+				ns, _, _ := strings.Cut(f.Service, "/")
+				return wire.GoneWhileRouted(ns + "/")
+			},
+			why: "a pod whose termination ended while kube-proxy still routed to it (a grace period shorter than kube-proxy's lag)"})
 	}
 	// Pods started before the migration, the old KUBERNETES_SERVICE_HOST's clients among them.
 	before := wireClients(ctx, t, wire, seeded, e.c.CACert)
@@ -581,6 +596,9 @@ func TestAccMigrationExample(t *testing.T) {
 	// Outside the API: the nodes are replaced (kOps rolling update with allocateNodeCIDRs:
 	// false), so no node keeps a podCIDR in the old range; the pods come back on the new nodes.
 	stages.check(t, "pods started after stage 3", after, testcluster.ClientNewResolver, testcluster.ClientAPINew)
+	if wire != nil {
+		t.Logf("pods that left the wire while kube-proxy still routed to them: %d of %d", len(wire.GoneWhileRouted("")), len(wire.Gone("")))
+	}
 	if err := e.c.ReplaceNodes(ctx); err != nil {
 		t.Fatal(err)
 	}

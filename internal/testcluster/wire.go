@@ -283,6 +283,9 @@ type podAddresses struct {
 type podGone struct {
 	key string // namespace/name
 	at  time.Time
+	// routed: kube-proxy's rules still sent connections to the address as it left. A client
+	// whose connection kube-proxy sends there then waits in vain until kube-proxy's next sync.
+	routed bool
 }
 
 func (w *Wire) watchPodAddresses(ctx context.Context) (*podAddresses, error) {
@@ -345,16 +348,46 @@ func (a *podAddresses) update(pod string, old, now []string) {
 		delete(a.holders[ip], pod)
 		if len(a.holders[ip]) == 0 {
 			delete(a.holders, ip)
-			a.gone = append(a.gone, podGone{pod, time.Now()})
+			a.gone = append(a.gone, podGone{key: pod, at: time.Now()})
 			a.record(ipCommand("addr", "del", ip+"/32", "dev", wirePodLink))
+			// Off the informer's goroutine, which adds new pods' addresses: kube-proxy's rules
+			// change only at its syncs, so a moment later they tell the same.
+			go func(i int) {
+				routed, err := proxyRoutesTo(ip)
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				a.gone[i].routed = routed
+				a.record(err)
+			}(len(a.gone) - 1)
 		}
 	}
+}
+
+// proxyRoutesTo says whether kube-proxy's rules send connections to ip now: an endpoint's DNAT
+// ("dnat to IP:port" in nftables mode with one endpoint and in iptables-nft mode, "IP . port" in
+// nftables mode's endpoint maps). iptables-nft's tables are nftables tables too: one listing
+// reads both modes' rules.
+func proxyRoutesTo(ip string) (bool, error) {
+	out, err := exec.Command("nft", "list", "ruleset").Output()
+	if err != nil {
+		return false, fmt.Errorf("nft list ruleset: %w (install nftables)", err)
+	}
+	rules := string(out)
+	return strings.Contains(rules, " "+net.JoinHostPort(ip, "")) || strings.Contains(rules, " "+ip+" . "), nil
 }
 
 func (a *podAddresses) record(err error) {
 	if err != nil {
 		a.errs = append(a.errs, err)
 	}
+}
+
+// GoneWhileRouted is when each pod whose namespace/name begins with prefix left the wire while
+// kube-proxy's rules still sent connections to it, in order: a pod whose termination ended
+// before kube-proxy's sync dropped its endpoint (a grace period shorter than the time its
+// EndpointSlice change takes to reach kube-proxy's rules), or one removed without any.
+func (w *Wire) GoneWhileRouted(prefix string) []time.Time {
+	return w.gone(prefix, true)
 }
 
 // Has says whether ip is a pod address on the wire now.
@@ -368,11 +401,15 @@ func (w *Wire) Has(ip string) bool {
 // left the wire (it stopped running, or was deleted), in order. kube-proxy removes its endpoint,
 // and the conntrack entries bound to it, at its next sync after the endpoint leaves the API.
 func (w *Wire) Gone(prefix string) []time.Time {
+	return w.gone(prefix, false)
+}
+
+func (w *Wire) gone(prefix string, routedOnly bool) []time.Time {
 	w.addrs.mu.Lock()
 	defer w.addrs.mu.Unlock()
 	var out []time.Time
 	for _, d := range w.addrs.gone {
-		if strings.HasPrefix(d.key, prefix) {
+		if strings.HasPrefix(d.key, prefix) && (d.routed || !routedOnly) {
 			out = append(out, d.at)
 		}
 	}

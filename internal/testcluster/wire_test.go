@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -193,5 +194,51 @@ func TestWire_podTermination(t *testing.T) {
 	time.Sleep(time.Second) // the wire's watch
 	if err := get(); err == nil || w.Has(p.Status.PodIP) {
 		t.Errorf("pod %s's IP %s still answers once the pod is gone", p.Name, p.Status.PodIP)
+	}
+	// The last endpoint of its Service, it was routed to until it was gone (kube-proxy keeps a
+	// Service's terminating endpoints when it has no other); kube-proxy's next sync drops it.
+	t.Logf("pod %s left the wire with kube-proxy still routing to it: %v", p.Name, len(w.GoneWhileRouted("wire/"+p.Name)) > 0)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		routed, err := proxyRoutesTo(p.Status.PodIP)
+		return !routed, err
+	}); err != nil {
+		t.Errorf("kube-proxy still routes to %s, the IP of pod %s, gone: %v", p.Status.PodIP, p.Name, err)
+	}
+
+	// A pod removed without terminating (grace period 0) leaves while kube-proxy still sends
+	// connections to it: the wire tells (GoneWhileRouted), which is what lets a test name the
+	// failures of a termination shorter than kube-proxy's lag.
+	scale = []byte(`{"spec":{"replicas":1}}`)
+	if _, err := c.Kube.AppsV1().Deployments("wire").Patch(ctx, "web", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var q corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Kube.CoreV1().Pods("wire").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+			return false, nil
+		}
+		q = pods.Items[0]
+		routed, err := proxyRoutesTo(q.Status.PodIP)
+		return routed, err
+	}); err != nil {
+		t.Fatalf("kube-proxy never routed to the scaled-up web pod %s (%s): %v", q.Name, q.Status.PodIP, err)
+	}
+	zero := int64(0)
+	if err := c.Kube.CoreV1().Pods("wire").Delete(ctx, q.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !w.Has(q.Status.PodIP), nil
+	}); err != nil {
+		t.Fatalf("pod %s's IP %s stayed on the wire after its forced delete", q.Name, q.Status.PodIP)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(w.GoneWhileRouted("wire/"+q.Name)) > 0, nil
+	}); err != nil {
+		t.Errorf("pod %s, deleted with no grace period, left the wire unnoticed while kube-proxy routed to it", q.Name)
+	}
+	if err := w.Err(); err != nil {
+		t.Error(err)
 	}
 }
