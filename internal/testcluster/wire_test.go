@@ -215,7 +215,10 @@ func TestWire_podTermination(t *testing.T) {
 	var q corev1.Pod
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		pods, err := c.Kube.CoreV1().Pods("wire").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		if err != nil {
+			return false, err
+		}
+		if len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
 			return false, nil
 		}
 		q = pods.Items[0]
