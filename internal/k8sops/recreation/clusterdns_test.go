@@ -154,7 +154,8 @@ func TestTakenIP(t *testing.T) {
 	}
 }
 
-// The replacement for a planned IP taken mid-apply stays in the target and skips planned IPs.
+// The replacement for a planned IP taken mid-apply stays in the target, skips planned IPs, and
+// is claimed: no later call gives it out again.
 func TestNextFree(t *testing.T) {
 	x := &executor{targets: []netip.Prefix{netip.MustParsePrefix("172.24.0.0/30")},
 		planned: map[netip.Addr]bool{netip.MustParseAddr("172.24.0.2"): true}}
@@ -167,8 +168,11 @@ func TestNextFree(t *testing.T) {
 		t.Errorf("next free after .2 with .3 planned: %v %v, want 172.24.0.4", ip, ok)
 	}
 	x.planned[netip.MustParseAddr("172.24.0.6")] = true
-	if ip, ok := x.nextFree(netip.MustParseAddr("172.24.0.6")); !ok || ip.String() != "172.24.0.4" {
-		t.Errorf("next free after .6 wraps past the broadcast, network, first and planned addresses: %v %v, want 172.24.0.4", ip, ok)
+	if ip, ok := x.nextFree(netip.MustParseAddr("172.24.0.6")); !ok || ip.String() != "172.24.0.5" {
+		t.Errorf("next free after .6 wraps past the broadcast, network, first, planned and claimed (.4) addresses: %v %v, want 172.24.0.5", ip, ok)
+	}
+	if ip, ok := x.nextFree(netip.MustParseAddr("172.24.0.2")); ok {
+		t.Errorf("every address of the /29 is planned or claimed, yet nextFree gave %v", ip)
 	}
 	if _, ok := x.nextFree(netip.MustParseAddr("100.64.0.2")); ok {
 		t.Error("an IP outside the target has no replacement inside it")

@@ -116,12 +116,18 @@ func (x *executor) createTakingOver(ctx context.Context, svc *corev1.Service, ke
 }
 
 // nextFree is the next address after ip inside ip's target range, wrapping at its end, that a
-// Service can have and no move or restore of this apply is planned to take.
+// Service can have, no move or restore of this apply is planned to take, and no earlier call
+// gave out: it claims it. Without the claim every escort of a run whose new IPs are one block
+// would be planned on the same address after it, and each create would walk past the escorts
+// made before it (their own IPs, kept until the cluster DNS's answers expire with
+// old_ip_bridges = "dns") until it gave up, and the Service moved without one.
 func (x *executor) nextFree(ip netip.Addr) (netip.Addr, bool) {
 	t, ok := k8sops.TargetFor(x.targets, ip)
 	if !ok || !t.Contains(ip) {
 		return netip.Addr{}, false
 	}
+	x.claimedMu.Lock()
+	defer x.claimedMu.Unlock()
 	for n := ip; ; {
 		if n = n.Next(); !n.IsValid() || !t.Contains(n) {
 			n = t.Addr() // wrap; the network address itself is unusable and skipped below
@@ -129,7 +135,11 @@ func (x *executor) nextFree(ip netip.Addr) (netip.Addr, bool) {
 		if n == ip {
 			return netip.Addr{}, false
 		}
-		if _, bad := unusableTargetIP(x.targets, n); !bad && !x.planned[n] {
+		if _, bad := unusableTargetIP(x.targets, n); !bad && !x.planned[n] && !x.claimed[n] {
+			if x.claimed == nil {
+				x.claimed = map[netip.Addr]bool{}
+			}
+			x.claimed[n] = true
 			return n, true
 		}
 	}

@@ -9,8 +9,9 @@
 // that sees the delete to the one that sees the create. The escort serves the IPs throughout, and
 // its last step times the delete so that kube-proxy sees it together with the create:
 //
-//	escort   E, on a ClusterIP of its own (in the new IPs' range, none the apply plans), with
-//	         the old and the new IPs as external IPs and copies of the Service's endpoints
+//	escort   E, on a ClusterIP of its own (in the new IPs' range, none the apply plans or gave
+//	         another escort), with the old and the new IPs as external IPs and copies of the
+//	         Service's endpoints
 //	                                                                             -> wait a sync
 //	time     E's own ClusterIP becomes one of its external IPs too (nothing else changes: both
 //	         lead to E's endpoints): a change kube-proxy syncs at once when idle, after which it

@@ -36,6 +36,13 @@ func TestEscortOf(t *testing.T) {
 	if len(esc.Spec.Ports) != 1 || esc.Spec.Ports[0].Port != 80 || esc.Spec.Ports[0].NodePort != 0 {
 		t.Errorf("escort ports %v, want the Service's port without its node port", esc.Spec.Ports)
 	}
+	// Another Service's move, whose new IP is the next of the block: its escort gets an address
+	// of its own too, not the first one's.
+	svc2 := rsvc("app/api", "NodePort", "100.64.1.6")
+	e2 := JournalEntry{Key: "app/api", OldIPs: []string{"100.64.1.6"}, Service: *movedCopy(&svc2, []string{"172.24.0.6"})}
+	if esc2 := x.escortOf(&svc2, e2); esc2 == nil || !slicesEqual(esc2.Spec.ClusterIPs, []string{"172.24.0.8"}) {
+		t.Errorf("the second escort's ClusterIPs %v, want 172.24.0.8 (.7 is the first escort's)", esc2)
+	}
 	withOwn := svc.DeepCopy()
 	withOwn.Spec.ExternalIPs = []string{"192.0.2.7"}
 	if x.escortOf(withOwn, e) != nil {

@@ -228,6 +228,10 @@ type executor struct {
 	// inside the target, and never another Service's planned IP.
 	targets []netip.Prefix
 	planned map[netip.Addr]bool
+	// claimed are the addresses nextFree gave out in this run (escorts' own, replacements of
+	// planned IPs another client took), so that no two get the same one.
+	claimed   map[netip.Addr]bool
+	claimedMu sync.Mutex
 
 	sliceIndex cache.Indexer
 	changed    *broadcast
