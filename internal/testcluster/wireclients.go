@@ -90,6 +90,7 @@ type Clients struct {
 	svcs     cache.Store
 	oldDNS   string            // the DNS Service's IP when the clients started
 	ctStart  map[string]uint64 // the namespace's conntrack counters when the clients started
+	tcpStart map[string]uint64 // and its TCP counters
 	http     map[ClientKind]*http.Client
 	local    map[ClientKind]net.IP // each kind's source address: its own pod's IP
 	cancel   context.CancelFunc
@@ -179,7 +180,7 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		return nil, errors.New("watching Services for the wire's clients: caches did not sync")
 	}
 	cl.svcs = inf.GetStore()
-	cl.ctStart = conntrackStats()
+	cl.ctStart, cl.tcpStart = conntrackStats(), tcpStats()
 	if err := cl.startAPIClients(ctx); err != nil {
 		cl.cancel()
 		return nil, err
@@ -499,9 +500,14 @@ func (cl *Clients) Stop() *WireReport {
 func (cl *Clients) Report() *WireReport {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	r := &WireReport{Kinds: map[ClientKind]*KindReport{}, Conntrack: map[string]uint64{}, order: cl.kinds}
+	r := &WireReport{Kinds: map[ClientKind]*KindReport{}, Conntrack: map[string]uint64{}, TCP: map[string]uint64{}, order: cl.kinds}
 	for k, n := range conntrackStats() {
 		r.Conntrack[k] = n - cl.ctStart[k]
+	}
+	for k, n := range tcpStats() {
+		if d := n - cl.tcpStart[k]; d > 0 && n >= cl.tcpStart[k] {
+			r.TCP[k] = d
+		}
 	}
 	for _, k := range cl.kinds {
 		kr := &KindReport{Windows: map[string][]Window{}}
@@ -554,6 +560,9 @@ type WireReport struct {
 	// over CPUs) since the clients started: a connection whose entry clashed with another's
 	// (insert_failed, drop) fails whatever kube-proxy's rules say.
 	Conntrack map[string]uint64
+	// TCP are the namespace's TCP counters that grew since the clients started, of those that
+	// tell why a connection was refused or reset (tcpCounters).
+	TCP map[string]uint64
 }
 
 // KindReport is what one kind of client saw.
@@ -625,12 +634,21 @@ func (r *WireReport) String() string {
 		fmt.Fprintf(&b, "conntrack meanwhile: insert_failed %d, drop %d, clashres %d, invalid %d, early_drop %d\n",
 			r.Conntrack["insert_failed"], r.Conntrack["drop"], r.Conntrack["clashres"], r.Conntrack["invalid"], r.Conntrack["early_drop"])
 	}
+	if len(r.TCP) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.TCP)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.TCP[k]))
+		}
+		fmt.Fprintf(&b, "tcp meanwhile: %s\n", strings.Join(parts, ", "))
+	}
 	for _, k := range r.order {
 		kr := r.Kinds[k]
 		for _, svc := range slices.Sorted(maps.Keys(kr.Windows)) {
 			for _, w := range kr.Windows[svc] {
-				fmt.Fprintf(&b, "  %s %s: %d failures over %v from %+v after its move (%s)\n", k, svc, w.Failures,
-					w.Duration().Round(time.Millisecond), w.Since.Round(time.Millisecond), strings.Join(w.Reasons, ", "))
+				// The wall-clock time, to find the moment in the components' logs.
+				fmt.Fprintf(&b, "  %s %s: %d failures over %v from %+v after its move, at %s (%s)\n", k, svc, w.Failures,
+					w.Duration().Round(time.Millisecond), w.Since.Round(time.Millisecond), w.From.UTC().Format("15:04:05.000"),
+					strings.Join(w.Reasons, ", "))
 			}
 		}
 	}
@@ -651,6 +669,40 @@ func conntrackStats() map[string]uint64 {
 		for i, f := range strings.Fields(line) {
 			if n, err := strconv.ParseUint(f, 16, 64); err == nil && i < len(names) {
 				out[names[i]] += n
+			}
+		}
+	}
+	return out
+}
+
+// tcpCounters are the TCP counters (/proc/net/snmp's Tcp, /proc/net/netstat's TcpExt) that say
+// why a connection was refused or reset: a SYN met a socket in TIME_WAIT (TWRecycled,
+// PAWS*), a reset was sent or taken (OutRsts, AttemptFails, EstabResets, TCPAbort*), a segment
+// fell outside its window (TCPChallengeACK, TCPSYNChallenge), a listen queue was full.
+var tcpCounters = []string{"AttemptFails", "EstabResets", "OutRsts", "InErrs", "TWRecycled", "PAWSActive", "PAWSEstab",
+	"TCPChallengeACK", "TCPSYNChallenge", "TCPAbortOnData", "TCPAbortOnClose", "TCPAbortOnTimeout", "ListenOverflows",
+	"ListenDrops", "TCPTimeWaitOverflow", "TCPACKSkippedSynRecv", "TCPACKSkippedTimeWait"}
+
+// tcpStats are the calling process's network namespace's tcpCounters; nil where the files
+// cannot be read.
+func tcpStats() map[string]uint64 {
+	out := map[string]uint64{}
+	for _, file := range []string{"/proc/net/snmp", "/proc/net/netstat"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		// Each group is a line of names and a line of values, both led by the group's name.
+		for i := 0; i+1 < len(lines); i += 2 {
+			names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+			if len(names) == 0 || (names[0] != "Tcp:" && names[0] != "TcpExt:") {
+				continue
+			}
+			for j := 1; j < min(len(names), len(values)); j++ {
+				if n, err := strconv.ParseUint(values[j], 10, 64); err == nil && slices.Contains(tcpCounters, names[j]) {
+					out[names[j]] = n
+				}
 			}
 		}
 	}
