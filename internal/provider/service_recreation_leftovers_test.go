@@ -307,8 +307,8 @@ func TestAccServiceRecreation_interruptSweepsCopies(t *testing.T) {
 		gate, _ := faultGate(t, "AFTER_DELETE") // never opened: the interrupt or the timeout releases the moves
 		cmd, out := w.start([]string{gate}, "apply", "tfplan")
 		// Only a selector-less Service's move makes a copy the sweep must delete (a selector's
-		// copies are adopted by the controller), and two moves start at once: wait for one of
-		// them (s000, moved first) to be past its delete, not only for any move.
+		// copies are adopted by the controller), and two moves start at once: wait until one
+		// of those is past its delete, not only any move.
 		err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 			now := servicesIn(t, c.Kube, ns)
 			for key, s := range before {

@@ -505,8 +505,8 @@ func (cl *Clients) Report() *WireReport {
 		r.Conntrack[k] = n - cl.ctStart[k]
 	}
 	for k, n := range tcpStats() {
-		if d := n - cl.tcpStart[k]; d > 0 && n >= cl.tcpStart[k] {
-			r.TCP[k] = d
+		if n > cl.tcpStart[k] {
+			r.TCP[k] = n - cl.tcpStart[k]
 		}
 	}
 	for _, k := range cl.kinds {
