@@ -27,27 +27,27 @@ type proxy struct {
 	requests atomic.Int64
 	// journalWrites counts ConfigMap creates: the provider's recreation journal objects.
 	journalWrites atomic.Int64
-	// firstServiceDelete is when the first Service DELETE came since the last reset (unix ns; 0:
-	// none yet): the start of the provider's moves.
-	firstServiceDelete atomic.Int64
-	srv                *http.Server
+	// firstServiceWrite is when the first Service write came since the last reset (unix ns; 0:
+	// none yet): the start of the provider's moves (isServiceWrite).
+	firstServiceWrite atomic.Int64
+	srv               *http.Server
 
 	mu    sync.Mutex
 	kinds map[string]int // BENCH_DEBUG: requests by verb and resource
-	// untilDelete are the requests before the first Service DELETE since the last reset
+	// untilMove are the requests before the first Service write since the last reset
 	// (BENCH_DEBUG): what an apply waits for before its first move.
-	untilDelete []traced
-	tracing     atomic.Bool
-	applyBegan  atomic.Int64 // unix ns of the traced apply's "Creating..." (BENCH_DEBUG)
+	untilMove  []traced
+	tracing    atomic.Bool
+	applyBegan atomic.Int64 // unix ns of the traced apply's "Creating..." (BENCH_DEBUG)
 }
 
-// resetStart forgets the first Service DELETE, and under BENCH_DEBUG starts tracing the
+// resetStart forgets the first Service write, and under BENCH_DEBUG starts tracing the
 // requests until the next one.
 func (p *proxy) resetStart() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.untilDelete = nil
-	p.firstServiceDelete.Store(0)
+	p.untilMove = nil
+	p.firstServiceWrite.Store(0)
 	p.applyBegan.Store(0)
 	p.tracing.Store(debug)
 }
@@ -61,7 +61,7 @@ type traced struct {
 
 // trace records r's timing while no Service has been deleted yet (BENCH_DEBUG).
 func (p *proxy) trace(r *http.Request, came, passed time.Time) {
-	if f := p.firstServiceDelete.Load(); !p.tracing.Load() || f != 0 && came.UnixNano() > f {
+	if f := p.firstServiceWrite.Load(); !p.tracing.Load() || f != 0 && came.UnixNano() > f {
 		return
 	}
 	what := r.Method + " " + r.URL.Path
@@ -70,18 +70,18 @@ func (p *proxy) trace(r *http.Request, came, passed time.Time) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.untilDelete) < 5000 {
-		p.untilDelete = append(p.untilDelete, traced{came: came, passed: passed, done: time.Now(), what: what})
+	if len(p.untilMove) < 5000 {
+		p.untilMove = append(p.untilMove, traced{came: came, passed: passed, done: time.Now(), what: what})
 	}
 }
 
-// dumpStart logs the requests of the 10 seconds before the first Service DELETE (at first),
+// dumpStart logs the requests of the 10 seconds before the first Service write (at first),
 // each as offsets from it in seconds, and stops tracing (BENCH_DEBUG). The apply's own begin
 // where the plan's requests end; "Creating..." is start seconds before first.
 func (p *proxy) dumpStart(first time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, t := range p.untilDelete {
+	for _, t := range p.untilMove {
 		if first.Sub(t.came) < 10*time.Second {
 			logf("start trace: came %+.3f passed %+.3f done %+.3f  %s", t.came.Sub(first).Seconds(), t.passed.Sub(first).Seconds(), t.done.Sub(first).Seconds(), t.what)
 		}
@@ -89,7 +89,7 @@ func (p *proxy) dumpStart(first time.Time) {
 	if began := p.applyBegan.Load(); began != 0 {
 		logf("start trace: Terraform printed Creating... at %+.3f", time.Unix(0, began).Sub(first).Seconds())
 	}
-	p.untilDelete = nil
+	p.untilMove = nil
 	p.tracing.Store(false)
 }
 
@@ -125,10 +125,22 @@ func (p *proxy) dumpKinds() {
 	p.kinds = nil
 }
 
-// isService reports whether path names one Service (/api/v1/namespaces/NS/services/NAME).
-func isService(path string) bool {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	return len(parts) == 6 && parts[0] == "api" && parts[2] == "namespaces" && parts[4] == "services"
+// isServiceWrite reports whether r writes a Service: creates one (POST
+// /api/v1/namespaces/NS/services), or changes or deletes one (.../services/NAME), not as a dry
+// run. A move's first write starts it: an old-IP bridge or an escort created, a Service handed
+// over, or, without either, the delete.
+func isServiceWrite(r *http.Request) bool {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 5 || parts[0] != "api" || parts[2] != "namespaces" || parts[4] != "services" || r.URL.Query().Has("dryRun") {
+		return false
+	}
+	switch r.Method {
+	case http.MethodPost:
+		return len(parts) == 5
+	case http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return len(parts) == 6
+	}
+	return false
 }
 
 func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
@@ -144,8 +156,8 @@ func startProxy(cfg *rest.Config, qps float32, burst int) (*proxy, error) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/configmaps") {
 			p.journalWrites.Add(1)
 		}
-		if r.Method == http.MethodDelete && isService(r.URL.Path) {
-			p.firstServiceDelete.CompareAndSwap(0, time.Now().UnixNano())
+		if isServiceWrite(r) {
+			p.firstServiceWrite.CompareAndSwap(0, time.Now().UnixNano())
 		}
 		if debug {
 			p.byKind(r)

@@ -264,7 +264,7 @@ func (b *bench) k8scidrRecreate(nss []string, bridges bool) (wall time.Duration,
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
-			for b.proxy.firstServiceDelete.Load() == 0 {
+			for b.proxy.firstServiceWrite.Load() == 0 {
 				select {
 				case <-stop:
 					return
@@ -272,11 +272,11 @@ func (b *bench) k8scidrRecreate(nss []string, bridges bool) (wall time.Duration,
 				}
 			}
 			time.Sleep(time.Second)
-			b.proxy.dumpStart(time.Unix(0, b.proxy.firstServiceDelete.Load()))
+			b.proxy.dumpStart(time.Unix(0, b.proxy.firstServiceWrite.Load()))
 		}()
 	}
 	wall, rss, err = w.run("apply", "-auto-approve", "-input=false", "-no-color")
-	if first := b.proxy.firstServiceDelete.Load(); first != 0 && !w.applyStarted.IsZero() {
+	if first := b.proxy.firstServiceWrite.Load(); first != 0 && !w.applyStarted.IsZero() {
 		start = time.Unix(0, first).Sub(w.applyStarted)
 	}
 	return wall, rss, start, err

@@ -19,7 +19,7 @@ type measure struct {
 	requests int64
 	windows  []time.Duration // per-Service unavailability
 	rss      float64         // provider peak RSS, MiB (0: not the provider)
-	start    time.Duration   // the provider's recreations: from Terraform's "Creating..." to the first Service deleted
+	start    time.Duration   // the provider's recreations: from Terraform's "Creating..." to its first move's first Service write
 	// clusterCPU is the processor time the cluster's processes (control plane and kwok) used
 	// during a recreation: near the machine's cores times the wall time, the cluster binds.
 	clusterCPU time.Duration
@@ -260,7 +260,7 @@ func (t *table) targets(o options) []string {
 	}
 	for _, r := range t.rows {
 		if sm, _, hi := r.stat(func(m measure) float64 { return m.start.Seconds() }); hi > 0 {
-			check(hi <= 2, "%s, %s, %s: first Service deleted %.2f s after Terraform began applying the resource (max %.2f; target ≤ 2 s)",
+			check(hi <= 2, "%s, %s, %s: first move began %.2f s after Terraform began applying the resource (max %.2f; target ≤ 2 s)",
 				strings.TrimSuffix(r.scenario, "."), r.setting, r.who, sm, hi)
 		}
 	}

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -80,27 +82,37 @@ func TestStartTarget(t *testing.T) {
 	tb.add("1. recreate 1000 Services", settingDefaults, "floor (client-go)", measure{wall: time.Minute})
 	var lines []string
 	for _, l := range tb.targets(options{}) {
-		if strings.Contains(l, "first Service deleted") {
+		if strings.Contains(l, "first move began") {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "met: 4. recreate 10000 Services, "+settingRaised+", k8scidr: first Service deleted 1.30 s") ||
-		!strings.HasPrefix(lines[1], "MISSED: 1. recreate 1000 Services, "+settingDefaults+", k8scidr: first Service deleted 2.50 s") {
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "met: 4. recreate 10000 Services, "+settingRaised+", k8scidr: first move began 1.30 s") ||
+		!strings.HasPrefix(lines[1], "MISSED: 1. recreate 1000 Services, "+settingDefaults+", k8scidr: first move began 2.50 s") {
 		t.Fatalf("start targets:\n%s", strings.Join(lines, "\n"))
 	}
 }
 
-// TestIsService: only a single Service's path counts as the start of the moves.
-func TestIsService(t *testing.T) {
-	for path, want := range map[string]bool{
-		"/api/v1/namespaces/b1/services/svc0":                      true,
-		"/api/v1/namespaces/b1/services":                           false,
-		"/api/v1/namespaces/b1/services/svc0/status":               false,
-		"/api/v1/namespaces/kube-system/configmaps/x":              false,
-		"/apis/discovery.k8s.io/v1/namespaces/b1/endpointslices/x": false,
+// TestIsServiceWrite: a Service created, changed or deleted starts the moves; reads, dry runs,
+// status and other kinds do not.
+func TestIsServiceWrite(t *testing.T) {
+	for _, c := range []struct {
+		method, url string
+		want        bool
+	}{
+		{http.MethodDelete, "/api/v1/namespaces/b1/services/svc0", true},
+		{http.MethodPost, "/api/v1/namespaces/b1/services", true},
+		{http.MethodPut, "/api/v1/namespaces/b1/services/svc0", true},
+		{http.MethodPatch, "/api/v1/namespaces/b1/services/svc0", true},
+		{http.MethodPost, "/api/v1/namespaces/b1/services?dryRun=All", false},
+		{http.MethodGet, "/api/v1/namespaces/b1/services/svc0", false},
+		{http.MethodGet, "/api/v1/namespaces/b1/services", false},
+		{http.MethodDelete, "/api/v1/namespaces/b1/services", false},
+		{http.MethodPut, "/api/v1/namespaces/b1/services/svc0/status", false},
+		{http.MethodPost, "/api/v1/namespaces/kube-system/configmaps", false},
+		{http.MethodDelete, "/apis/discovery.k8s.io/v1/namespaces/b1/endpointslices/x", false},
 	} {
-		if got := isService(path); got != want {
-			t.Errorf("isService(%q) = %v, want %v", path, got, want)
+		if got := isServiceWrite(httptest.NewRequest(c.method, c.url, nil)); got != c.want {
+			t.Errorf("isServiceWrite(%s %s) = %v, want %v", c.method, c.url, got, c.want)
 		}
 	}
 }
