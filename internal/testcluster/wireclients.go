@@ -127,6 +127,10 @@ type Failure struct {
 	Reason string
 }
 
+// DefaultClientTimeout bounds each query and each request of the clients by default
+// (ClientOptions.Timeout).
+const DefaultClientTimeout = 2 * time.Second
+
 // StartClients starts one client of each kind for each Service, after reading each Service's
 // ClusterIP (ClientServiceHost) and resolving each name once (ClientKeptIP) through the DNS
 // Service's current IP: both must work when the clients start. With APIServerCA it starts the
@@ -139,7 +143,7 @@ func (w *Wire) StartClients(ctx context.Context, o ClientOptions) (*Clients, err
 		o.Interval = 100 * time.Millisecond
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Second
+		o.Timeout = DefaultClientTimeout
 	}
 	cl := &Clients{o: o, requests: map[ClientKind]map[string]int{}, moves: map[string][]time.Time{},
 		http: map[ClientKind]*http.Client{"": noKeepAlive(nil, nil)}, local: map[ClientKind]net.IP{}}

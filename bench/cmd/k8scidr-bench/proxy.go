@@ -59,7 +59,7 @@ type traced struct {
 	what               string
 }
 
-// trace records r's timing while no Service has been deleted yet (BENCH_DEBUG).
+// trace records r's timing until the first Service write (BENCH_DEBUG).
 func (p *proxy) trace(r *http.Request, came, passed time.Time) {
 	if f := p.firstServiceWrite.Load(); !p.tracing.Load() || f != 0 && came.UnixNano() > f {
 		return
@@ -127,8 +127,9 @@ func (p *proxy) dumpKinds() {
 
 // isServiceWrite reports whether r writes a Service: creates one (POST
 // /api/v1/namespaces/NS/services), or changes or deletes one (.../services/NAME), not as a dry
-// run. A move's first write starts it: an old-IP bridge or an escort created, a Service handed
-// over, or, without either, the delete.
+// run. A move's first write starts it: its carrier created (a hand-over), its escort created (a
+// delete and create with an escort), or, without either, the delete. An apply that finds an
+// earlier one's leftovers writes them first; the bench's namespaces are new, so it finds none.
 func isServiceWrite(r *http.Request) bool {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if len(parts) < 5 || parts[0] != "api" || parts[2] != "namespaces" || parts[4] != "services" || r.URL.Query().Has("dryRun") {

@@ -246,8 +246,8 @@ func quoted(list []string) string {
 }
 
 // k8scidrRecreate applies the recreation and returns its wall time, the provider's peak RSS
-// and how long after Terraform began applying the resource (its "Creating...") the first
-// Service was deleted.
+// and how long after Terraform began applying the resource (its "Creating...") its first move
+// began (isServiceWrite).
 func (b *bench) k8scidrRecreate(nss []string, bridges bool) (wall time.Duration, rss float64, start time.Duration, err error) {
 	setting := "dns"
 	if bridges {
