@@ -25,6 +25,8 @@ variable "stage" {
     4: the bridges off (DNS, apiserver, old IPs).
     5: new pod pool, old pool disabled, pods rolled.
     6: the old pool destroyed once drained.
+    Stages 5 and 6 move pods only where Calico's IPAM hands out their addresses: with pod_cidrs.old
+    null they are left out, and the pod range moves by the CNI's own steps.
   EOT
   type        = number
   default     = 1
@@ -50,7 +52,7 @@ variable "service_cidrs" {
 }
 
 variable "pod_cidrs" {
-  description = "The Calico pool's range pods are in now (old) and the new pool's (new)."
+  description = "The Calico pool's range pods are in now (old) and the new pool's (new). old = null where Calico's IPAM does not hand out the pods' addresses (Cilium, Flannel, kubenet, the AWS VPC CNI; examples/quickstart writes it so): the pod stages 5 and 6 are then left out."
   type        = object({ old = string, new = string })
 }
 
@@ -89,12 +91,14 @@ locals {
   reserved = var.reserved
   # The cluster as it is at plan time (k8scidr_cluster_info, read below).
   facts = data.k8scidr_cluster_info.this
+  # Stages 5 and 6 move pods through Calico's IPAM; without it (pod_cidrs.old null) they are left out.
+  pod_stages = var.pod_cidrs.old != null
   # The ranges kube-apiserver runs: its flag where its pods show it, and the default ServiceCIDR.
   apiserver_ranges = distinct(concat(flatten([for r in local.facts.apiserver_service_ranges : split(",", r)]), lookup(local.facts.service_cidrs, "kubernetes", [])))
-  old_pool_name    = var.old_pool_name != null ? var.old_pool_name : try([for p in local.facts.calico_pools : p.name if p.cidr == var.pod_cidrs.old][0], null)
+  old_pool_name    = !local.pod_stages ? null : var.old_pool_name != null ? var.old_pool_name : try([for p in local.facts.calico_pools : p.name if p.cidr == var.pod_cidrs.old][0], null)
   # The ranges' own names for the objects made for them: services-172-24-0-0-15.
   new_service_cidr_name = "services-${replace(var.service_cidrs.new, "/[./:]+/", "-")}"
-  new_pool_name         = "pods-${replace(var.pod_cidrs.new, "/[./:]+/", "-")}"
+  new_pool_name         = local.pod_stages ? "pods-${replace(var.pod_cidrs.new, "/[./:]+/", "-")}" : null
   # The bridges answer on the old IPs of kube-dns, default/kubernetes and every moved Service
   # from their moves until stage 4.
   bridges = var.stage < 4
@@ -115,8 +119,8 @@ data "k8scidr_cluster_info" "this" {}
 data "k8scidr_preflight" "migration" {
   old_service_cidrs = [var.service_cidrs.old]
   new_service_cidrs = [var.service_cidrs.new]
-  old_pod_cidrs     = [var.pod_cidrs.old]
-  new_pod_cidrs     = [var.pod_cidrs.new]
+  old_pod_cidrs     = local.pod_stages ? [var.pod_cidrs.old] : []
+  new_pod_cidrs     = local.pod_stages ? [var.pod_cidrs.new] : []
   reserved          = local.reserved
 }
 
@@ -155,8 +159,8 @@ resource "k8scidr_service_cidr" "new" {
     }
     # Until the old pool is gone (stage 6), pod_cidrs.old is a Calico pool's.
     precondition {
-      condition     = var.stage > 5 || length(local.facts.calico_pools) == 0 || local.old_pool_name != null
-      error_message = "No Calico pool has pod_cidrs.old ${var.pod_cidrs.old}; the cluster's pools are ${join(", ", [for p in local.facts.calico_pools : "${p.name} ${p.cidr}"])} (k8scidr_cluster_info: calico_pools): set pod_cidrs.old to the pool pods are in, or old_pool_name."
+      condition     = var.stage > 5 || !local.pod_stages || length(local.facts.calico_pools) == 0 || local.old_pool_name != null
+      error_message = "No Calico pool has pod_cidrs.old ${coalesce(var.pod_cidrs.old, "null")}; the cluster's pools are ${join(", ", [for p in local.facts.calico_pools : "${p.name} ${p.cidr}"])} (k8scidr_cluster_info: calico_pools): set pod_cidrs.old to the pool pods are in, or old_pool_name."
     }
     precondition {
       condition = data.k8scidr_preflight.migration.blockers == 0
@@ -244,7 +248,7 @@ resource "k8scidr_workload_roll" "moved" {
 # Stage 5: the new pod pool, with the old pool's encapsulation and NAT (the plan warns when they
 # differ: an IPIP cluster whose new pool says Never breaks cross-node traffic).
 resource "k8scidr_calico_ippool" "new" {
-  count        = var.stage >= 5 ? 1 : 0
+  count        = var.stage >= 5 && local.pod_stages ? 1 : 0
   name         = local.new_pool_name
   cidr         = var.pod_cidrs.new
   ipip_mode    = "Always"
@@ -269,7 +273,7 @@ resource "k8scidr_calico_ippool" "old" {
 # it does not (the Tigera operator re-enabled the old pool, a node the new pool's node_selector
 # misses, a namespace pinned to the old pool), the apply stops here, and the roll waits.
 resource "k8scidr_pod_canary" "new_pool" {
-  count        = var.stage == 5 ? 1 : 0
+  count        = var.stage == 5 && local.pod_stages ? 1 : 0
   expect_cidrs = [var.pod_cidrs.new]
   image        = var.canary_image
 
@@ -287,12 +291,12 @@ resource "k8scidr_pod_canary" "new_pool" {
 # after the old pool is disabled and the canary got a new-pool address; new pods take
 # addresses from the new pool.
 data "k8scidr_workload_restarts" "pods" {
-  count     = var.stage >= 5 ? 1 : 0
+  count     = var.stage >= 5 && local.pod_stages ? 1 : 0
   pod_cidrs = [var.pod_cidrs.old]
 }
 
 resource "k8scidr_workload_roll" "pods" {
-  count   = var.stage >= 5 ? 1 : 0
+  count   = var.stage >= 5 && local.pod_stages ? 1 : 0
   plan    = data.k8scidr_workload_restarts.pods[0]
   first   = ["kube-system/deployment/coredns"]
   include = var.roll_include
@@ -358,7 +362,12 @@ output "kops_steps" {
   description = "On kOps (var.kops set): the kops edit cluster changes, each with when it belongs and the rolling update it needs: the gates (1.29-1.32, before stage 1), service_range (after stage 1, before stage 2), pod_range (after stage 6)."
   value = var.kops == null ? null : provider::k8scidr::kops_networking(var.service_cidrs.new, var.pod_cidrs.new, var.kops.non_masquerade_cidr, var.kops.network_cidr,
     coalesce(k8scidr_service_recreation.services.dns_service_ips, data.k8scidr_service_moves.services.dns_service_ips)[0], var.service_cidrs.old,
-  { kubernetes_version = data.k8scidr_cluster_info.this.server_version }).steps
+  { kubernetes_version = data.k8scidr_cluster_info.this.server_version, calico_ipam = tostring(local.pod_stages) }).steps
+}
+
+output "pod_stages" {
+  description = "Said once, in the first plan, where pod_cidrs.old is null: the pod stages are left out."
+  value       = local.pod_stages ? null : "Stages 5 and 6 are left out: pod_cidrs.old is null, so no Calico pool is added, disabled or drained and no pod is rolled for its address. This cluster's pod range moves by its CNI's own steps (examples/quickstart's output pod_stages names them); stages 1 to 4 move the Services as on any CNI."
 }
 
 output "canary_pod_ips" {

@@ -23,7 +23,7 @@ variable "new_service_cidr" {
 }
 
 variable "new_pod_cidr" {
-  description = "The range the pods move to (a new Calico pool), e.g. 172.16.0.0/13."
+  description = "The range the pods move to (a new Calico pool), e.g. 172.16.0.0/13. Used only where Calico's IPAM hands out pod addresses (output pod_stages says whether it does)."
   type        = string
 }
 
@@ -41,14 +41,21 @@ locals {
   service_ranges = distinct(concat(flatten([for r in local.facts.apiserver_service_ranges : split(",", r)]), lookup(local.facts.service_cidrs, "kubernetes", [])))
   enabled_pools  = [for p in local.facts.calico_pools : p if !p.disabled]
   old_service    = try(local.service_ranges[0], null)
-  old_pod        = length(local.enabled_pools) == 1 ? local.enabled_pools[0].cidr : try(local.facts.cluster_cidrs[0], null)
+  # The pod stages (examples/migration's 5 and 6: a new Calico pool, the old one disabled and
+  # drained, the pods rolled) move pod addresses only where Calico's IPAM hands them out. On any
+  # other network (Cilium, Flannel, kubenet, the AWS VPC CNI, Calico on host-local IPAM) the old
+  # pod range is null: examples/migration then runs the Service stages 1 to 4 alone, and the pod
+  # range moves by the CNI's own steps (output pod_stages; README "What your cluster needs").
+  pod_stages = local.facts.pod_range_steps == null
+  old_pod    = !local.pod_stages ? null : length(local.enabled_pools) == 1 ? local.enabled_pools[0].cidr : try(local.facts.cluster_cidrs[0], null)
 }
 
+# Only what concerns this cluster: no pod range is checked where no pod stage runs.
 data "k8scidr_preflight" "this" {
   old_service_cidrs = local.service_ranges
   new_service_cidrs = [var.new_service_cidr]
-  old_pod_cidrs     = local.old_pod == null ? [] : [local.old_pod]
-  new_pod_cidrs     = [var.new_pod_cidr]
+  old_pod_cidrs     = compact([local.old_pod])
+  new_pod_cidrs     = local.pod_stages ? [var.new_pod_cidr] : []
   reserved          = var.reserved
 }
 
@@ -78,6 +85,13 @@ output "facts" {
 output "findings" {
   description = "The preflight's blockers and warnings: what to fix before stage 1, and what each stage must mind."
   value       = [for f in data.k8scidr_preflight.this.findings : "${f.severity}: ${f.summary}: ${f.detail} Fix: ${f.fix}" if f.severity != "info"]
+}
+
+output "pod_stages" {
+  description = "Whether examples/migration's pod stages (5 and 6) move this cluster's pods, and if not, how its pod range moves instead."
+  value = local.pod_stages ? "Stages 5 and 6 move the pods from ${coalesce(local.old_pod, "the old Calico pool")} to ${var.new_pod_cidr}: Calico's IPAM hands out their addresses." : join(" ", [
+    "Left out: stages 5 and 6 (pod_cidrs.old is null). ${local.facts.pod_range_steps}",
+  "examples/migration's Service stages 1 to 4 work as on any cluster."])
 }
 
 output "service_moves" {

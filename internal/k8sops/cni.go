@@ -29,8 +29,8 @@ const PodStageSupport = "The pod stage (k8scidr_calico_ippool, and k8scidr_workl
 	"addresses only where Calico's IPAM hands them out (Calico's CNI plugin with ipam type calico-ipam); the Service stages " +
 	"work with any CNI."
 
-// nodeRange is the way for CNIs that give each pod an address from its node's podCIDR.
-const nodeRange = "pods take addresses from their node's podCIDR: set kube-controller-manager's --cluster-cidr (kOps: " +
+// NodeRangeSteps is the way for CNIs that give each pod an address from its node's podCIDR.
+const NodeRangeSteps = "pods take addresses from their node's podCIDR: set kube-controller-manager's --cluster-cidr (kOps: " +
 	"podCIDR and nonMasqueradeCIDR) to the new range and replace the nodes, which get podCIDRs in it."
 
 // knownCNIs are the DaemonSet names of the network plugins people run, as their own manifests,
@@ -38,17 +38,17 @@ const nodeRange = "pods take addresses from their node's podCIDR: set kube-contr
 var knownCNIs = map[string]CNI{
 	"calico-node": {Name: "Calico", CalicoIPAM: true},
 	"canal": {Name: "Canal (Calico policy on Flannel networking)",
-		Instead: "Canal's Flannel networking gives each pod an address from its node's podCIDR (host-local IPAM), so " + nodeRange},
+		Instead: "Canal's Flannel networking gives each pod an address from its node's podCIDR (host-local IPAM), so " + NodeRangeSteps},
 	"cilium": {Name: "Cilium", Instead: "Cilium's IPAM decides pod addresses: in cluster-pool mode add the new range to " +
-		"clusterPoolIPv4PodCIDRList and restart the pods (node by node), in kubernetes mode " + nodeRange},
+		"clusterPoolIPv4PodCIDRList and restart the pods (node by node), in kubernetes mode " + NodeRangeSteps},
 	"aws-node": {Name: "the AWS VPC CNI", Instead: "pods take addresses from their nodes' VPC subnets, so there is no pod range " +
 		"to move in the cluster: move the subnets (custom networking's ENIConfig) and replace the nodes."},
-	"kube-flannel-ds": {Name: "Flannel", Instead: nodeRange},
-	"kube-flannel":    {Name: "Flannel", Instead: nodeRange},
+	"kube-flannel-ds": {Name: "Flannel", Instead: NodeRangeSteps},
+	"kube-flannel":    {Name: "Flannel", Instead: NodeRangeSteps},
 	"weave-net": {Name: "Weave Net", Instead: "Weave Net allocates pod addresses from its IPALLOC_RANGE, which cannot change " +
 		"on a running cluster: replace the network."},
-	"kube-router":  {Name: "kube-router", Instead: nodeRange},
-	"antrea-agent": {Name: "Antrea", Instead: nodeRange},
+	"kube-router":  {Name: "kube-router", Instead: NodeRangeSteps},
+	"antrea-agent": {Name: "Antrea", Instead: NodeRangeSteps},
 	"ovnkube-node": {Name: "OVN-Kubernetes", Instead: "OVN-Kubernetes hands out pod subnets from its cluster-subnets setting: " +
 		"change it and replace the nodes."},
 }
@@ -121,5 +121,5 @@ func PodStageRefusal(cnis []CNI) (detail, fix string) {
 	return "No network plugin this provider knows runs here (no DaemonSet of " + KnownCNIList() + "): kubenet (kOps' and " +
 			"GKE's route-based networking) or a CNI installed on the hosts, whose pods take addresses from their node's podCIDR " +
 			"or its own configuration, not from Calico's IP pools.",
-		PodStageSupport + " With kubenet or host-local IPAM: " + nodeRange
+		PodStageSupport + " With kubenet or host-local IPAM: " + NodeRangeSteps
 }

@@ -78,7 +78,7 @@ func (r *apiServerServiceResource) Schema(ctx context.Context, _ resource.Schema
 			"service_cidrs": schema.ListAttribute{
 				Required: true, ElementType: types.StringType,
 				MarkdownDescription: "kube-apiserver's `--service-cluster-ip-range` now: one range, or two of different IP families.",
-				Validators:          []validator.List{listvalidator.SizeBetween(1, 2), listvalidator.ValueStringsAre(cidrValidator())},
+				Validators:          append([]validator.List{listvalidator.SizeBetween(1, 2)}, listOf(cidrValidator())...),
 			},
 			"bridge": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
@@ -138,7 +138,7 @@ func (r *apiServerServiceResource) Schema(ctx context.Context, _ resource.Schema
 func (r *apiServerServiceResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m apiServerServiceModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || !fullyKnown(m.ServiceCIDRs) {
+	if resp.Diagnostics.HasError() || !complete(m.ServiceCIDRs) {
 		return
 	}
 	addFindings(&resp.Diagnostics, k8sops.ValidateServiceCIDRs(k8sops.At("service_cidrs"), stringList(ctx, m.ServiceCIDRs, &resp.Diagnostics)), true)
@@ -184,7 +184,7 @@ func (r *apiServerServiceResource) ModifyPlan(ctx context.Context, req resource.
 			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("moved_at"), types.StringUnknown())...)
 		}
 	}
-	if !fullyKnown(plan.ServiceCIDRs) {
+	if !complete(plan.ServiceCIDRs) {
 		return
 	}
 	cidrs := stringList(ctx, plan.ServiceCIDRs, &resp.Diagnostics)

@@ -152,11 +152,25 @@ func TestAccBadInput_beforeTheCluster(t *testing.T) {
 		{"calico_ip_pool: IPIP on IPv6", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"v6\"\n  cidr = \"fd00:16::/64\"\n  ipip_mode = \"Always\"\n}\n",
 			[]string{"IPIP Is IPv4 Only", "@ipip_mode"}},
 		{"calico_ip_pool: node_selector", pool(`node_selector = "has(("`), []string{"Invalid Calico Selector", "@node_selector", `"has((" is not a selector Calico can parse`}},
+		// A null element, as `[var.x]` with var.x unset gives it (nullVar declares var.x).
+		{"preflight: a null pod range", p + nullVar + "data \"k8scidr_preflight\" \"x\" {\n  old_service_cidrs = [\"100.64.0.0/13\"]\n  old_pod_cidrs = [var.x]\n}\n",
+			[]string{"Null Element", "@old_pod_cidrs", "old_pod_cidrs[0] is null", "each element must be a CIDR prefix"}},
+		{"service_moves: a null target", p + nullVar + "data \"k8scidr_service_moves\" \"x\" {\n  target_cidrs = [var.x]\n}\n",
+			[]string{"Null Element", "@target_cidrs", "target_cidrs[0] is null"}},
+		{"network_overlaps: a null reserved range", p + nullVar + "data \"k8scidr_network_overlaps\" \"x\" {\n  reserved = { a = var.x }\n}\n",
+			[]string{"Null Element", "@reserved", `reserved["a"] is null`}},
+		{"kops_networking: a null option", p + nullVar + `output "x" {
+  value = provider::k8scidr::kops_networking("172.24.0.0/15", "172.16.0.0/13", "172.16.0.0/12", null, "172.24.0.10", "100.64.0.0/13", { kubernetes_version = var.x })
+}
+`, []string{`Invalid value for "options" parameter`, `["kubernetes_version"] is null`}},
 		{"calico_ip_pool: link-local", p + "resource \"k8scidr_calico_ippool\" \"x\" {\n  name = \"ll\"\n  cidr = \"169.254.0.0/16\"\n}\n",
 			[]string{"CIDR Overlaps Link-Local Addresses", "@cidr"}},
 	}
 	planErrors(t, cases)
 }
+
+// nullVar declares var.x, unset: what a module input nobody set is.
+const nullVar = "variable \"x\" {\n  type    = string\n  default = null\n}\n"
 
 // unsetKubeEnv unsets the provider's environment variables for the test, so that only its
 // provider block says where the cluster is.

@@ -121,7 +121,7 @@ func (r *calicoIPPoolResource) Schema(ctx context.Context, _ resource.SchemaRequ
 					"installed IPPool CRD has `allowedUses` (Calico 3.21+); setting it on an older CRD is a plan error. " +
 					"Default on create: `[\"Tunnel\", \"Workload\"]`.",
 				PlanModifiers: []planmodifier.Set{setplanmodifier.UseStateForUnknown()},
-				Validators:    []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(calico.AllowedUses...))},
+				Validators:    append([]validator.Set{setvalidator.SizeAtLeast(1)}, setOf(stringvalidator.OneOf(calico.AllowedUses...))...),
 			},
 			"assignment_mode": assignment,
 			"deletion_policy": schema.StringAttribute{

@@ -72,6 +72,9 @@ func (d *clusterInfoDataSource) Schema(_ context.Context, _ datasource.SchemaReq
 			"cni_daemonset": schema.StringAttribute{Computed: true, MarkdownDescription: "`namespace/name` of the DaemonSet that runs `cni`."},
 			"ipam": schema.StringAttribute{Computed: true, MarkdownDescription: "Who hands out pod addresses, where Calico's CNI configuration " +
 				"(`kube-system/calico-config`) or the Tigera operator's Installation says: `calico-ipam`, `host-local`, ...; null when neither shows."},
+			"pod_range_steps": schema.StringAttribute{Computed: true, MarkdownDescription: "Where Calico's IPAM does not hand out " +
+				"the pods' addresses (another CNI, kubenet, Calico on host-local IPAM): why the pod stage moves none, and how this " +
+				"cluster's pod range moves instead, by its CNI's own steps; null where Calico's IPAM hands them out and the pod stage applies."},
 			"kube_proxy_mode": schema.StringAttribute{Computed: true, MarkdownDescription: "kube-proxy's mode (`iptables`, `nftables`, `ipvs`) " +
 				"from its flags or its `kube-system/kube-proxy` ConfigMap; null when neither sets it (kube-proxy then runs iptables on Linux)."},
 			"kube_proxy_cluster_cidr": schema.StringAttribute{Computed: true, MarkdownDescription: "kube-proxy's clusterCIDR (traffic from " +
@@ -170,6 +173,7 @@ func (m *clusterInfoModel) setFacts(info k8sops.ClusterInfo, f preflight.Facts, 
 		m.CNI, m.CNIDaemonSet = types.StringValue(f.CNI.Name), types.StringValue(f.CNI.Namespace+"/"+f.CNI.DaemonSet)
 	}
 	m.IPAM = nullableString(f.IPAM)
+	m.PodRangeSteps = nullableString(f.PodRangeSteps)
 	m.KubeProxyMode, m.KubeProxyClusterCIDR = nullableString(f.KubeProxyMode), nullableString(f.KubeProxyClusterCIDR)
 	m.DNSService, m.DNSServiceIPs = nullableString(f.DNSService), stringListValue(f.DNSServiceIPs, diags)
 	m.CoreDNSTTL, m.CoreDNSCacheTTL = types.Int64Null(), types.Int64Null()
@@ -203,6 +207,7 @@ type clusterInfoModel struct {
 	CNI                    types.String `tfsdk:"cni"`
 	CNIDaemonSet           types.String `tfsdk:"cni_daemonset"`
 	IPAM                   types.String `tfsdk:"ipam"`
+	PodRangeSteps          types.String `tfsdk:"pod_range_steps"`
 	KubeProxyMode          types.String `tfsdk:"kube_proxy_mode"`
 	KubeProxyClusterCIDR   types.String `tfsdk:"kube_proxy_cluster_cidr"`
 	DNSService             types.String `tfsdk:"dns_service"`

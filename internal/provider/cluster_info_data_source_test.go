@@ -325,6 +325,8 @@ func TestAccClusterInfoDataSource_facts(t *testing.T) {
 					check("calico_pools", knownvalue.ListSizeExact(0)),
 					check("cni", knownvalue.Null()),
 					check("ipam", knownvalue.Null()),
+					// No network plugin known and no Calico: kubenet's way, from the nodes.
+					check("pod_range_steps", knownvalue.StringRegexp(regexp.MustCompile(`^No network plugin this provider knows runs here.*With kubenet or host-local IPAM: pods take addresses from their node's podCIDR`))),
 					check("kube_proxy_mode", knownvalue.Null()),
 					check("dns_service", knownvalue.Null()),
 					check("dns_service_ips", knownvalue.ListSizeExact(0)),
@@ -347,6 +349,7 @@ func TestAccClusterInfoDataSource_facts(t *testing.T) {
 					check("cni", str("Calico")),
 					check("cni_daemonset", str("kube-system/calico-node")),
 					check("ipam", str("calico-ipam")),
+					check("pod_range_steps", knownvalue.Null()),
 					check("kube_proxy_mode", str("nftables")),
 					check("kube_proxy_cluster_cidr", str("100.96.0.0/11")),
 					check("coredns_ttl", knownvalue.Int64Exact(30)),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -66,10 +67,11 @@ func stringMapValue(m map[string]string, diags *diag.Diagnostics) types.Map {
 	return v
 }
 
-// fullyKnown reports whether v and every element in it are known.
-func fullyKnown(v attr.Value) bool {
+// complete reports whether v is ready to convert to Go values and check: known all the way, and
+// holding no null element (the attribute's noNulls validator reports one).
+func complete(v attr.Value) bool {
 	tv, err := v.ToTerraformValue(context.Background())
-	return err == nil && tv.IsFullyKnown()
+	return err == nil && tv.IsFullyKnown() && len(nullElements(path.Empty(), v)) == 0
 }
 
 // valueStrings is the values of a list of known strings.
@@ -84,7 +86,7 @@ func valueStrings(vs []types.String) []string {
 // cidrList parses a list of CIDRs. Entries that do not parse are left out: the attribute's
 // cidrValidator reports them. ok is false when any was left out or the list is not known yet.
 func cidrList(ctx context.Context, l types.List, diags *diag.Diagnostics) (out []netip.Prefix, ok bool) {
-	if !fullyKnown(l) {
+	if !complete(l) {
 		return nil, false
 	}
 	ok = true
@@ -101,7 +103,7 @@ func cidrList(ctx context.Context, l types.List, diags *diag.Diagnostics) (out [
 
 // namedCIDRs parses a map of CIDRs by name into ranges of one kind, sorted by name, as cidrList does.
 func namedCIDRs(ctx context.Context, kind string, m types.Map, diags *diag.Diagnostics) (out []preflight.NamedRange, ok bool) {
-	if !fullyKnown(m) {
+	if !complete(m) {
 		return nil, false
 	}
 	var raw map[string]string

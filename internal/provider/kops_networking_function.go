@@ -64,7 +64,8 @@ func (f *kopsNetworkingFunction) Definition(_ context.Context, _ function.Defini
 		VariadicParameter: function.MapParameter{Name: "options", ElementType: types.StringType,
 			MarkdownDescription: "Optional, at most one map: `node_local_dns_ip` (NodeLocal DNSCache's local IP, e.g. `169.254.20.10`: " +
 				"kubelet `clusterDNS` keeps it), `kubernetes_version` (e.g. `data.k8scidr_cluster_info.this.server_version`; " +
-				"1.29–1.32 adds the `gates` step), `calico_ipam` (default `true`; `false` when kube-controller-manager allocates node podCIDRs)."},
+				"1.29–1.32 adds the `gates` step), `calico_ipam` (default `true`; `false` when kube-controller-manager allocates node podCIDRs).",
+			Validators: []function.MapParameterValidator{noNulls("must be a string: leave an option out rather than null")}},
 		Return: function.ObjectReturn{AttributeTypes: kopsNetworkingType},
 	}
 }

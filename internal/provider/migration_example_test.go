@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -31,8 +32,9 @@ import (
 
 // migrationFixture is the conflicted cluster of write-ups 000/001, seeded as `make demo` seeds
 // it: Services in 100.64.0.0/13 (kube-dns at 100.64.0.10, LoadBalancer, NodePort, headless,
-// ExternalName and selector-less ones) and pods in the Calico pool 100.96.0.0/11.
-// Options shape the cluster (TestAccMigrationExample puts kube-apiserver on the wire).
+// ExternalName and selector-less ones) and pods in the Calico pool 100.96.0.0/11 (withoutCalico:
+// on their nodes' podCIDRs in that range). Options shape the cluster (onTheWire puts
+// kube-apiserver on the wire).
 func migrationFixture(t *testing.T, options ...func(*testcluster.Options)) (*calicoEnv, *testcluster.Seeded, int) {
 	t.Helper()
 	ctx := context.Background()
@@ -41,9 +43,12 @@ func migrationFixture(t *testing.T, options ...func(*testcluster.Options)) (*cal
 		f(&o)
 	}
 	c := startCluster(t, o)
-	ipam, err := c.StartCalicoIPAM(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var ipam *testcluster.CalicoIPAM
+	if o.Calico != "" {
+		var err error
+		if ipam, err = c.StartCalicoIPAM(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	seeded, err := c.Seed(ctx, 2)
 	if err != nil {
@@ -64,12 +69,19 @@ func migrationFixture(t *testing.T, options ...func(*testcluster.Options)) (*cal
 	if _, err := c.WaitPods(ctx, "kube-system", "k8s-app=host-agent", 2, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }); err != nil {
 		t.Fatal(err)
 	}
+	if o.Calico == "" {
+		return &calicoEnv{t: t, c: c}, seeded, seeded.Pods
+	}
 	api, err := calico.Calico(ctx, clientFor(c))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &calicoEnv{t: t, c: c, ipam: ipam, api: api, group: k8sops.CalicoCRDV1Group}, seeded, seeded.Pods
 }
+
+// withoutCalico is a cluster whose pods take their node's podCIDR (kubenet: no network plugin
+// this provider knows, no Calico).
+func withoutCalico(o *testcluster.Options) { o.Calico = "" }
 
 const (
 	oldDNS = "100.64.0.10"
@@ -278,6 +290,12 @@ func (s *wireStages) check(t *testing.T, who string, cl *testcluster.Clients, id
 			}) {
 				continue
 			}
+			// A single refused node-port request long after its Service's move, with none around
+			// it: logged apart, as TestAccWire_recreation does (strayRefusal).
+			if kind == testcluster.ClientNodePort && strayRefusal(kr.Failures, f, f.At.Add(-f.Since)) {
+				known["a single node-port request refused long after its Service's move, none around it (strayRefusal)"]++
+				continue
+			}
 			where, stage := "between stages", 0
 			if i := slices.IndexFunc(s.spans, func(w wireSpan) bool { return !f.At.Before(w.from) && !f.At.After(w.to) }); i >= 0 {
 				stage = s.spans[i].stage
@@ -320,8 +338,8 @@ const kopsTFVars = `kops = { non_masquerade_cidr = "172.16.0.0/12", network_cidr
 
 // quickstart runs examples/quickstart as README's first section says, on the cluster kubeconfig
 // reaches: a plan that changes nothing in the cluster (only data sources), applied to keep its
-// outputs in the local state; it returns the output migration_tfvars.
-func quickstart(t *testing.T, kubeconfig string) string {
+// outputs in the local state; it returns the outputs (terraform output -json).
+func quickstart(t *testing.T, kubeconfig string) map[string]any {
 	t.Helper()
 	w := newCLIWorkspace(t, "")
 	copyInto(t, w.dir, "../../examples/quickstart/main.tf")
@@ -340,7 +358,11 @@ func quickstart(t *testing.T, kubeconfig string) string {
 	if _, err := os.Stat(filepath.Join(w.dir, "terraform.tfstate")); err != nil {
 		t.Errorf("examples/quickstart keeps no local state: %v", err)
 	}
-	return w.must("output", "-raw", "migration_tfvars")
+	var outputs map[string]any
+	if err := json.Unmarshal([]byte(w.must("output", "-json")), &outputs); err != nil {
+		t.Fatal(err)
+	}
+	return outputs
 }
 
 // stateRoles is examples/rbac's grant of the kubernetes backend's state (examples/migration's).
@@ -397,19 +419,41 @@ func pinToOldPool(t *testing.T, kube kubernetes.Interface) func() {
 	}
 }
 
-// TestAccMigrationExample runs examples/migration itself (linked, not copied) stage by
-// stage under the real terraform CLI and the built provider, with the steps outside the
-// Kubernetes API done between the stages as an operator does them, and checks the end state.
-// Each stage is planned to a file and that saved plan applied after the cluster changed (other
-// teams' Services, namespaces, scaling, pods): the apply does what the plan showed, reports
-// what no longer held, and the next plan shows only what is really left.
+// migrationRun is examples/migration itself (linked, not copied) applied stage by stage to a
+// seeded cluster (migrationFixture) under the real terraform CLI and the built provider, with
+// the steps outside the Kubernetes API done between the stages as an operator does them. Each
+// stage is planned to a file and that saved plan applied after the cluster changed (other teams'
+// Services, namespaces, scaling, pods): the apply does what the plan showed, reports what no
+// longer held, and the next plan shows only what is really left.
 //
-// It runs on the wire (kube-proxy in nftables mode, CoreDNS with kOps' Corefile): clients of
-// every kind send to a dozen moved Services and to the apiserver the whole time, and no client
-// the stage promises to keep may see a failure. Pods started before the migration (resolver
-// on the old DNS IP, IPs kept from their start, the old KUBERNETES_SERVICE_HOST) are promised
-// through stage 3, which restarts them; pods started after it, through stage 6.
-func TestAccMigrationExample(t *testing.T) {
+// With the suite's own terraform it runs on the wire (kube-proxy in nftables mode, CoreDNS with
+// kOps' Corefile): clients of every kind send to a dozen moved Services and to the apiserver the
+// whole time, and no client the stage promises to keep may see a failure. Pods started before
+// the migration (resolver on the old DNS IP, IPs kept from their start, the old
+// KUBERNETES_SERVICE_HOST) are promised through stage 3, which restarts them; pods started after
+// it, to the end.
+type migrationRun struct {
+	t      *testing.T
+	e      *calicoEnv
+	seeded *testcluster.Seeded
+	pods   int // the seeded workloads' pods
+	kube   kubernetes.Interface
+	wire   *testcluster.Wire // nil: off the wire
+	w      *cliWorkspace
+	churn  *clusterChurn
+	stages wireStages
+	// planOnly is a kubeconfig holding examples/rbac's plan role only.
+	planOnly string
+	// firstPlan is what stage 1's plan printed.
+	firstPlan string
+}
+
+// startMigrationRun seeds a cluster shaped by options, with examples/migration's workspace on
+// it holding examples/rbac's apply role only (as in a pipeline: a verb the role lacks fails the
+// run). ok is false when the test was re-run in a network namespace of its own, which did the
+// work (testcluster.RerunIsolated): the caller returns.
+func startMigrationRun(t *testing.T, options ...func(*testcluster.Options)) (r *migrationRun, ok bool) {
+	t.Helper()
 	testAccPreCheck(t)
 	requireOwnCluster(t)
 	// On the wire with the suite's own terraform only: the plan-contract runs under OpenTofu and
@@ -417,138 +461,145 @@ func TestAccMigrationExample(t *testing.T) {
 	// wires would only make every run slower and noisier.
 	onWire := filepath.Base(os.Getenv("TF_ACC_TERRAFORM_PATH")) == "terraform"
 	if onWire && testcluster.RerunIsolated(t) {
-		return
+		return nil, false
 	}
-	var fixture []func(*testcluster.Options)
 	if onWire {
-		fixture = append(fixture, onTheWire)
+		options = append(options, onTheWire)
 	}
-	e, seeded, podCount := migrationFixture(t, fixture...)
+	r = &migrationRun{t: t}
+	r.e, r.seeded, r.pods = migrationFixture(t, options...)
 	ctx := context.Background()
-	kube := e.c.Kube
-	var wire *testcluster.Wire
+	r.kube = r.e.c.Kube
 	if onWire {
 		var err error
-		if wire, err = e.c.StartWire(ctx, testcluster.WireOptions{Mode: testcluster.ProxyNFTables, Corefile: testcluster.CorefileKOps}); err != nil {
+		if r.wire, err = r.e.c.StartWire(ctx, testcluster.WireOptions{Mode: testcluster.ProxyNFTables, Corefile: testcluster.CorefileKOps}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Terraform holds only examples/rbac's apply role, as in a pipeline: a verb the role lacks
-	// fails the run.
-	applyOnly, err := e.c.ServiceAccountKubeconfig(ctx, applyRole)
+	applyOnly, err := r.e.c.ServiceAccountKubeconfig(ctx, applyRole)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := migrationWorkspace(t, e.c, applyOnly)
-	churn := newClusterChurn(t, kube)
-	// stage plans stage n to a file, lets the cluster change (between), applies the saved plan,
-	// and checks that a refreshing plan is then empty.
-	var stages wireStages
+	if r.planOnly, err = r.e.c.ServiceAccountKubeconfig(ctx, planRole); err != nil {
+		t.Fatal(err)
+	}
+	r.w = migrationWorkspace(t, r.e.c, applyOnly)
+	r.churn = newClusterChurn(t, r.kube)
 	// The wire's verdicts again at the end, where a CI log's excerpt of a failed test shows them.
 	t.Cleanup(func() {
-		if len(stages.errs) > 0 {
-			t.Logf("the wire failed the test:\n%s", strings.Join(stages.errs, "\n"))
+		if len(r.stages.errs) > 0 {
+			t.Logf("the wire failed the test:\n%s", strings.Join(r.stages.errs, "\n"))
 		}
 	})
-	stage := func(n int, between func()) {
-		t.Helper()
-		defer stages.mark(n)()
-		v := fmt.Sprintf("-var=stage=%d", n)
-		// Stage 4 removes the DNS bridge before its keep-range: no warning of a bridge holding it.
-		if out := w.planFile("-input=false", v); strings.Contains(out, "Bridges Live in This Range") {
-			t.Errorf("stage %d's plan warns of a bridge its own apply removes first:\n%s", n, out)
-		}
-		checkStageSummary(t, n, w)
-		between()
-		w.applyFile()
-		t.Logf("stage %d applied", n)
-		w.converged("-input=false", v)
-	}
-	// Other teams' Services go into the new range (the old one is retired at stage 2).
-	unrelated := func(i int) func() { return func() { churn.round(fmt.Sprintf("172.24.200.%d", i)) } }
+	return r, true
+}
 
-	// The preflight gate: a workload pinned to the old pool is a blocker, and the plan refuses
-	// to start the migration, naming it; once it is fixed the plan goes ahead.
-	// The per-cluster variables as a newcomer gets them: examples/quickstart reads them from the
-	// cluster with the plan role, and its migration_tfvars is the workspace's terraform.tfvars
-	// (none of them from the environment from here on).
-	planOnly, err := e.c.ServiceAccountKubeconfig(ctx, planRole)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tfvars := quickstart(t, planOnly)
+// useQuickstart takes the per-cluster variables as a newcomer gets them: examples/quickstart
+// reads them from the cluster with the plan role, and its migration_tfvars (which must say
+// podCIDRs, e.g. `{ old = null, new = "172.16.0.0/13" }`), with extra after it, is the
+// workspace's terraform.tfvars (none of them from the environment from here on). It returns the
+// quickstart's outputs.
+func (r *migrationRun) useQuickstart(podCIDRs, extra string) map[string]any {
+	t := r.t
+	t.Helper()
+	outputs := quickstart(t, r.planOnly)
+	tfvars, _ := dig(outputs, "migration_tfvars", "value").(string)
 	for _, want := range []string{`reserved      = {"tailscale":"100.64.0.0/10"}`, `service_cidrs = { old = "100.64.0.0/13", new = "172.24.0.0/15" }`,
-		`pod_cidrs     = { old = "100.96.0.0/11", new = "172.16.0.0/13" }`} {
+		`pod_cidrs     = ` + podCIDRs} {
 		if !strings.Contains(tfvars, want+"\n") {
 			t.Errorf("examples/quickstart's migration_tfvars lacks %s:\n%s", want, tfvars)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(w.dir, "terraform.tfvars"), []byte(tfvars+kopsTFVars), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(r.w.dir, "terraform.tfvars"), []byte(tfvars+extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.env = slices.DeleteFunc(w.env, func(v string) bool {
+	r.w.env = slices.DeleteFunc(r.w.env, func(v string) bool {
 		return slices.ContainsFunc([]string{"reserved", "service_cidrs", "pod_cidrs", "kops"}, func(n string) bool { return strings.HasPrefix(v, "TF_VAR_"+n+"=") })
 	})
-	// A range the cluster does not run is refused at plan, naming the variable and what runs.
-	for _, bad := range []struct{ arg, want string }{
-		{`-var=service_cidrs={ old = "10.96.0.0/12", new = "172.24.0.0/15" }`, `service_cidrs.old is 10.96.0.0/12, but kube-apiserver runs 100.64.0.0/13`},
-		{`-var=pod_cidrs={ old = "10.244.0.0/16", new = "172.16.0.0/13" }`, `No Calico pool has pod_cidrs.old 10.244.0.0/16; the cluster's pools are default-ipv4-ippool 100.96.0.0/11`},
-	} {
-		if out, err := w.run("plan", "-input=false", "-var=stage=1", bad.arg); err == nil || !diagRE("Resource precondition failed", bad.want).MatchString(out) {
-			t.Errorf("stage 1 with %s: %v\n%s", bad.arg, err, out)
-		}
+	return outputs
+}
+
+// stage plans stage n to a file, lets the cluster change (between), applies the saved plan,
+// and checks that a refreshing plan is then empty.
+func (r *migrationRun) stage(n int, between func()) {
+	t, w := r.t, r.w
+	t.Helper()
+	defer r.stages.mark(n)()
+	v := fmt.Sprintf("-var=stage=%d", n)
+	// Stage 4 removes the DNS bridge before its keep-range: no warning of a bridge holding it.
+	if out := w.planFile("-input=false", v); strings.Contains(out, "Bridges Live in This Range") {
+		t.Errorf("stage %d's plan warns of a bridge its own apply removes first:\n%s", n, out)
 	}
-	unpin := pinToOldPool(t, kube)
-	if out, err := w.run("plan", "-input=false", "-var=stage=1"); err == nil || !diagRE("Resource precondition failed",
-		"pods_pinned_to_old_pool on Deployment app-0/pinned", "Calico gives these pods no address").MatchString(out) {
-		t.Fatalf("stage 1 planned with a blocker: %v\n%s", err, out)
-	}
-	unpin()
+	checkStageSummary(t, n, w)
+	between()
+	w.applyFile()
+	t.Logf("stage %d applied", n)
+	w.converged("-input=false", v)
+}
+
+// unrelated is other teams' Services going into the new range (the old one is retired at
+// stage 2), between stage i's plan and its apply.
+func (r *migrationRun) unrelated(i int) func() {
+	return func() { r.churn.round(fmt.Sprintf("172.24.200.%d", i)) }
+}
+
+// knowGaps names the failures the stages' clients may see that the protocol does not prevent
+// (docs/guides/zero-downtime.md): logged, not failed on.
+func (r *migrationRun) knowGaps() {
 	// NodePort Services move by delete and create (the hand-over's ExternalName step would
 	// release their node ports), escorted (an escort serves their old and new IPs, and the delete
 	// is timed to reach kube-proxy with the create): their names are unanswered from the delete
 	// to the create, and a resolver asking then gets NXDOMAIN, which kOps' Corefile caches for its
 	// TTL. Their node ports close when a kube-proxy sync falls between the two (nodePortGap).
-	// Both logged, not failed on.
-	nodePortSvcs := nodePorts(t, kube, wireTargets(seeded))
-	stages.gaps = append(stages.gaps, wireGap{stages: []int{1}, services: nodePortSvcs, reasons: []string{"dns: NameError"},
+	nodePortSvcs := nodePorts(r.t, r.kube, wireTargets(r.seeded))
+	r.stages.gaps = append(r.stages.gaps, wireGap{stages: []int{1}, services: nodePortSvcs, reasons: []string{"dns: NameError"},
 		kinds: []testcluster.ClientKind{testcluster.ClientOldResolver, testcluster.ClientNewResolver}, within: testcluster.CorefileKOps.TTL,
 		lag: informerLag, why: "a NodePort Service's name is unanswered between its delete and its create"}, nodePortGap(nodePortSvcs))
-	// CoreDNS's own roll and the workloads' rolls, which are not the provider's: logged, not
-	// failed on.
-	if wire != nil {
-		stages.gaps = append(stages.gaps, coreDNSRollGap(func() []time.Time { return wire.Gone("kube-system/coredns-") }))
-		// A workload's roll (stages 3 and 5): a pod whose termination (wirePodTermination, a
-		// preStop sleep) ends before its EndpointSlice change has reached kube-proxy's rules
-		// leaves while kube-proxy still sends connections to it, and those time out until
-		// kube-proxy's next sync. Unloaded the change takes about a second; CI, running the suite
-		// in two halves on 2 cores, twice took longer than 3 s. Every roll does it, the provider's
-		// or not, and only a longer grace period prevents it; the wire sees it happen
-		// (testcluster.Wire.GoneWhileRouted, proven by testcluster.TestWire_podTermination), so
-		// logged, not failed on: at the Services of that pod's namespace, from its leaving to
-		// kube-proxy's next sync, a connection sent to the address that left times out (its SYN
-		// unanswered, or its request when the address left after the handshake), or, once the
-		// neighbour lookup for that address has failed, is refused at once as unreachable.
-		stages.gaps = append(stages.gaps, wireGap{reasons: []string{"timeout", "unreachable"}, within: 5 * recreation.DefaultProxySync,
-			after: func(f testcluster.Failure) []time.Time {
-				ns, _, _ := strings.Cut(f.Service, "/")
-				return wire.GoneWhileRouted(ns + "/")
-			},
-			why: "a pod whose termination ended while kube-proxy still routed to it (a grace period shorter than kube-proxy's lag)"})
+	// CoreDNS's own roll and the workloads' rolls, which are not the provider's.
+	wire := r.wire
+	if wire == nil {
+		return
 	}
+	r.stages.gaps = append(r.stages.gaps, coreDNSRollGap(func() []time.Time { return wire.Gone("kube-system/coredns-") }))
+	// A workload's roll (stages 3 and 5): a pod whose termination (wirePodTermination, a
+	// preStop sleep) ends before its EndpointSlice change has reached kube-proxy's rules
+	// leaves while kube-proxy still sends connections to it, and those time out until
+	// kube-proxy's next sync. Unloaded the change takes about a second; CI, running the suite
+	// in two halves on 2 cores, twice took longer than 3 s. Every roll does it, the provider's
+	// or not, and only a longer grace period prevents it; the wire sees it happen
+	// (testcluster.Wire.GoneWhileRouted, proven by testcluster.TestWire_podTermination), so
+	// logged, not failed on: at the Services of that pod's namespace, from its leaving to
+	// kube-proxy's next sync, a connection sent to the address that left times out (its SYN
+	// unanswered, or its request when the address left after the handshake), or, once the
+	// neighbour lookup for that address has failed, is refused at once as unreachable.
+	r.stages.gaps = append(r.stages.gaps, wireGap{reasons: []string{"timeout", "unreachable"}, within: 5 * recreation.DefaultProxySync,
+		after: func(f testcluster.Failure) []time.Time {
+			ns, _, _ := strings.Cut(f.Service, "/")
+			return wire.GoneWhileRouted(ns + "/")
+		},
+		why: "a pod whose termination ended while kube-proxy still routed to it (a grace period shorter than kube-proxy's lag)"})
+}
+
+// serviceStages applies stages 1 to 4, the Services' (any CNI's), with the steps outside the API
+// between them, and checks the clients of the pods started before the migration; it returns the
+// clients of the pods started after stage 3, still sending.
+func (r *migrationRun) serviceStages() *testcluster.Clients {
+	t, w, kube, ctx := r.t, r.w, r.kube, context.Background()
+	t.Helper()
+	r.knowGaps()
 	// Pods started before the migration, the old KUBERNETES_SERVICE_HOST's clients among them.
-	before := wireClients(ctx, t, wire, seeded, e.c.CACert)
+	before := wireClients(ctx, t, r.wire, r.seeded, r.e.c.CACert)
 	// Stage 1, with a planned Service deleted and one created in the old range before the apply.
-	stage1Done := stages.mark(1)
-	w.planFile("-input=false", "-var=stage=1")
-	if moves := w.planned("k8scidr_service_recreation.services", "plan.moves").(map[string]any); len(moves) != len(seeded.ServiceIPs)-len(seeded.LoadBalancers) {
-		t.Errorf("stage 1 plans %d moves, want every seeded Service but the LoadBalancers (%d)", len(moves), len(seeded.ServiceIPs)-len(seeded.LoadBalancers))
+	stage1Done := r.stages.mark(1)
+	r.firstPlan = w.planFile("-input=false", "-var=stage=1")
+	if moves := w.planned("k8scidr_service_recreation.services", "plan.moves").(map[string]any); len(moves) != len(r.seeded.ServiceIPs)-len(r.seeded.LoadBalancers) {
+		t.Errorf("stage 1 plans %d moves, want every seeded Service but the LoadBalancers (%d)", len(moves), len(r.seeded.ServiceIPs)-len(r.seeded.LoadBalancers))
 	}
-	churn.round("100.64.200.1")
+	r.churn.round("100.64.200.1")
 	if err := kube.CoreV1().Services("app-1").Delete(ctx, "web-4", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	delete(seeded.ServiceIPs, "app-1/web-4")
+	delete(r.seeded.ServiceIPs, "app-1/web-4")
 	out := w.applyFile()
 	if !diagRE("Planned Moves That No Longer Hold Were Not Made", "app-1/web-4: deleted since the plan").MatchString(out) {
 		t.Errorf("stage 1 does not report the Service deleted after the plan:\n%s", out)
@@ -571,14 +622,14 @@ func TestAccMigrationExample(t *testing.T) {
 	}
 	w.converged("-input=false", "-var=stage=1")
 	stage1Done()
-	for key, ip := range seeded.ServiceIPs {
+	for key, ip := range r.seeded.ServiceIPs {
 		ns, name, _ := strings.Cut(key, "/")
 		s, err := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		in := netip.MustParsePrefix("172.24.0.0/15").Contains(netip.MustParseAddr(s.Spec.ClusterIP))
-		if slices.Contains(seeded.LoadBalancers, key) {
+		if slices.Contains(r.seeded.LoadBalancers, key) {
 			if s.Spec.ClusterIP != ip {
 				t.Errorf("the LoadBalancer %s moved to %s", key, s.Spec.ClusterIP)
 			}
@@ -602,7 +653,7 @@ func TestAccMigrationExample(t *testing.T) {
 	// One kube-apiserver, not a highly available control plane: its API clients see the
 	// restart, which is not the migration's; until they reach it again, it is left out.
 	restarted := time.Now()
-	if err := e.c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
+	if err := r.e.c.RestartAPIServer(ctx, []string{"172.24.0.0/15"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -610,13 +661,13 @@ func TestAccMigrationExample(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the old apiserver IP does not answer after kube-apiserver's restart: %v", err)
 	}
-	stages.skip(testcluster.APIClientKinds, restarted, time.Now())
+	r.stages.skip(testcluster.APIClientKinds, restarted, time.Now())
 	// The kubelets' clusterDNS, as kubeadm's kubelet-config holds it (kOps: the nodes roll at
 	// stage 3; kwok has no kubelet): stage 4's removal of the DNS bridge reads it, and without
 	// it refuses while nodes registered before the DNS move are Ready.
-	setKubeletClusterDNS(t, e.c, "172.24.0.10")
-	stage(2, unrelated(2))
-	scs := clientFor(e.c)
+	setKubeletClusterDNS(t, r.e.c, "172.24.0.10")
+	r.stage(2, r.unrelated(2))
+	scs := clientFor(r.e.c)
 	if s, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil || s.Spec.ClusterIP != "172.24.0.1" {
 		t.Errorf("default/kubernetes after stage 2: %v (%v), want 172.24.0.1", s.Spec.ClusterIPs, err)
 	}
@@ -629,7 +680,7 @@ func TestAccMigrationExample(t *testing.T) {
 		t.Errorf("old-IP bridges after stage 2: %v (%v), want one per moved Service by default", bridges, err)
 	}
 	// Outside the API: the nodes rolled, kubelets hand out clusterDNS 172.24.0.10 (kwok has no kubelet).
-	stage(3, unrelated(3))
+	r.stage(3, r.unrelated(3))
 	if ds, err := kube.AppsV1().DaemonSets("kube-system").Get(ctx, "host-agent", metav1.GetOptions{}); err != nil ||
 		ds.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
 		t.Errorf("stage 3 did not restart the host-network DaemonSet kube-system/host-agent (%v)", err)
@@ -637,9 +688,9 @@ func TestAccMigrationExample(t *testing.T) {
 	// Every pod has restarted: those started before the migration are gone with their
 	// clients, and the pods now running resolve through the new DNS IP, keep the new IPs and
 	// have KUBERNETES_SERVICE_HOST 172.24.0.1.
-	stages.check(t, "pods started before the migration", before)
-	after := wireClients(ctx, t, wire, seeded, e.c.CACert)
-	stage(4, unrelated(4))
+	r.stages.check(t, "pods started before the migration", before)
+	after := wireClients(ctx, t, r.wire, r.seeded, r.e.c.CACert)
+	r.stage(4, r.unrelated(4))
 	_, err = kube.CoreV1().Services("kube-system").Get(ctx, "kube-dns-legacy", metav1.GetOptions{})
 	assertGone(t, err, "the DNS bridge after stage 4")
 	_, err = kube.CoreV1().Services("default").Get(ctx, "kubernetes-old-100-64-0-1", metav1.GetOptions{})
@@ -650,8 +701,43 @@ func TestAccMigrationExample(t *testing.T) {
 	if sc, err := k8sops.GetServiceCIDR(ctx, scs, k8sops.DefaultServiceCIDRName); err != nil || !sc.Ready || sc.Terminating || !slices.Equal(sc.CIDRs, []string{"172.24.0.0/15"}) {
 		t.Errorf("the default ServiceCIDR after stage 4: %+v (%v), want it recreated in 172.24.0.0/15", sc, err)
 	}
-	stage(5, unrelated(5))
-	stage(6, unrelated(6))
+	return after
+}
+
+// TestAccMigrationExample runs examples/migration (migrationRun) on the cluster of the
+// write-ups: stages 1 to 6, the pods moved from the Calico pool 100.96.0.0/11 to 172.16.0.0/13,
+// and checks the end state after the nodes are replaced.
+func TestAccMigrationExample(t *testing.T) {
+	r, ok := startMigrationRun(t)
+	if !ok {
+		return
+	}
+	ctx := context.Background()
+	kube, w, e := r.kube, r.w, r.e
+	r.useQuickstart(`{ old = "100.96.0.0/11", new = "172.16.0.0/13" }`, kopsTFVars)
+	// A range the cluster does not run is refused at plan, naming the variable and what runs.
+	for _, bad := range []struct{ arg, want string }{
+		{`-var=service_cidrs={ old = "10.96.0.0/12", new = "172.24.0.0/15" }`, `service_cidrs.old is 10.96.0.0/12, but kube-apiserver runs 100.64.0.0/13`},
+		{`-var=pod_cidrs={ old = "10.244.0.0/16", new = "172.16.0.0/13" }`, `No Calico pool has pod_cidrs.old 10.244.0.0/16; the cluster's pools are default-ipv4-ippool 100.96.0.0/11`},
+	} {
+		if out, err := w.run("plan", "-input=false", "-var=stage=1", bad.arg); err == nil || !diagRE("Resource precondition failed", bad.want).MatchString(out) {
+			t.Errorf("stage 1 with %s: %v\n%s", bad.arg, err, out)
+		}
+	}
+	// The preflight gate: a workload pinned to the old pool is a blocker, and the plan refuses
+	// to start the migration, naming it; once it is fixed the plan goes ahead.
+	unpin := pinToOldPool(t, kube)
+	if out, err := w.run("plan", "-input=false", "-var=stage=1"); err == nil || !diagRE("Resource precondition failed",
+		"pods_pinned_to_old_pool on Deployment app-0/pinned", "Calico gives these pods no address").MatchString(out) {
+		t.Fatalf("stage 1 planned with a blocker: %v\n%s", err, out)
+	}
+	unpin()
+	after := r.serviceStages()
+	if strings.Contains(r.firstPlan, "pod_stages") {
+		t.Errorf("with Calico's IPAM the first plan says the pod stages are left out:\n%s", r.firstPlan)
+	}
+	r.stage(5, r.unrelated(5))
+	r.stage(6, r.unrelated(6))
 	// The old pool is gone, but the nodes still hold podCIDRs in its range: the check says so.
 	if out, _ := w.run("plan", "-input=false", "-var=stage=6"); !diagRE("Warning: Check block assertion failed",
 		"clear_of_reserved_ranges", "After the migration still overlapping", "node_pod_cidr").MatchString(out) {
@@ -659,17 +745,16 @@ func TestAccMigrationExample(t *testing.T) {
 	}
 	// Outside the API: the nodes are replaced (kOps rolling update with allocateNodeCIDRs:
 	// false), so no node keeps a podCIDR in the old range; the pods come back on the new nodes.
-	stages.check(t, "pods started after stage 3", after, testcluster.ClientNewResolver, testcluster.ClientAPINew)
-	if wire != nil {
-		t.Logf("pods that left the wire while kube-proxy still routed to them: %d of %d", len(wire.GoneWhileRouted("")), len(wire.Gone("")))
+	r.stages.check(t, "pods started after stage 3", after, testcluster.ClientNewResolver, testcluster.ClientAPINew)
+	if r.wire != nil {
+		t.Logf("pods that left the wire while kube-proxy still routed to them: %d of %d", len(r.wire.GoneWhileRouted("")), len(r.wire.Gone("")))
 	}
 	if err := e.c.ReplaceNodes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.WaitPods(ctx, "", "app", podCount+churn.busyReplicas(), func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
+	if _, err := e.c.WaitPods(ctx, "", "app", r.pods+r.churn.busyReplicas(), func(p corev1.Pod) bool { return p.Status.PodIP != "" }); err != nil {
 		t.Fatal(err)
 	}
-
 	// The end state.
 	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -690,7 +775,7 @@ func TestAccMigrationExample(t *testing.T) {
 	if blocks, affs := e.blocksIn("100.96.0.0/11"); len(blocks)+len(affs) > 0 {
 		t.Errorf("old pool left blocks %v and affinities %v", blocks, affs)
 	}
-	lbRange, err := k8sops.GetServiceCIDR(ctx, scs, "keep-100-64-10-0-28")
+	lbRange, err := k8sops.GetServiceCIDR(ctx, clientFor(e.c), "keep-100-64-10-0-28")
 	if err != nil || !lbRange.Ready {
 		t.Errorf("the LoadBalancer's keep-range: %+v (%v)", lbRange, err)
 	}

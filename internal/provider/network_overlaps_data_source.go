@@ -8,10 +8,8 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
@@ -47,10 +45,10 @@ func (d *networkOverlapsDataSource) Schema(_ context.Context, _ datasource.Schem
 		Attributes: map[string]schema.Attribute{
 			"reserved": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`. Unset, nothing is reserved.",
-				Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
+				Validators:          mapOf(cidrValidator())},
 			"extra": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "More ranges to check, by name, e.g. a planned pool or the VPC. Unset, only the cluster's own ranges and `reserved` are checked.",
-				Validators:          []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
+				Validators:          mapOf(cidrValidator())},
 			"ranges": named("Every range checked, by kind and name."),
 			"conflicts": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Every overlapping pair and the prefix they share.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

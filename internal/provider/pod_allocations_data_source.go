@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -38,10 +39,12 @@ func (d *podAllocationsDataSource) Schema(_ context.Context, _ datasource.Schema
 			"hostNetwork pods are not counted. Read with paginated lists of nodes, pods and ReplicaSets.",
 		Attributes: map[string]schema.Attribute{
 			"cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Ranges to count pods in, e.g. the old and the new pool. Unset, `ranges` is empty and every pod with an address counts under `outside`."},
+				MarkdownDescription: "Ranges to count pods in, e.g. the old and the new pool. Unset, `ranges` is empty and every pod with an address counts under `outside`.",
+				Validators:          []validator.List{noNulls(cidrRule)}},
 			"cluster_cidr": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "The (new) `--cluster-cidr`, one range per family: each node podCIDR is checked against it. " +
-					"Unset, no podCIDR is checked and `inside_cluster_cidr` is null."},
+					"Unset, no podCIDR is checked and `inside_cluster_cidr` is null.",
+				Validators: []validator.List{noNulls(cidrRule)}},
 			"ranges": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "Pods per range of `cidrs`.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"cidr": schema.StringAttribute{Computed: true, MarkdownDescription: "Range."},

@@ -59,7 +59,7 @@ func (r *podCanaryResource) Schema(ctx context.Context, _ resource.SchemaRequest
 			"expect_cidrs": schema.ListAttribute{Required: true, ElementType: types.StringType,
 				MarkdownDescription: "The ranges the canary's address must come from: the new pool's CIDR (one per IP family). " +
 					"An address of a family none of them has is not judged.",
-				Validators:    []validator.List{listvalidator.SizeBetween(1, 2), listvalidator.ValueStringsAre(cidrValidator())},
+				Validators:    append([]validator.List{listvalidator.SizeBetween(1, 2)}, listOf(cidrValidator())...),
 				PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()}},
 			"image": schema.StringAttribute{Required: true, PlanModifiers: replace,
 				MarkdownDescription: "The canary's image: one every node can pull and that runs without arguments, such as the " +
@@ -76,7 +76,8 @@ func (r *podCanaryResource) Schema(ctx context.Context, _ resource.SchemaRequest
 			"triggers": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 				PlanModifiers: []planmodifier.Map{mapplanmodifier.RequiresReplace()},
 				MarkdownDescription: "Any values whose change runs the check again, e.g. the pools' `disabled`. Unset, only a " +
-					"change of the other arguments does."},
+					"change of the other arguments does.",
+				Validators: []validator.Map{noNulls("may be any string")}},
 			"pod_ips": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The addresses the canary got."},
 			"node":       schema.StringAttribute{Computed: true, MarkdownDescription: "The node the canary ran on."},

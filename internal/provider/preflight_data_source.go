@@ -10,12 +10,9 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops/preflight"
@@ -52,7 +49,7 @@ func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 		"reserved": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 			MarkdownDescription: "Ranges that belong to something else, by name, e.g. `{ tailscale = \"100.64.0.0/10\" }`. " +
 				"Unset, nothing is reserved: new ranges are checked against the cluster's ranges and each other only.",
-			Validators: []validator.Map{mapvalidator.ValueStringsAre(cidrValidator())}},
+			Validators: mapOf(cidrValidator())},
 		"findings": schema.ListNestedAttribute{Computed: true,
 			MarkdownDescription: "Every hazard found, blockers first, then by check and object.",
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -78,7 +75,7 @@ func (d *preflightDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 	}
 	for _, a := range preflightRangeAttrs {
 		attrs[a.name] = schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: a.desc,
-			Validators: []validator.List{listvalidator.ValueStringsAre(cidrValidator())}}
+			Validators: listOf(cidrValidator())}
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Finds, before anything moves, what in the cluster would break the migration of the given ranges: " +

@@ -73,6 +73,7 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				MarkdownDescription: "Paths to kubeconfig files, merged as `KUBECONFIG` would be. Environment: `KUBE_CONFIG_PATHS` (separated like `PATH`). " +
 					"An empty list is the same as leaving it unset, as in `hashicorp/kubernetes`; a non-empty list conflicts with `config_path`. " +
 					"Unset, `KUBE_CONFIG_PATHS` applies when neither `config_path` nor `KUBE_CONFIG_PATH` names a file.",
+				Validators: []validator.List{noNulls("must be a kubeconfig file's path")},
 			},
 			"config_context": str("Context to use from the kubeconfig. Environment: `KUBE_CTX`. Unset, `KUBE_CTX` applies, else the kubeconfig's `current-context`.", false),
 			"config_context_auth_info": str("User (auth info) to use from the kubeconfig. Environment: `KUBE_CTX_AUTH_INFO`. "+
@@ -153,10 +154,12 @@ func (p *k8scidrProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "API version of the ExecCredential, e.g. `client.authentication.k8s.io/v1beta1`."},
 					"command":     schema.StringAttribute{Required: true, MarkdownDescription: "Command to run."},
 					"args": schema.ListAttribute{ElementType: types.StringType, Optional: true,
-						MarkdownDescription: "Arguments. Unset, the command runs with none."},
+						MarkdownDescription: "Arguments. Unset, the command runs with none.",
+						Validators:          []validator.List{noNulls("must be a string")}},
 					"env": schema.MapAttribute{ElementType: types.StringType, Optional: true, Sensitive: true,
 						MarkdownDescription: "Extra environment variables (sensitive: they often carry credentials). Unset, the command " +
-							"gets the provider process's environment with nothing added."},
+							"gets the provider process's environment with nothing added.",
+						Validators: []validator.Map{noNulls("must be a string")}},
 				}},
 			},
 		},
@@ -171,6 +174,7 @@ func compatibilityList(name string) schema.ListAttribute {
 		Optional:    true,
 		MarkdownDescription: fmt.Sprintf("Accepted so that a `hashicorp/kubernetes` provider block can be copied unchanged. "+
 			"This provider manages no labels or annotations that could be ignored, so `%s` has no effect. Unset and set behave the same.", name),
+		Validators: []validator.List{noNulls("must be a string")},
 	}
 }
 

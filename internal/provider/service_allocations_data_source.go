@@ -9,11 +9,9 @@ import (
 	"errors"
 	"math/big"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/k8scidr/terraform-provider-k8scidr/internal/k8sops"
@@ -47,15 +45,14 @@ func (d *serviceAllocationsDataSource) Schema(_ context.Context, _ datasource.Sc
 			"cidrs": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ranges to report against, e.g. the new Service range. Default: every ServiceCIDR's ranges.",
-				Validators:          []validator.List{listvalidator.ValueStringsAre(cidrValidator())},
+				Validators:          listOf(cidrValidator()),
 			},
 			"also_keep": schema.ListAttribute{
 				Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Further Services (`namespace/name`) whose IPs stay where they are. Unset, only LoadBalancer " +
 					"Services and the bridges stay. What a planned Service move keeps (the cluster DNS Service's old IP, for its " +
 					"bridge) is in the `k8scidr_service_moves` data source's `keep_cidrs`.",
-				Validators: []validator.List{listvalidator.ValueStringsAre(stringvalidator.RegexMatches(
-					namespacedNameRegexp, "must be namespace/name"))},
+				Validators: listOf(stringvalidator.RegexMatches(namespacedNameRegexp, "must be namespace/name")),
 			},
 			"ranges": schema.ListNestedAttribute{
 				Computed: true, MarkdownDescription: "Usage of each range, counted from IPAddress objects (from Services where the API has none).",

@@ -77,7 +77,7 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 				MarkdownDescription: "Ranges new ServiceCIDRs must lie inside, e.g. the migration's target and keep-ranges. " +
 					"Exactly one of `allowed_cidrs` and `deny_new = true`. Unset, `deny_new` must be `true`. Needs Kubernetes 1.30+ " +
 					"(CEL's `cidr()`); on 1.29 create the new range first, then set `deny_new`.",
-				Validators: []validator.List{listvalidator.SizeAtLeast(1), listvalidator.ValueStringsAre(cidrValidator())},
+				Validators: append([]validator.List{listvalidator.SizeAtLeast(1)}, listOf(cidrValidator())...),
 			},
 			"deny_new": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
@@ -88,7 +88,7 @@ func (r *serviceCIDRPolicyResource) Schema(ctx context.Context, _ resource.Schem
 				Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{types.StringValue(servicecidr.ActionDeny)})),
 				MarkdownDescription: "What a violation does: `Deny` (refuse the request), `Warn` (admit it and return a " +
 					"warning), `Audit` (record it in the audit log). `Deny` and `Warn` cannot be combined. Default `[\"Deny\"]`.",
-				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.OneOf(servicecidr.ValidationActions...))},
+				Validators: append([]validator.Set{setvalidator.SizeAtLeast(1)}, setOf(stringvalidator.OneOf(servicecidr.ValidationActions...))...),
 			},
 			"in_sync": schema.BoolAttribute{
 				Computed: true,

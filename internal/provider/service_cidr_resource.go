@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -74,6 +73,7 @@ func (r *serviceCIDRResource) Schema(ctx context.Context, _ resource.SchemaReque
 				ElementType: types.StringType,
 				MarkdownDescription: "One range, or two of different IP families. Appending the second family is done in place " +
 					"(Kubernetes 1.33+); any other change replaces the ServiceCIDR.",
+				Validators: []validator.List{noNulls(cidrRule)},
 			},
 			"wait_for_deletion": schema.BoolAttribute{
 				Optional: true, Computed: true, Default: booldefault.StaticBool(true),
@@ -100,18 +100,10 @@ func (r *serviceCIDRResource) Schema(ctx context.Context, _ resource.SchemaReque
 func (r *serviceCIDRResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var cidrs types.List
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("cidrs"), &cidrs)...)
-	if resp.Diagnostics.HasError() || cidrs.IsUnknown() || cidrs.IsNull() {
+	if resp.Diagnostics.HasError() || cidrs.IsNull() || !complete(cidrs) {
 		return
 	}
-	var values []types.String
-	resp.Diagnostics.Append(cidrs.ElementsAs(ctx, &values, false)...)
-	if slices.ContainsFunc(values, func(v types.String) bool { return v.IsUnknown() }) {
-		return
-	}
-	strs := make([]string, len(values))
-	for i, v := range values {
-		strs[i] = v.ValueString()
-	}
+	strs := stringList(ctx, cidrs, &resp.Diagnostics)
 	addFindings(&resp.Diagnostics, k8sops.ValidateServiceCIDRs(k8sops.At("cidrs"), strs), true)
 }
 
@@ -134,7 +126,7 @@ func (r *serviceCIDRResource) ModifyPlan(ctx context.Context, req resource.Modif
 				"The \"kubernetes\" ServiceCIDR belongs to the apiserver, which creates it from --service-cluster-ip-range. "+
 					"Import it instead: terraform import <address> kubernetes.")
 		}
-		if r.data != nil && fullyKnown(plan.CIDRs) && !plan.Name.IsUnknown() {
+		if r.data != nil && complete(plan.CIDRs) && !plan.Name.IsUnknown() {
 			r.data.plannedRanges.Store(plan.Name.ValueString(), k8sops.ServiceCIDR{Name: plan.Name.ValueString(),
 				CIDRs: stringList(ctx, plan.CIDRs, &resp.Diagnostics), Ready: true})
 		}

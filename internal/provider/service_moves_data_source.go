@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -44,9 +43,9 @@ func (d *serviceMovesDataSource) Metadata(_ context.Context, req datasource.Meta
 
 func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	nsName := stringvalidator.RegexMatches(namespacedNameRegexp, "must be namespace/name")
-	strSet := func(desc string, v ...validator.String) schema.SetAttribute {
+	strSet := func(desc string, v validator.String) schema.SetAttribute {
 		return schema.SetAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: desc,
-			Validators: []validator.Set{setvalidator.ValueStringsAre(v...)}}
+			Validators: setOf(v)}
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Plans a Service move: every matching Service whose ClusterIP lies outside `target_cidrs`, with " +
@@ -57,7 +56,7 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 		Attributes: map[string]schema.Attribute{
 			"target_cidrs": schema.ListAttribute{Required: true, ElementType: types.StringType,
 				MarkdownDescription: "The new Service range(s), one per IP family, e.g. `[var.service_cidr]`.",
-				Validators:          []validator.List{listvalidator.SizeBetween(1, 2)}},
+				Validators:          []validator.List{listvalidator.SizeBetween(1, 2), noNulls(cidrRule)}},
 			"namespaces":         strSet("Only Services in these namespaces. Default: all.", namespaceName()),
 			"exclude_namespaces": strSet("Never Services in these namespaces. Unset, none is excluded.", namespaceName()),
 			"selector": schema.StringAttribute{Optional: true,
@@ -78,7 +77,7 @@ func (d *serviceMovesDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			"first": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Services (`namespace/name`) moved and verified before the rest, in this order, and placed " +
 					"first. Default: the cluster DNS Service (`kube-system/kube-dns`) where it exists. Every Service listed must exist.",
-				Validators: []validator.List{listvalidator.ValueStringsAre(nsName)}},
+				Validators: listOf(nsName)},
 			"ip_assignment": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "`preserve_offset`: keep each IP's offset in its old range, modulo the target's size " +
 					"(100.64.0.10 in 100.64.0.0/13 → 172.24.0.10 in 172.24.0.0/15), probing forward past taken addresses. " +
@@ -169,7 +168,7 @@ func (d *serviceMovesDataSource) ValidateConfig(ctx context.Context, req datasou
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if fullyKnown(m.TargetCIDRs) && !m.TargetCIDRs.IsNull() {
+	if complete(m.TargetCIDRs) && !m.TargetCIDRs.IsNull() {
 		addFindings(&resp.Diagnostics, k8sops.ValidateServiceCIDRs(k8sops.At("target_cidrs"), stringList(ctx, m.TargetCIDRs, &resp.Diagnostics)), true)
 	}
 }

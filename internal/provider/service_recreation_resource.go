@@ -79,7 +79,8 @@ func (r *serviceRecreationResource) Schema(ctx context.Context, _ resource.Schem
 					"`moves`: " + movesDescription + " `restore`: " + restoreDescription + " `first_moves`: " +
 					firstDescription + " If a first move no longer holds at apply, nothing is moved. `dns_service`: " +
 					dnsServiceDescription + " `dns_bridge`, `dns_bridge_off_reason`: whether the DNS bridge is on, and why " +
-					"not. `journal_namespace`, `journal_group`: the journal the data source read, which this resource writes."},
+					"not. `journal_namespace`, `journal_group`: the journal the data source read, which this resource writes.",
+				Validators: []validator.Object{noNulls("must be what the `k8scidr_service_moves` data source gives")}},
 			"dns_bridge_force_removal": schema.BoolAttribute{Optional: true,
 				MarkdownDescription: "Delete the bridge when the plan's `dns_bridge` is false even though running pods may still resolve " +
 					"through it. Without it the apply refuses, naming them, while a pod that uses the cluster resolver started " +
@@ -178,7 +179,7 @@ func (r *serviceRecreationResource) ModifyPlan(ctx context.Context, req resource
 	if !creating {
 		r.checkJournalChange(ctx, &plan, &state, &resp.Diagnostics)
 	}
-	if v := plan.values(); fullyKnown(v.TargetCIDRs) {
+	if v := plan.values(); complete(v.TargetCIDRs) {
 		plan.ID = types.StringValue(strings.Join(stringList(ctx, v.TargetCIDRs, &resp.Diagnostics), ","))
 	}
 	if !plan.plannedKnown() {
@@ -535,7 +536,7 @@ var faultHold = func(string) func(context.Context, string) { return nil }
 var faultClock = func() func() time.Time { return nil }
 
 // plannedKnown reports whether every value the apply acts on is known.
-func (m *serviceRecreationModel) plannedKnown() bool { return fullyKnown(m.Plan) }
+func (m *serviceRecreationModel) plannedKnown() bool { return complete(m.Plan) }
 
 // planned is what the apply does, from known configuration.
 func (m *serviceRecreationModel) planned(ctx context.Context, diags *diag.Diagnostics) recreation.PlannedRecreation {

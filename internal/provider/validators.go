@@ -95,9 +95,12 @@ func errText(err error) string {
 	return apiErrorText(err) + "."
 }
 
+// cidrRule is what a CIDR attribute's value must be.
+const cidrRule = "must be a CIDR prefix without host bits, such as 172.24.0.0/15"
+
 // cidrValidator accepts a CIDR prefix without host bits, as every CIDR in the provider.
 func cidrValidator() stringCheck {
-	return stringCheck{"must be a CIDR prefix without host bits, such as 172.24.0.0/15", "Invalid CIDR", func(s string) string {
+	return stringCheck{cidrRule, "Invalid CIDR", func(s string) string {
 		_, err := k8sops.ParseCIDR(s)
 		return errText(err)
 	}}

@@ -10,8 +10,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -62,19 +60,19 @@ func (d *workloadRestartsDataSource) Schema(_ context.Context, _ datasource.Sche
 		Attributes: map[string]schema.Attribute{
 			"namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Only these namespaces. Default: all.",
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(namespaceName())}},
+				Validators:          setOf(namespaceName())},
 			"exclude_namespaces": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Never these namespaces. Unset, none is excluded.",
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(namespaceName())}},
+				Validators:          setOf(namespaceName())},
 			"selector": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Label selector on the workloads' labels (a bare pod's own labels), e.g. `tier != system`. Unset, labels do not matter.",
 				Validators:          []validator.String{labelSelectorValidator()}},
 			"kinds": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Workload kinds rolled: `Deployment`, `StatefulSet`, `DaemonSet`. Default: all three.",
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(workloadroll.RollKinds...))}},
+				Validators:          setOf(stringvalidator.OneOf(workloadroll.RollKinds...))},
 			"pod_cidrs": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: podCIDRsDescription + " Unset, pod addresses are no trigger (set this or `started_before`).",
-				Validators:          []validator.List{listvalidator.ValueStringsAre(cidrValidator())}},
+				Validators:          listOf(cidrValidator())},
 			"started_before": schema.StringAttribute{Optional: true,
 				MarkdownDescription: startedBeforeDesc + " Unset, start times are no trigger (set this or `pod_cidrs`).",
 				Validators:          []validator.String{rfc3339Validator()}},

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -54,7 +53,7 @@ func (r *workloadRollResource) Metadata(_ context.Context, req resource.Metadata
 func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keyList := func(desc string) schema.ListAttribute {
 		return schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: desc,
-			Validators: []validator.List{listvalidator.ValueStringsAre(workloadKeyValidator())}}
+			Validators: listOf(workloadKeyValidator())}
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Restarts exactly the workloads of a `k8scidr_workload_restarts` data source, which the plan " +
@@ -74,7 +73,8 @@ func (r *workloadRollResource) Schema(ctx context.Context, _ resource.SchemaRequ
 					"`workloads`: the workloads to restart (`namespace/kind/name`; bare pods to evict through the Eviction API " +
 					"as `namespace/pod/name`). `pod_cidrs`, `started_before`, `include_host_network`: the data source's triggers. At apply a workload " +
 					"none of whose pods matches them any more is not restarted. After a refresh `workloads` reads as empty. " +
-					"Unset, only `include` is rolled."},
+					"Unset, only `include` is rolled.",
+				Validators: []validator.Object{noNulls("must be what the `k8scidr_workload_restarts` data source gives")}},
 			"include": keyList("Workloads (`namespace/kind/name`) rolled whatever their pods, e.g. " +
 				"`kube-system/daemonset/calico-node` to move the nodes' tunnel addresses: once, by the apply that adds " +
 				"them here (or creates the resource). Unset, only `workloads` is rolled."),
@@ -127,7 +127,7 @@ func (r *workloadRollResource) ValidateConfig(ctx context.Context, req resource.
 		s, _ := e.(types.String)
 		workloadKeyValidator().checkAt(at.AtName("workloads").AtListIndex(i), s, &resp.Diagnostics)
 	}
-	if fullyKnown(m.Plan) && !m.Plan.IsNull() && v.PodCIDRs.IsNull() && v.StartedBefore.IsNull() {
+	if complete(m.Plan) && !m.Plan.IsNull() && v.PodCIDRs.IsNull() && v.StartedBefore.IsNull() {
 		resp.Diagnostics.AddAttributeError(path.Root("plan"), "Triggers Missing",
 			"plan has neither pod_cidrs nor started_before: the apply restarts a listed workload only while one of its pods "+
 				"still matches them. Give plan the k8scidr_workload_restarts data source whole: plan = data.k8scidr_workload_restarts.NAME.")
@@ -150,14 +150,14 @@ func (r *workloadRollResource) ModifyPlan(ctx context.Context, req resource.Modi
 		return
 	}
 	plan.ID = types.StringValue("workload-roll")
-	if !fullyKnown(plan.Plan) || !fullyKnown(plan.Include) {
+	if !complete(plan.Plan) || !complete(plan.Include) {
 		resp.Diagnostics.AddWarning("Workloads To Restart Not Known Until Apply",
 			"plan or include is known only during apply, so this plan cannot show which workloads restart, and the "+
 				"apply will restart workloads nobody reviewed. The usual cause is a k8scidr_workload_restarts data source that "+
 				"references or depends_on a resource with changes in this plan: give it only variables, locals and data sources.")
 		plan.Rolled, plan.NotRolled, plan.CompletedAt = types.MapUnknown(types.StringType), types.MapUnknown(types.StringType), types.StringUnknown()
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
-		if fullyKnown(plan.Include) {
+		if complete(plan.Include) {
 			r.warnMissing(ctx, workloadroll.NormalizeRollKeys(stringList(ctx, plan.Include, &resp.Diagnostics)), &resp.Diagnostics)
 		}
 		return

@@ -100,8 +100,12 @@ func (i *CalicoIPAM) Stop() {
 	i.proc.stop(5 * time.Second)
 }
 
-// Errors returns what the IPAM failed to do (each failure is retried; tests can assert none).
+// Errors returns what the IPAM failed to do (each failure is retried; tests can assert none);
+// none for a cluster without it (nil).
 func (i *CalicoIPAM) Errors() []string {
+	if i == nil {
+		return nil
+	}
 	data, _ := os.ReadFile(i.proc.Log)
 	var errs []string
 	for line := range strings.Lines(string(data)) {

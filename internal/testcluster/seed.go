@@ -59,17 +59,21 @@ func (s *Seeded) WebServices() []string {
 }
 
 // Seed creates the installer's Calico pool (default-ipv4-ippool, 100.96.0.0/11, IPIP Always, NAT
-// on), kube-system/coredns (with its PodDisruptionBudget) behind kube-dns at 100.64.0.10, and in namespaces app-0 … app-k: per
+// on) where the cluster serves Calico's CRDs (without them pods take their node's podCIDR, as with
+// kubenet), kube-system/coredns (with its PodDisruptionBudget) behind kube-dns at 100.64.0.10, and in namespaces app-0 … app-k: per
 // group of ten Services a Deployment with its ClusterIP Services, a NodePort, a headless Service
 // with a StatefulSet, an ExternalName, a selector-less Service, and every fourth group a
-// LoadBalancer, plus two Deployments without Services; and a DaemonSet. It waits until every pod has an address. The Calico CRDs and
-// Calico's IPAM must be running (Options.Calico, StartCalicoIPAM).
+// LoadBalancer, plus two Deployments without Services; and a DaemonSet. It waits until every pod has an address. With Calico,
+// Calico's IPAM must be running (StartCalicoIPAM).
 func (c *Cluster) Seed(ctx context.Context, groups int) (*Seeded, error) {
 	s := &Seeded{ServiceIPs: map[string]string{}, Workloads: map[string]int{}}
-	pool := map[string]any{"cidr": "100.96.0.0/11", "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",
-		"natOutgoing": true, "nodeSelector": "all()", "allowedUses": []any{"Workload", "Tunnel"}}
-	if err := c.CreateCalicoPool(ctx, "crd.projectcalico.org/v1", "default-ipv4-ippool", pool); err != nil {
-		return nil, err
+	// The pool where Calico's CRDs are served (Options.Calico, InstallCalicoCRDs).
+	if _, err := c.Kube.Discovery().ServerResourcesForGroupVersion("crd.projectcalico.org/v1"); err == nil {
+		pool := map[string]any{"cidr": "100.96.0.0/11", "blockSize": int64(26), "ipipMode": "Always", "vxlanMode": "Never",
+			"natOutgoing": true, "nodeSelector": "all()", "allowedUses": []any{"Workload", "Tunnel"}}
+		if err := c.CreateCalicoPool(ctx, "crd.projectcalico.org/v1", "default-ipv4-ippool", pool); err != nil {
+			return nil, err
+		}
 	}
 	kube := c.Kube
 	svc := func(ns, name string, typ corev1.ServiceType, ip, app string, ports ...corev1.ServicePort) error {

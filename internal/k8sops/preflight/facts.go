@@ -43,6 +43,9 @@ type Facts struct {
 	// operator's Installation: "calico-ipam", "host-local", ...).
 	CNI  *k8sops.CNI
 	IPAM string
+	// PodRangeSteps says, where Calico's IPAM does not hand out the pods' addresses, why the pod
+	// stage moves none and how this cluster's pod range moves instead; "" where it does.
+	PodRangeSteps string
 	// KubeProxyMode (iptables, nftables, ipvs; "" unknown) and KubeProxyClusterCIDR, from
 	// kube-proxy's flags where its pods show them, else from its ConfigMap.
 	KubeProxyMode, KubeProxyClusterCIDR string
@@ -127,6 +130,7 @@ func FactsOf(s PreflightSnapshot) Facts {
 		f.CNI = &cnis[0]
 	}
 	f.IPAM = ipamOf(s)
+	f.PodRangeSteps = podRangeSteps(s, f.IPAM)
 	f.KubeProxyMode, f.KubeProxyClusterCIDR = kubeProxySettings(s)
 	if cm := s.ConfigMaps[CoreDNSConfigMap]; cm != nil {
 		f.Corefile = true
@@ -137,6 +141,23 @@ func FactsOf(s PreflightSnapshot) Facts {
 		_, f.NodeLocalCacheTTL = corefileTTLs(cm.Data["Corefile"])
 	}
 	return f
+}
+
+// podRangeSteps is why the pod stage cannot move the pods' addresses and what moves them instead,
+// or "" where Calico's IPAM hands them out: Calico's pools served, no other network plugin
+// running, and its CNI configuration's IPAM calico-ipam or not shown (checkCNIIPAM's rules).
+func podRangeSteps(s PreflightSnapshot, ipam string) string {
+	cnis := k8sops.KnownCNIs(s.DaemonSets)
+	switch {
+	case ipam != "" && ipam != "calico-ipam":
+		return fmt.Sprintf("Calico's CNI runs with IPAM %s: each pod takes its address from its node's podCIDR, not from "+
+			"Calico's IP pools, so disabling a pool and rolling the pods moves none. %s With host-local IPAM: %s",
+			ipam, k8sops.PodStageSupport, k8sops.NodeRangeSteps)
+	case !k8sops.RunsCalico(cnis) && (len(cnis) > 0 || !s.CalicoServed):
+		detail, fix := k8sops.PodStageRefusal(cnis)
+		return detail + " " + fix
+	}
+	return ""
 }
 
 // appendDistinct appends the values not yet in dst.

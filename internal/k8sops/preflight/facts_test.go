@@ -4,6 +4,7 @@
 package preflight
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -159,9 +160,36 @@ func TestFactsOf(t *testing.T) {
 	}
 	got = FactsOf(kubeadm)
 	want = Facts{ClusterCIDRs: []string{"10.244.0.0/16"}, IPAM: "host-local", KubeProxyClusterCIDR: "10.244.0.0/16",
-		Corefile: true, CoreDNSTTL: 30, ServiceCIDRGate: ptr.To(true)}
+		Corefile: true, CoreDNSTTL: 30, ServiceCIDRGate: ptr.To(true), PodRangeSteps: got.PodRangeSteps}
+	if !strings.HasPrefix(got.PodRangeSteps, "Calico's CNI runs with IPAM host-local") {
+		t.Errorf("kubeadm-like cluster on host-local IPAM: pod range steps %q", got.PodRangeSteps)
+	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("kubeadm-like cluster (-want +got):\n%s", d)
+	}
+
+	// Where Calico's IPAM hands out no address, how the pod range moves instead.
+	ds := func(ns, name string) appsv1.DaemonSet {
+		return appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	for _, c := range []struct {
+		name string
+		s    PreflightSnapshot
+		want string // a prefix; "" for none
+	}{
+		{"Calico's pools, no CNI DaemonSet visible", PreflightSnapshot{CalicoServed: true}, ""},
+		{"calico-node", PreflightSnapshot{DaemonSets: []appsv1.DaemonSet{ds("calico-system", "calico-node")}}, ""},
+		{"kubenet: no CNI, no Calico", PreflightSnapshot{DaemonSets: []appsv1.DaemonSet{ds("kube-system", "kube-proxy")}},
+			"No network plugin this provider knows runs here"},
+		{"Flannel", PreflightSnapshot{DaemonSets: []appsv1.DaemonSet{ds("kube-flannel", "kube-flannel-ds")}},
+			"The cluster runs Flannel (DaemonSet kube-flannel/kube-flannel-ds), not Calico"},
+		{"the AWS VPC CNI with Calico's CRDs left over", PreflightSnapshot{CalicoServed: true, DaemonSets: []appsv1.DaemonSet{ds("kube-system", "aws-node")}},
+			"The cluster runs the AWS VPC CNI"},
+	} {
+		got := FactsOf(c.s).PodRangeSteps
+		if c.want == "" && got != "" || !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: pod range steps %q, want %q…", c.name, got, c.want)
+		}
 	}
 
 	// Nothing visible: no gate known before 1.33, nothing guessed.
