@@ -55,10 +55,15 @@ atonce() {
 	pids+=($!) logs+=("$log")
 }
 reports() {
-	local failed=0 i
+	local failed=0 i rc
 	for i in "${!pids[@]}"; do
-		wait "${pids[$i]}" || failed=1
+		rc=0
+		wait "${pids[$i]}" || rc=$?
 		cat "${logs[$i]}" >&2
+		if [ "$rc" != 0 ]; then
+			failed=1
+			echo "test: $(basename "${logs[$i]}" .log | tr -d .) exited with status $rc" >&2
+		fi
 	done
 	pids=() logs=()
 	return "$failed"
